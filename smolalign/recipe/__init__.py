@@ -1,0 +1,1 @@
+"""Recipes: YAML with named sections, `extends:` composition, `--set` overrides, validation with did-you-mean."""

@@ -1,0 +1,48 @@
+"""YAML reading and writing with YAML 1.2 floats: plain PyYAML reads `lr: 2e-5` as the string '2e-5'."""
+
+import re
+from typing import Any
+
+import yaml
+
+from smolalign.errors import SmolalignError
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+# YAML 1.1's float rule requires a dot ("2.0e-5"); this is the YAML 1.2 rule, so "2e-5" and "1e6" are floats.
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def load_yaml(text: str, source: str = "<string>") -> Any:
+    """Parse YAML text; a syntax error becomes a SmolalignError naming the source and line."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise SmolalignError(f"{source}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+
+
+def parse_value(text: str) -> Any:
+    """A `--set` value, typed as YAML would type it (`3` -> int, `2e-5` -> float, `[a, b]` -> list)."""
+    if text == "":
+        return ""
+    return load_yaml(text, source="--set value")
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
