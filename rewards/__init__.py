@@ -1,0 +1,1 @@
+"""Verifiable reward functions for `smolalign rl` (math, code, format, length), plain functions named in recipes."""

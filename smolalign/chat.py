@@ -1,0 +1,22 @@
+"""One chat turn with a model, using the tokenizer's own template and the generation config's EOS: what a user of
+the saved model gets, so a trained model is checked the way it will be served."""
+
+from smolalign.hardware import detect_hardware, resolve_dtype
+from smolalign.recipe.schema import ModelSection
+
+
+def reply(model_source: str, message: str, *, think: bool = True, max_new_tokens: int = 128) -> str:
+    import torch
+
+    from smolalign.models.load import load_model, load_tokenizer
+
+    section = ModelSection(source=model_source)
+    tokenizer, _ = load_tokenizer(section, "model")
+    hardware = detect_hardware()
+    model = load_model(section, resolve_dtype("auto", hardware), hardware, tokenizer)
+    model.to("cuda" if hardware.on_gpu else "cpu").eval()
+    inputs = tokenizer.apply_chat_template([{"role": "user", "content": message}], add_generation_prompt=True,
+                                           enable_thinking=think, return_tensors="pt", return_dict=True).to(model.device)
+    with torch.no_grad():
+        output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
+    return tokenizer.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)

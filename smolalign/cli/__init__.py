@@ -1,0 +1,39 @@
+"""The `smolalign` command line. Only typer, yaml and smolalign's light modules are imported here: torch,
+transformers and trl load inside the commands that need them, so `smolalign --help` answers at once."""
+
+import sys
+
+import typer
+
+from smolalign.errors import SmolalignError
+
+app = typer.Typer(
+    name="smolalign",
+    help="Post-training for hybrid-reasoning assistants: SFT, preference optimization and on-policy RL from one recipe.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _register() -> None:
+    from smolalign.cli import chat, data, recipes, template, train
+
+    train.register(app)
+    app.add_typer(recipes.app, name="recipes", rich_help_panel="Recipes")
+    app.add_typer(template.app, name="template", rich_help_panel="Inspect")
+    app.add_typer(data.app, name="data", rich_help_panel="Inspect")
+    chat.register(app)
+
+
+_register()
+
+
+def main() -> None:
+    """Entry point: bad input (SmolalignError) prints one line and exits 2; anything else keeps its traceback."""
+    try:
+        app(standalone_mode=True)
+    except SmolalignError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)

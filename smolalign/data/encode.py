@@ -1,0 +1,168 @@
+"""Tokenization with loss masks: rows -> `input_ids` + `labels` (-100 where nothing is trained).
+
+What is ours: conversations are rendered with the template's {% generation %} spans, the rendered texts are
+tokenized in one batched call of the fast tokenizer, and a token is trained when its characters overlap a trained
+span. That is the rule `apply_chat_template(return_assistant_tokens_mask=True)` applies one row at a time, done in
+batch. Each row is also checked here: its end-of-turn tokens are trained, the think mode it asked for is the one
+rendered, and something is trained at all.
+"""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from smolalign.data.mixture import JSON_PREFIX, ORIGIN
+from smolalign.errors import SmolalignError
+from smolalign.templates.registry import ChatTemplate
+from smolalign.templates.render import render, rendered_think_mode, requested_think_mode
+
+PROBLEM = "_problem"
+"""Column holding what is wrong with a row ("" when nothing is)."""
+UNTRAINED = "no token is trained"
+
+
+@dataclass
+class LossMask:
+    assistant_only: bool = True
+    """Conversations: train only on what the template marks with {% generation %}."""
+    completion_only: bool = True
+    """Prompt/completion rows: train only on the completion."""
+
+
+@dataclass
+class Encoder:
+    tokenizer: Any
+    template: ChatTemplate
+    format: str
+    mask: LossMask = field(default_factory=LossMask)
+    template_kwargs: dict = field(default_factory=dict)
+    """Defaults for every row; a row's own chat_template_kwargs override them."""
+
+    def __post_init__(self) -> None:
+        self.special_tokens = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
+        self.eos_token = self.tokenizer.eos_token
+        self.eos_id = self.tokenizer.eos_token_id
+        if self.format == "messages" and self.mask.assistant_only and not self.template.has_generation_markers:
+            raise SmolalignError(
+                f"template {self.template.name} has no {{% generation %}} markers, so assistant-only loss would train "
+                "on nothing; use a template with markers (smollm3, chatml) or set train.assistant_only_loss: false")
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        rows = [{k: batch[k][i] for k in batch} for i in range(len(batch[ORIGIN]))]
+        rendered = [self.render_row(row) for row in rows]
+        encoded = self.tokenizer([r[0] for r in rendered], add_special_tokens=False, return_offsets_mapping=True,
+                                 return_attention_mask=False)
+        out: dict[str, list] = {"input_ids": [], "labels": [], PROBLEM: []}
+        for (text, spans, problem, from_template), ids, offsets in zip(
+                rendered, encoded["input_ids"], encoded["offset_mapping"], strict=True):
+            labels = ids if spans is None else masked_labels(ids, offsets, spans, len(text))
+            if not problem and from_template and spans:
+                problem = self.end_of_turn_problem(ids, labels)
+            if not problem and all(label == -100 for label in labels):
+                problem = UNTRAINED
+            out["input_ids"].append(ids)
+            out["labels"].append(labels)
+            out[PROBLEM].append(problem)
+        return out
+
+    def render_row(self, row: dict) -> tuple[str, list[tuple[int, int]] | None, str, bool]:
+        """(text, trained character spans or None for all, problem, whether spans came from the template)."""
+        if self.format == "text":
+            text = row["text"] or ""
+            return (text if text.endswith(self.eos_token) else text + self.eos_token), None, "", False
+        kwargs = {**self.template_kwargs, **_row_kwargs(row.get("chat_template_kwargs"))}
+        tools = _tools(row.get("tools"))
+        if self.format == "messages":
+            messages = _decoded(row["messages"])
+            text, spans = render(self.template, messages, tools=tools, special_tokens=self.special_tokens, **kwargs)
+            problem = self.think_problem(messages, kwargs, text)
+            return text, (spans if self.mask.assistant_only else None), problem, self.mask.assistant_only
+        prompt, completion = _decoded(row["prompt"]), _decoded(row["completion"])
+        if isinstance(prompt, str):
+            text = prompt + completion
+            text = text if text.endswith(self.eos_token) else text + self.eos_token
+            return text, ([(len(prompt), len(text))] if self.mask.completion_only else None), "", False
+        head, _ = render(self.template, prompt, add_generation_prompt=True, tools=tools,
+                         special_tokens=self.special_tokens, **kwargs)
+        text, spans = render(self.template, prompt + completion, tools=tools, special_tokens=self.special_tokens,
+                             **kwargs)
+        start = _common_prefix(head, text)
+        completion_span = [(start, len(text))]
+        trained = _intersect(spans, start) if self.template.has_generation_markers else completion_span
+        problem = self.think_problem(prompt, kwargs, text)
+        return text, (trained if self.mask.completion_only else None), problem, self.mask.completion_only
+
+    def think_problem(self, messages: list[dict], kwargs: dict, text: str) -> str:
+        if not self.template.is_hybrid:
+            return ""
+        wanted, got = requested_think_mode(messages, kwargs), rendered_think_mode(text)
+        if got is not None and got != wanted:
+            return f"asked for {wanted} mode but the template rendered {got}"
+        return ""
+
+    def end_of_turn_problem(self, ids: list[int], labels: list[int]) -> str:
+        """Every trained span must end with the end-of-turn token, or the model never learns to stop."""
+        n = len(ids)
+        for i in range(n):
+            if labels[i] != -100 and (i + 1 == n or labels[i + 1] == -100) and ids[i] != self.eos_id:
+                return (f"a trained span ends with {self.tokenizer.convert_ids_to_tokens(ids[i])!r}, not the "
+                        f"end-of-turn token {self.eos_token!r}: the model would not learn to stop")
+        return ""
+
+
+def masked_labels(ids: list[int], offsets: list, spans: list[tuple[int, int]], length: int) -> list[int]:
+    """`ids` where a token's characters overlap a span, -100 elsewhere."""
+    import numpy as np
+
+    if not spans:
+        return [-100] * len(ids)
+    inside = np.zeros(length + 1, dtype=np.int32)
+    for start, end in spans:
+        inside[start] += 1
+        inside[end] -= 1
+    covered = np.concatenate([[0], np.cumsum(np.cumsum(inside)[:length] > 0)])
+    bounds = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    trained = covered[bounds[:, 1]] - covered[bounds[:, 0]] > 0
+    return np.where(trained, np.asarray(ids, dtype=np.int64), -100).tolist()
+
+
+def _decoded(value: Any) -> Any:
+    """Columns that had to be stored as JSON to align sources are decoded back (see `mixture.JSON_PREFIX`)."""
+    if isinstance(value, str) and value.startswith(JSON_PREFIX):
+        return json.loads(value[len(JSON_PREFIX):])
+    return value
+
+
+def _tools(value: Any) -> list | None:
+    """Per-row tools: a list, or a JSON string as TRL datasets store them."""
+    value = _decoded(value)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise SmolalignError(f"a tools value is neither a list nor JSON: {value[:80]!r}") from None
+    return value or None
+
+
+def _row_kwargs(value: Any) -> dict:
+    value = _decoded(value)
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise SmolalignError(f"chat_template_kwargs must be a mapping, got {value!r}")
+    return {k: v for k, v in value.items() if v is not None}
+
+
+def _common_prefix(a: str, b: str) -> int:
+    if b.startswith(a):
+        return len(a)
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _intersect(spans: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
+    return [(max(s, start), e) for s, e in spans if e > start]

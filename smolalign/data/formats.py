@@ -1,0 +1,43 @@
+"""Dataset formats: detecting messages / prompt-completion / text from columns, and the canonical columns of each."""
+
+from smolalign.errors import SmolalignError
+
+EXTRA_COLUMNS = ("chat_template_kwargs", "tools")
+"""Optional per-row columns passed to the chat template."""
+
+FORMAT_COLUMNS = {
+    "messages": ("messages",),
+    "prompt_completion": ("prompt", "completion"),
+    "text": ("text",),
+}
+
+
+def detect_format(columns: list[str], requested: str, where: str) -> str:
+    """The format of a source from its columns (`requested` may force one); ShareGPT `conversations` is messages."""
+    if requested != "auto":
+        needed = FORMAT_COLUMNS[requested]
+        missing = [c for c in needed if c not in columns and not (c == "messages" and "conversations" in columns)]
+        if missing:
+            raise SmolalignError(
+                f"data source {where} has no column {missing[0]!r} needed by format {requested} "
+                f"(columns: {', '.join(columns)}; rename yours with columns: {{yours: {missing[0]}}})")
+        return requested
+    if "messages" in columns or "conversations" in columns:
+        return "messages"
+    if "prompt" in columns and "completion" in columns:
+        return "prompt_completion"
+    if "text" in columns:
+        return "text"
+    raise SmolalignError(
+        f"data source {where}: cannot tell its format from columns {', '.join(columns)}; expected messages, "
+        "prompt + completion, or text (rename yours with columns: {yours: messages})")
+
+
+def canonical_columns(fmt: str, columns: list[str]) -> list[str]:
+    return [c for c in (*FORMAT_COLUMNS[fmt], *EXTRA_COLUMNS) if c in columns]
+
+
+def sharegpt_to_messages(conversations: list[dict]) -> list[dict]:
+    roles = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system",
+             "tool": "tool", "function_call": "assistant", "observation": "tool"}
+    return [{"role": roles.get(turn.get("from"), turn.get("from")), "content": turn.get("value")} for turn in conversations]

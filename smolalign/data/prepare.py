@@ -1,0 +1,175 @@
+"""The SFT data pipeline: mixture -> tokens and labels -> row checks -> truncation -> packing, cached by fingerprint.
+
+The cache key covers everything the result depends on (source files by path/size/mtime, tokenizer, template text,
+template kwargs, loss masks, length and packing settings), so a second run with the same inputs loads the prepared
+rows from disk instead of re-tokenizing, and any change re-prepares.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from smolalign.data.encode import PROBLEM, UNTRAINED, Encoder, LossMask
+from smolalign.data.mixture import ORIGIN, build_mixture
+from smolalign.data.sources import fingerprint_of
+from smolalign.errors import SmolalignError
+from smolalign.models.sources import cache_root
+from smolalign.recipe.schema import Recipe
+from smolalign.templates.registry import ChatTemplate
+
+PIPELINE_VERSION = 1
+"""Bump when the prepared rows change for the same inputs, so old caches are not reused."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How rows become training sequences, read from the recipe's `train:` section with TRL's defaults."""
+
+    max_length: int | None
+    packing: str | None
+    """None (no packing), "bfd", "bfd_split" or "wrapped"."""
+    truncation_mode: str
+    loss: LossMask
+
+    @classmethod
+    def from_recipe(cls, recipe: Recipe) -> "Layout":
+        train = recipe.train
+        packing = train.get("packing_strategy", "bfd") if train.get("packing") else None
+        max_length = train.get("max_length", 1024)
+        if packing and max_length is None:
+            raise SmolalignError("train.packing needs train.max_length")
+        loss = LossMask(assistant_only=train.get("assistant_only_loss", True) is not False,
+                        completion_only=train.get("completion_only_loss", True) is not False)
+        return cls(max_length, packing, train.get("truncation_mode", "keep_start"), loss)
+
+
+@dataclass
+class PreparedData:
+    train: object
+    eval: object | None
+    stats: dict
+    fingerprint: str
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    body = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
+    specials = json.dumps({"eos": tokenizer.eos_token, "pad": tokenizer.pad_token}, sort_keys=True)
+    return hashlib.sha256((body + specials).encode()).hexdigest()
+
+
+def cache_key(recipe: Recipe, layout: Layout, tokenizer, template: ChatTemplate) -> str:
+    parts = {
+        "pipeline": PIPELINE_VERSION,
+        "sources": [(fingerprint_of(s), asdict(s)) for s in recipe.data.sources],
+        "data": {k: v for k, v in asdict(recipe.data).items() if k != "sources"},
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "template": template.sha256,
+        "template_kwargs": recipe.template.kwargs,
+        "layout": asdict(layout),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def prepare_sft_data(recipe: Recipe, tokenizer, template: ChatTemplate, *, use_cache: bool = True) -> PreparedData:
+    """Train (and held-out) rows as the trainer consumes them: input_ids, labels and, packed, seq_lengths."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    layout = Layout.from_recipe(recipe)
+    key = cache_key(recipe, layout, tokenizer, template)
+    directory = cache_root() / "tokenized" / key
+    if use_cache and (directory / "stats.json").is_file():
+        stats = json.loads((directory / "stats.json").read_text())
+        held_out = datasets.load_from_disk(str(directory / "eval")) if (directory / "eval").is_dir() else None
+        return PreparedData(datasets.load_from_disk(str(directory / "train")), held_out, {**stats, "cached": True}, key)
+    mixture = build_mixture(recipe.data)
+    encoder = Encoder(tokenizer, template, mixture.format, layout.loss, recipe.template.kwargs)
+    stats: dict = {"format": mixture.format, "sources": {p: {"rows": n, "taken": k}
+                                                          for p, (n, k) in mixture.rows_per_source.items()}}
+    train, stats["train"] = prepare_split(mixture.train, encoder, layout, recipe.data.on_untrained)
+    held_out = None
+    if mixture.eval is not None:
+        held_out, stats["eval"] = prepare_split(mixture.eval, encoder, layout, recipe.data.on_untrained)
+    if use_cache:
+        _save(directory, train, held_out, stats)
+    return PreparedData(train, held_out, {**stats, "cached": False}, key)
+
+
+def encode_rows(dataset, encoder: Encoder):
+    """Tokenize and mask every row (batched), keeping the origin and problem columns for the checks."""
+    return dataset.map(encoder, batched=True, batch_size=512, remove_columns=[c for c in dataset.column_names
+                                                                               if c != ORIGIN],
+                       keep_in_memory=True, load_from_cache_file=False, desc=None)
+
+
+def prepare_split(dataset, encoder: Encoder, layout: Layout, on_untrained: str):
+    """One split through encoding, checks, truncation and packing; returns the rows and what happened to them."""
+    import numpy as np
+
+    encoded = encode_rows(dataset, encoder)
+    fail_on_problems(encoded)
+    lengths = np.array([len(ids) for ids in encoded["input_ids"]])
+    stats = {"rows": len(encoded), "tokens": int(lengths.sum())}
+    if layout.max_length is not None and layout.packing in (None, "bfd"):
+        too_long = lengths > layout.max_length
+        stats["truncated"] = int(too_long.sum())
+        if too_long.any():
+            encoded = truncate(encoded, layout.max_length, layout.truncation_mode)
+    encoded, stats["dropped_untrained"] = drop_untrained(encoded, on_untrained)
+    encoded = encoded.select_columns(["input_ids", "labels"])
+    labels = encoded["labels"]
+    stats["trained_tokens"] = int(sum(sum(1 for x in row if x != -100) for row in labels))
+    if layout.packing:
+        from trl import pack_dataset
+
+        encoded = pack_dataset(encoded, layout.max_length, layout.packing)
+        packed_lengths = np.array([len(ids) for ids in encoded["input_ids"]])
+        stats["packed_rows"] = len(encoded)
+        stats["fill"] = float(packed_lengths.sum() / (len(encoded) * layout.max_length)) if len(encoded) else 0.0
+    return encoded, stats
+
+
+def fail_on_problems(encoded) -> None:
+    """Template problems (end of turn untrained, wrong think mode) stop the run, naming the first row."""
+    problems = encoded[PROBLEM]
+    bad = [i for i, p in enumerate(problems) if p and p != UNTRAINED]
+    if bad:
+        first = bad[0]
+        raise SmolalignError(f"data row {encoded[first][ORIGIN]}: {problems[first]} ({len(bad)} row(s) affected)")
+
+
+def truncate(encoded, max_length: int, mode: str):
+    window = slice(None, max_length) if mode == "keep_start" else slice(-max_length, None)
+    return encoded.map(lambda row: {"input_ids": row["input_ids"][window], "labels": row["labels"][window]},
+                       keep_in_memory=True)
+
+
+def drop_untrained(encoded, on_untrained: str):
+    """Rows with nothing trained: fail naming the first (default) or drop them and report how many."""
+    untrained = [i for i, labels in enumerate(encoded["labels"]) if all(x == -100 for x in labels)]
+    if not untrained:
+        return encoded, 0
+    if on_untrained == "fail":
+        first = encoded[untrained[0]][ORIGIN]
+        raise SmolalignError(
+            f"data row {first}: {UNTRAINED} ({len(untrained)} row(s) in all; set data.on_untrained: drop to skip them)")
+    print(f"dropped {len(untrained)} row(s) in which no token is trained", file=sys.stderr)
+    keep = sorted(set(range(len(encoded))) - set(untrained))
+    return encoded.select(keep), len(untrained)
+
+
+def _save(directory: Path, train, held_out, stats: dict) -> None:
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=".prepare-"))
+    train.save_to_disk(str(staging / "train"))
+    if held_out is not None:
+        held_out.save_to_disk(str(staging / "eval"))
+    (staging / "stats.json").write_text(json.dumps(stats, indent=2))
+    shutil.rmtree(directory, ignore_errors=True)
+    os.replace(staging, directory)

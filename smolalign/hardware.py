@@ -1,0 +1,59 @@
+"""What the machine offers (devices, bf16, world size) and the dtype / precision flags that follow from it.
+
+dtype and precision are decided from the hardware, not from the recipe: a recipe written for GPUs runs on a
+laptop CPU in float32 without edits, and a recipe asking for bf16 on a CPU is told so instead of crashing.
+"""
+
+import os
+import platform
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Hardware:
+    accelerator: str
+    """"cuda" or "cpu"."""
+    device_count: int
+    device_name: str
+    bf16: bool
+    """Whether the accelerator computes in bfloat16 natively."""
+    world_size: int
+    """Processes in this run (WORLD_SIZE from the launcher, else 1)."""
+    cpu_count: int
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.accelerator == "cuda"
+
+    def describe(self) -> dict:
+        return {"accelerator": self.accelerator, "device_count": self.device_count, "device_name": self.device_name,
+                "bf16": self.bf16, "world_size": self.world_size, "cpu_count": self.cpu_count,
+                "platform": platform.platform(), "python": platform.python_version()}
+
+
+def detect_hardware() -> Hardware:
+    import torch
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if torch.cuda.is_available():
+        return Hardware("cuda", torch.cuda.device_count(), torch.cuda.get_device_name(0),
+                        torch.cuda.is_bf16_supported(), world_size, os.cpu_count() or 1)
+    return Hardware("cpu", 0, platform.processor() or platform.machine(), False, world_size, os.cpu_count() or 1)
+
+
+def resolve_dtype(requested: str, hardware: Hardware) -> str:
+    """`auto` -> float32 on CPU, bfloat16 on a GPU with bf16, else float16; half precision on CPU -> float32."""
+    if requested == "auto":
+        if not hardware.on_gpu:
+            return "float32"
+        return "bfloat16" if hardware.bf16 else "float16"
+    if not hardware.on_gpu and requested in ("bfloat16", "float16"):
+        return "float32"
+    return requested
+
+
+def precision_flags(dtype: str, hardware: Hardware) -> dict:
+    """TrainingArguments flags for this hardware: CPU -> use_cpu, no mixed precision; GPU -> bf16/fp16 by dtype."""
+    if not hardware.on_gpu:
+        return {"use_cpu": True, "bf16": False, "fp16": False}
+    return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16"}

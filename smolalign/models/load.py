@@ -1,0 +1,143 @@
+"""Loading tokenizers and models for a recipe, and saving a trained model so that it chats correctly elsewhere.
+
+What is ours here: GGUF conversion into a cached directory, clear errors for missing or unreachable sources, the
+chat template installed on the tokenizer, EOS taken from the template's end-of-turn token (a GGUF SmolLM2 reports
+`<|im_start|>` as EOS), and the generation config kept in sync with it when saving.
+"""
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.hardware import Hardware
+from smolalign.models.sources import ModelSource, gguf_cache_dir, resolve_source
+from smolalign.recipe.schema import ModelSection
+from smolalign.templates.registry import ChatTemplate, resolve_template
+from smolalign.templates.render import render
+
+
+@contextlib.contextmanager
+def _source_errors(source: ModelSource) -> Iterator[None]:
+    """Turn a hub or file failure while loading into one message naming the source."""
+    try:
+        yield
+    except SmolalignError:
+        raise
+    except (OSError, ValueError) as exc:
+        if source.kind == "hub":
+            offline = os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "yes")
+            why = "HF_HUB_OFFLINE is set and it is not in the local cache" if offline else "it could not be downloaded"
+            raise SmolalignError(f"model source {source.label}: {why} (is the hub reachable? {str(exc).splitlines()[0]})") from None
+        raise SmolalignError(f"model source {source.label}: {str(exc).splitlines()[0]}") from None
+
+
+def local_dir(source: ModelSource) -> str:
+    """A path or hub id that `from_pretrained` accepts; GGUF files are converted once into the cache."""
+    if source.kind != "gguf":
+        return source.location
+    target = gguf_cache_dir(source)
+    if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
+        return str(target)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = Path(source.location)
+    print(f"converting {gguf.name} to a transformers checkpoint in {target} (once)")
+    with _source_errors(source):
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype="float32")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
+    return str(target)
+
+
+def end_of_turn_token(template: ChatTemplate, tokenizer) -> str | None:
+    """The special token that closes an assistant turn in this template (`<|im_end|>` for ChatML-style ones)."""
+    probe = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
+    text, spans = render(template, probe)
+    end = text.rfind("y") + 1
+    tail = text[spans[0][0]:spans[0][1]] if spans else text[end:]
+    added = sorted(tokenizer.get_added_vocab(), key=len, reverse=True)
+    if spans:
+        for token in added:
+            if tail.rstrip().endswith(token):
+                return token
+        return None
+    positions = [(tail.find(token), token) for token in added if token in tail]
+    return min(positions)[1] if positions else None
+
+
+def load_tokenizer(section: ModelSection, template_name: str):
+    """The tokenizer with the recipe's chat template installed, EOS set to its end-of-turn token and a pad token."""
+    from transformers import AutoTokenizer
+
+    source = resolve_source(section.source, section.revision)
+    with _source_errors(source):
+        tokenizer = AutoTokenizer.from_pretrained(local_dir(source), revision=source.revision,
+                                                  trust_remote_code=section.trust_remote_code)
+    template = resolve_template(template_name, tokenizer.chat_template)
+    tokenizer.chat_template = template.text
+    eot = end_of_turn_token(template, tokenizer)
+    if eot is not None:
+        tokenizer.eos_token = eot
+    if tokenizer.eos_token is None:
+        raise SmolalignError(f"model source {section.source}: the tokenizer has no EOS and the template no end-of-turn token")
+    if tokenizer.pad_token is None:
+        vocab = tokenizer.get_vocab()
+        tokenizer.pad_token = "<|endoftext|>" if "<|endoftext|>" in vocab and eot != "<|endoftext|>" else tokenizer.eos_token
+    return tokenizer, template
+
+
+def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer):
+    """The causal LM in `dtype` (quantized with bitsandbytes if asked), with EOS and pad synced to the tokenizer."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    source = resolve_source(section.source, section.revision)
+    kwargs: dict = {"dtype": getattr(torch, dtype), "trust_remote_code": section.trust_remote_code}
+    if section.attn_implementation:
+        kwargs["attn_implementation"] = section.attn_implementation
+    if source.revision:
+        kwargs["revision"] = source.revision
+    if section.quantization:
+        from transformers import BitsAndBytesConfig
+
+        if section.quantization == "4bit":
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=getattr(torch, dtype),
+                bnb_4bit_use_double_quant=True, bnb_4bit_quant_storage=getattr(torch, dtype))
+        else:
+            kwargs["quantization_config"] = BitsAndBytesConfig(load_in_8bit=True)
+        if hardware.on_gpu:
+            kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
+    with _source_errors(source):
+        model = AutoModelForCausalLM.from_pretrained(local_dir(source), **kwargs)
+    sync_special_tokens(model, tokenizer)
+    return model
+
+
+def sync_special_tokens(model, tokenizer) -> None:
+    """Model config and generation config agree with the tokenizer on EOS and pad, so generation stops at a turn end."""
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.config.eos_token_id = tokenizer.eos_token_id
+    if model.generation_config is not None:
+        model.generation_config.eos_token_id = tokenizer.eos_token_id
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+
+
+def save_for_inference(model, tokenizer, directory: Path) -> None:
+    """Weights, tokenizer (with the chat template) and a generation config whose EOS is the template's end of turn."""
+    if hasattr(model, "merge_and_unload") and not getattr(model, "is_loaded_in_4bit", False) \
+            and not getattr(model, "is_loaded_in_8bit", False):
+        model = model.merge_and_unload()
+    sync_special_tokens(model, tokenizer)
+    model.config.use_cache = True
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)

@@ -1,0 +1,80 @@
+"""The plan of a run, worked out before any weights load: batch arithmetic, steps, tokens per step, loss, packing,
+template and dtype. `--dry-run` prints it; a real run prints it too before it starts."""
+
+import math
+from dataclasses import dataclass, field
+
+from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.recipe.schema import Recipe
+from smolalign.templates.registry import ChatTemplate
+
+
+@dataclass
+class Plan:
+    rows: dict[str, object] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        width = max(len(k) for k in self.rows)
+        lines = [f"  {k.ljust(width)}  {v}" for k, v in self.rows.items()]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "plan:\n" + "\n".join(lines)
+
+
+def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None, train_rows: int | None,
+              packed_rows: int | None = None, data_format: str | None = None) -> Plan:
+    """Everything derivable from the recipe and the hardware; `train_rows` from the data when it was read."""
+    from smolalign.data.prepare import Layout
+
+    train = recipe.train
+    layout = Layout.from_recipe(recipe)
+    per_device = train.get("per_device_train_batch_size", 8)
+    accumulation = train.get("gradient_accumulation_steps", 1)
+    world = hardware.world_size
+    global_batch = per_device * accumulation * world
+    plan = Plan()
+    rows = plan.rows
+    rows["world size"] = f"{world} ({hardware.accelerator}{', ' + hardware.device_name if hardware.on_gpu else ''})"
+    rows["per-device batch"] = per_device
+    rows["gradient accumulation"] = accumulation
+    rows["global batch"] = global_batch
+    sequences = packed_rows if packed_rows is not None else train_rows
+    max_steps = train.get("max_steps", -1)
+    epochs = train.get("num_train_epochs", 3.0)
+    if max_steps and max_steps > 0:
+        rows["steps"] = f"{max_steps} (train.max_steps)"
+    elif sequences is not None:
+        per_epoch = max(math.ceil(sequences / (per_device * world)) // accumulation, 1)
+        exact = packed_rows is not None or not layout.packing
+        rows["steps"] = f"{'' if exact else '≤ '}{math.ceil(per_epoch * epochs)} ({epochs:g} epoch(s) of {sequences} " \
+                        f"{'packed ' if packed_rows is not None else ''}rows{'' if exact else ' before packing'})"
+    if layout.max_length:
+        bound = "" if layout.packing else "≤ "
+        rows["tokens per step"] = f"{bound}{global_batch * layout.max_length:,} ({global_batch} × max_length {layout.max_length})"
+    rows["packing"] = layout.packing or "off"
+    if layout.packing == "wrapped":
+        plan.notes.append("packing: wrapped lets documents attend across boundaries; bfd keeps them apart")
+    rows["loss"] = _loss_description(data_format or recipe.data.format, layout)
+    if template is not None:
+        markers = "with" if template.has_generation_markers else "without"
+        rows["template"] = f"{template.name} (sha256 {template.sha256[:12]}, {markers} generation markers)"
+    else:
+        rows["template"] = recipe.template.name
+    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    precision = "fp32 on CPU" if not hardware.on_gpu else {"bfloat16": "bf16", "float16": "fp16"}.get(dtype, dtype)
+    rows["dtype"] = f"{dtype} ({precision})"
+    if recipe.model.dtype not in ("auto", dtype):
+        plan.notes.append(f"model.dtype {recipe.model.dtype} is not available on this hardware; using {dtype}")
+    rows["model"] = recipe.model.source + (f" ({recipe.model.quantization} quantized)" if recipe.model.quantization else "")
+    if recipe.peft:
+        rows["adapters"] = f"LoRA r={recipe.peft.get('r', 8)} on {recipe.peft.get('target_modules', 'default modules')}"
+    return plan
+
+
+def _loss_description(fmt: str, layout) -> str:
+    parts = []
+    if fmt in ("auto", "messages"):
+        parts.append("assistant tokens only" if layout.loss.assistant_only else "all tokens")
+    if fmt in ("auto", "prompt_completion"):
+        parts.append("completion only" if layout.loss.completion_only else "prompt and completion")
+    return " / ".join(parts) if fmt != "text" else "all tokens"

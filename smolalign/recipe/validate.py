@@ -1,0 +1,110 @@
+"""From a merged recipe mapping to a typed `Recipe`: every section checked, `train:` against the stage's TRL config.
+
+Checking `train:` and `peft:` imports trl and peft (seconds), so this runs for validate, dry-run and training,
+never for `--help`.
+"""
+
+import dataclasses
+import sys
+from typing import Any
+
+from smolalign.errors import SmolalignError
+from smolalign.recipe.schema import STAGES, DataSection, ModelSection, Recipe, TemplateSection
+from smolalign.recipe.typecheck import build, check_config_section, reject_unknown
+
+SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train")
+PACKING_STRATEGIES = ("bfd", "bfd_split", "wrapped")
+
+
+def trl_config_class(stage: str) -> type:
+    """The TRL dataclass that a stage's `train:` section becomes."""
+    if stage == "sft":
+        from trl import SFTConfig
+
+        return SFTConfig
+    raise SmolalignError(f"smolalign {stage} is not available yet")
+
+
+def lora_config_class() -> type:
+    from peft import LoraConfig
+
+    return LoraConfig
+
+
+def normalize_train(train: dict, stage: str) -> dict:
+    """Recipe shorthands onto TRL's fields: `packing: bfd|bfd_split|wrapped|false`, legacy `ffd` -> `bfd`."""
+    train = dict(train)
+    packing = train.get("packing")
+    if isinstance(packing, str):
+        train["packing"], train["packing_strategy"] = True, packing
+    strategy = train.get("packing_strategy")
+    if strategy in ("ffd", "bfd-requeue"):
+        replacement = "bfd" if strategy == "ffd" else "bfd_split"
+        print(f"warning: train.packing_strategy {strategy!r} is a legacy name, using {replacement!r}", file=sys.stderr)
+        train["packing_strategy"] = replacement
+    if train.get("packing") and train.get("packing_strategy", "bfd") not in PACKING_STRATEGIES:
+        raise SmolalignError(
+            f"train.packing must be false or one of {', '.join(PACKING_STRATEGIES)}, got {train['packing_strategy']!r}"
+        )
+    if stage == "sft" and "max_seq_length" in train:
+        raise SmolalignError("unknown key train.max_seq_length (did you mean max_length?)")
+    return train
+
+
+def validate_recipe(raw: dict, stage: str, source: str) -> Recipe:
+    """Check every section of a merged recipe for `stage` and build the typed `Recipe`."""
+    if stage not in STAGES:
+        raise SmolalignError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+    reject_unknown(raw, SECTIONS, "")
+    declared = raw.get("stage")
+    if declared is not None and declared != stage:
+        raise SmolalignError(f"this recipe is for `smolalign {declared}`, not `smolalign {stage}`")
+    if "model" not in raw:
+        raise SmolalignError("model is required (model.source: a directory, hub id, .gguf file or bundled name)")
+    if "data" not in raw:
+        raise SmolalignError("data is required (data.sources: a list of datasets)")
+    model = build(ModelSection, raw["model"], "model")
+    template = build(TemplateSection, raw.get("template"), "template")
+    data = build(DataSection, raw["data"], "data")
+    peft = _section(raw, "peft")
+    if peft is not None:
+        check_config_section(lora_config_class(), peft, "peft")
+    train = normalize_train(_section(raw, "train") or {}, stage)
+    check_config_section(trl_config_class(stage), train, "train")
+    if model.quantization and peft is None:
+        raise SmolalignError("model.quantization needs a peft: section (QLoRA trains adapters on a quantized base)")
+    resolved = {**raw, "train": train}
+    return Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
+                  source=source, description=str(raw.get("description") or ""))
+
+
+def _section(raw: dict, name: str) -> dict[str, Any] | None:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise SmolalignError(f"{name} must be a mapping, got {value!r}")
+    return value
+
+
+def recipe_to_dict(recipe: Recipe) -> dict:
+    """The resolved recipe as written to a run directory: smolalign's sections with defaults filled in."""
+    out: dict[str, Any] = {"stage": recipe.stage}
+    if recipe.description:
+        out["description"] = recipe.description
+    out["model"] = dataclasses.asdict(recipe.model)
+    out["template"] = dataclasses.asdict(recipe.template)
+    out["data"] = dataclasses.asdict(recipe.data)
+    if recipe.peft is not None:
+        out["peft"] = recipe.peft
+    out["train"] = recipe.train
+    return out
+
+
+def load_recipe(name_or_path: str, overrides: list[str], stage: str) -> Recipe:
+    """Read a recipe (name or path), apply `--set` overrides and validate it for `stage`."""
+    from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
+
+    path = recipe_path(name_or_path)
+    raw = apply_overrides(read_recipe(path), overrides)
+    return validate_recipe(raw, stage, str(path))

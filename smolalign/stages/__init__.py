@@ -1,0 +1,1 @@
+"""Training stages, one module per CLI verb: recipe in, trained model in the run directory out."""

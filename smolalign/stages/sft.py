@@ -1,0 +1,108 @@
+"""`smolalign sft`: supervised fine-tuning on TRL's SFTTrainer, fed rows that smolalign prepared and checked.
+
+smolalign tokenizes, masks, checks and packs the data itself (see `data.prepare`), so TRL's own preparation is
+skipped; TRL's collator and trainer do the rest, padding-free with per-document position ids when packing.
+"""
+
+import sys
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.hardware import Hardware, detect_hardware, precision_flags, resolve_dtype
+from smolalign.plan import make_plan
+from smolalign.recipe.schema import Recipe
+from smolalign.recipe.validate import recipe_to_dict
+from smolalign.recipe.yamlio import dump_yaml
+from smolalign.runs.rundir import MODEL_DIR, default_run_dir, prepare_run_dir, write_recipe
+from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+
+HANDLED_BY_SMOLALIGN = ("assistant_only_loss", "completion_only_loss", "output_dir")
+"""`train:` keys applied by smolalign's data pipeline and run directory rather than passed to SFTConfig."""
+
+
+def check_before_loading(recipe: Recipe, hardware: Hardware):
+    """Everything checkable without weights: template, data files and columns, markers. Returns the plan."""
+    from smolalign.data.mixture import build_mixture
+    from smolalign.data.prepare import Layout
+    from smolalign.models.sources import resolve_source
+
+    resolve_source(recipe.model.source, recipe.model.revision)
+    template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
+    mixture = build_mixture(recipe.data)
+    layout = Layout.from_recipe(recipe)
+    if template is not None and mixture.format == "messages" and layout.loss.assistant_only \
+            and not template.has_generation_markers:
+        raise SmolalignError(
+            f"template {template.name} has no {{% generation %}} markers, so assistant-only loss would train on "
+            "nothing; use a template with markers (smollm3, chatml) or set train.assistant_only_loss: false")
+    return make_plan(recipe, hardware, template, len(mixture.train), data_format=mixture.format)
+
+
+def sft_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
+    """SFTConfig from `train:`, with precision decided by the hardware and TRL's data preparation switched off."""
+    from trl import SFTConfig
+
+    train = {k: v for k, v in recipe.train.items() if k not in HANDLED_BY_SMOLALIGN}
+    flags = precision_flags(dtype, hardware)
+    if hardware.on_gpu:
+        train = {**flags, **train}
+    else:
+        if train.get("bf16") or train.get("fp16"):
+            print("note: no GPU here, so bf16/fp16 are off and the run is float32 on CPU", file=sys.stderr)
+        train.update(flags)
+    train.update(output_dir=str(run_dir), dataset_kwargs={"skip_prepare_dataset": True})
+    train.setdefault("report_to", "none")
+    try:
+        return SFTConfig(**train)
+    except (ValueError, TypeError) as exc:
+        raise SmolalignError(f"train: {exc}") from None
+
+
+def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
+        overwrite: bool = False) -> Path | None:
+    """Plan, prepare, train and save; returns the saved model's directory (None for a dry run)."""
+    hardware = detect_hardware()
+    plan = check_before_loading(recipe, hardware)
+    print(plan.render())
+    if dry_run:
+        print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
+        return None
+    from smolalign.data.prepare import prepare_sft_data
+    from smolalign.models.load import load_model, load_tokenizer, save_for_inference
+    from smolalign.runs.manifest import write_manifest
+
+    run_dir = Path(output_dir or recipe.train.get("output_dir") or default_run_dir(recipe.source, recipe.stage))
+    checkpoint = prepare_run_dir(run_dir, resume=resume, overwrite=overwrite)
+    write_recipe(run_dir, recipe_to_dict(recipe))
+    write_manifest(run_dir, recipe=recipe.source, stage=recipe.stage, hardware=hardware.describe(),
+                   model={"source": recipe.model.source, "revision": recipe.model.revision})
+    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+    data = prepare_sft_data(recipe, tokenizer, template)
+    print(f"data: {data.stats['train']} ({'from cache' if data.stats['cached'] else 'prepared'}, key {data.fingerprint})")
+    write_manifest(run_dir, template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
+                   data={"fingerprint": data.fingerprint, "stats": data.stats})
+    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    model = load_model(recipe.model, dtype, hardware, tokenizer)
+    trainer = build_trainer(recipe, model, tokenizer, data, sft_config(recipe, hardware, dtype, run_dir), run_dir)
+    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    model_dir = run_dir / MODEL_DIR
+    if trainer.is_world_process_zero():
+        save_for_inference(trainer.model, tokenizer, model_dir)
+        write_manifest(run_dir, result={"global_step": result.global_step, "train_loss": result.training_loss,
+                                        "model": str(model_dir), "resumed_from": str(checkpoint) if checkpoint else None})
+        print(f"saved {model_dir}")
+    return model_dir
+
+
+def build_trainer(recipe: Recipe, model, tokenizer, data, config, run_dir: Path):
+    from trl import SFTTrainer
+
+    from smolalign.runs.metrics import metrics_callback
+
+    peft_config = None
+    if recipe.peft is not None:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(**{"task_type": "CAUSAL_LM", **recipe.peft})
+    return SFTTrainer(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
+                      processing_class=tokenizer, peft_config=peft_config, callbacks=[metrics_callback(run_dir)])

@@ -1,0 +1,58 @@
+"""Which chat template a recipe means: a shipped name (`smollm3`, `chatml`), a .jinja file, or the tokenizer's own."""
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from smolalign.assets import asset_dir
+from smolalign.errors import SmolalignError
+from smolalign.recipe.typecheck import suggest
+
+_GENERATION = re.compile(r"\{%-?\s*generation\s*-?%\}")
+MODEL_TEMPLATE = "model"
+"""Template name meaning: keep the chat template the tokenizer ships with."""
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    name: str
+    text: str
+    origin: str
+    """The file it was read from, or "tokenizer"."""
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    @property
+    def has_generation_markers(self) -> bool:
+        return bool(_GENERATION.search(self.text))
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Whether it switches between think and no_think modes (and so can be checked for the mode it rendered)."""
+        return "enable_thinking" in self.text
+
+
+def shipped_templates() -> dict[str, Path]:
+    root = asset_dir("chat_templates")
+    return {p.stem: p for p in sorted(root.glob("*.jinja"))} if root.is_dir() else {}
+
+
+def resolve_template(name: str, tokenizer_template: str | None = None) -> ChatTemplate:
+    """A shipped name, a path to a .jinja file, or `model` for `tokenizer_template` (None: not loaded yet)."""
+    if name == MODEL_TEMPLATE:
+        if tokenizer_template is None:
+            raise SmolalignError("template.name is `model` but the model's tokenizer has no chat template")
+        return ChatTemplate(MODEL_TEMPLATE, tokenizer_template, "tokenizer")
+    shipped = shipped_templates()
+    if name in shipped:
+        return ChatTemplate(name, shipped[name].read_text(), str(shipped[name]))
+    path = Path(name).expanduser()
+    if path.is_file():
+        return ChatTemplate(path.stem, path.read_text(), str(path.resolve()))
+    if path.suffix in (".jinja", ".j2") or "/" in name:
+        raise SmolalignError(f"template {name}: no such file")
+    choices = [*shipped, MODEL_TEMPLATE]
+    raise SmolalignError(f"unknown template {name!r}{suggest(name, choices)}; shipped: {', '.join(choices)}")

@@ -1,0 +1,50 @@
+"""Rendering conversations to text plus the character spans the template marks as generated ({% generation %}).
+
+transformers' own renderer does the Jinja work (same sandbox, same AssistantTracker as `apply_chat_template`), so
+what smolalign trains on is what `apply_chat_template(..., return_assistant_tokens_mask=True)` would mark.
+"""
+
+import re
+from typing import Any
+
+from smolalign.errors import SmolalignError
+from smolalign.templates.registry import ChatTemplate
+
+Span = tuple[int, int]
+_FLAG_WORDS = re.compile(r"(?<!\S)/(no_think|think)(?!\S)")
+_RENDERED_MODE = re.compile(r"Reasoning Mode: /(no_think|think)\b")
+
+
+def render(template: ChatTemplate, messages: list[dict], *, add_generation_prompt: bool = False,
+           tools: list | None = None, special_tokens: dict | None = None, **kwargs: Any) -> tuple[str, list[Span]]:
+    """The rendered text and the generation spans of one conversation."""
+    from jinja2 import TemplateError
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    try:
+        texts, spans = render_jinja_template(
+            conversations=[messages], tools=tools, chat_template=template.text,
+            return_assistant_tokens_mask=True, add_generation_prompt=add_generation_prompt,
+            **{**(special_tokens or {}), **kwargs},
+        )
+    except TemplateError as exc:
+        raise SmolalignError(f"template {template.name} failed to render: {exc}") from None
+    return texts[0], [tuple(s) for s in spans[0]]
+
+
+def requested_think_mode(messages: list[dict], kwargs: dict) -> str:
+    """"think" or "no_think": a whole-word flag in the first system message wins over `enable_thinking`."""
+    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
+        flags = set(_FLAG_WORDS.findall(messages[0]["content"]))
+        if "no_think" in flags:
+            return "no_think"
+        if "think" in flags:
+            return "think"
+    enable = kwargs.get("enable_thinking", True)
+    return "think" if enable is None or enable else "no_think"
+
+
+def rendered_think_mode(text: str) -> str | None:
+    """The mode a SmolLM3-style render announces in its metadata, or None if it announces none."""
+    match = _RENDERED_MODE.search(text)
+    return match.group(1) if match else None
