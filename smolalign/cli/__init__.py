@@ -1,6 +1,7 @@
 """The `smolalign` command line. Only typer, yaml and smolalign's light modules are imported here: torch,
 transformers and trl load inside the commands that need them, so `smolalign --help` answers at once."""
 
+import logging
 import sys
 
 import typer
@@ -32,6 +33,8 @@ _register()
 
 def main() -> None:
     """Entry point: bad input (SmolalignError) prints one line and exits 2; anything else keeps its traceback."""
+    # bitsandbytes warns at import, on CPUs with AVX512-BF16, that an optional kernels package is missing.
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     try:
         app(standalone_mode=True)
     except SmolalignError as exc:

@@ -1,0 +1,58 @@
+"""Writes recipes/quickstart/data/arithmetic.jsonl: small arithmetic chats, half in think mode (worked reasoning in a
+<think> block, then the answer) and half in no_think mode (the bare answer). Modes are chosen both ways SmolLM3
+data does it: a /think or /no_think flag in the system message, or a per-row chat_template_kwargs.
+
+    python scripts/make_quickstart_data.py [--rows 400] [--seed 0]
+"""
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent.parent / "recipes" / "quickstart" / "data" / "arithmetic.jsonl"
+SYSTEMS = ["You are a careful calculator.", "Answer arithmetic questions.", "You help with sums and products."]
+QUESTIONS = ["What is {a} {op} {b}?", "Compute {a} {op} {b}.", "{a} {op} {b} = ?", "Please work out {a} {op} {b}."]
+
+
+def reasoning(a: int, op: str, b: int) -> str:
+    if op == "+":
+        tens, ones = (a // 10 + b // 10) * 10, a % 10 + b % 10
+        return f"Add the tens: {a // 10 * 10} + {b // 10 * 10} = {tens}. Add the ones: {a % 10} + {b % 10} = {ones}. " \
+               f"Together: {tens} + {ones} = {a + b}."
+    if op == "-":
+        return f"Take {b // 10 * 10} from {a}: {a - b // 10 * 10}. Then take {b % 10}: {a - b}."
+    return f"Split {a} into {a // 10 * 10} and {a % 10}. {a // 10 * 10} × {b} = {a // 10 * 10 * b}, " \
+           f"{a % 10} × {b} = {a % 10 * b}. Sum: {a * b}."
+
+
+def row(rng: random.Random, think: bool, by_flag: bool) -> dict:
+    op = rng.choice("+-×")
+    a, b = rng.randint(10, 99), rng.randint(2, 9) if op == "×" else rng.randint(10, 99)
+    if op == "-" and b > a:
+        a, b = b, a
+    result = {"+": a + b, "-": a - b, "×": a * b}[op]
+    question = rng.choice(QUESTIONS).format(a=a, op=op, b=b)
+    answer = f"{a} {op} {b} = {result}."
+    content = f"<think>\n{reasoning(a, op, b)}\n</think>\n{answer}" if think else answer
+    system = rng.choice(SYSTEMS)
+    messages = [{"role": "system", "content": f"{system} {'/think' if think else '/no_think'}" if by_flag else system},
+                {"role": "user", "content": question}, {"role": "assistant", "content": content}]
+    return {"messages": messages, "chat_template_kwargs": {} if by_flag else {"enable_thinking": think}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    with OUT.open("w") as stream:
+        for i in range(args.rows):
+            stream.write(json.dumps(row(rng, think=i % 2 == 0, by_flag=i % 4 < 2), ensure_ascii=False) + "\n")
+    print(f"wrote {args.rows} rows to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
