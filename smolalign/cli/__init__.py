@@ -31,12 +31,13 @@ def _register() -> None:
 _register()
 
 
-def main() -> None:
-    """Entry point: bad input (SmolalignError) prints one line and exits 2; anything else keeps its traceback."""
+def main(argv: list[str] | None = None) -> None:
+    """Entry point. Exit codes: 0 success, 2 bad input (recipe, data, arguments: one message, no traceback),
+    1 anything else (with its traceback)."""
     # bitsandbytes warns at import, on CPUs with AVX512-BF16, that an optional kernels package is missing.
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     try:
-        app(standalone_mode=True)
+        app(args=argv, standalone_mode=True)  # usage errors exit 2 inside typer
     except SmolalignError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)

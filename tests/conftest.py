@@ -1,0 +1,73 @@
+"""Shared fixtures: a private smolalign cache, tiny offline models, and a way to run the CLI in-process."""
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Before anything imports torch or datasets: one thread (shared 2-core runners swing wildly otherwise), no hub,
+# and caches private to this test session.
+_SESSION_CACHE = Path(tempfile.mkdtemp(prefix="smolalign-tests-"))
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+os.environ["SMOLALIGN_CACHE"] = str(_SESSION_CACHE / "smolalign")
+os.environ["HF_DATASETS_CACHE"] = str(_SESSION_CACHE / "datasets")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    """A random 2-layer Llama and its BPE tokenizer, saved as a normal transformers directory."""
+    from tiny_models import build_model, build_tokenizer
+
+    directory = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = build_tokenizer(directory)
+    build_model(directory, tokenizer)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_dir)
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `smolalign ARGS...` in-process: returns (exit code, stdout, stderr)."""
+    from smolalign.cli import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def write_recipe(tmp_path):
+    """Write a recipe mapping as YAML into the test's folder and return its path."""
+    import yaml
+
+    def write(mapping: dict, name: str = "recipe.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(mapping, sort_keys=False))
+        return path
+
+    return write

@@ -1,0 +1,78 @@
+"""Tiny offline models for tests: a ByteLevel BPE tokenizer trained here on synthetic chat text, and random
+Llama / SmolLM3 models on it. Nothing touches a hub."""
+
+import json
+import random
+from pathlib import Path
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+WORDS = ("the a an is are what how many plus minus times answer question think step sum product number first then "
+         "so we get add take result one two three four five six seven eight nine ten hello hi there sure system user "
+         "assistant metadata knowledge cutoff date reasoning mode custom instructions you helpful ai named smollm "
+         "trained by hugging face tools call function json arguments name").split()
+
+
+def corpus(lines: int = 600, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    text = []
+    for _ in range(lines):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(4, 14))]
+        numbers = f"{rng.randint(0, 99)} + {rng.randint(0, 99)} = {rng.randint(0, 199)}."
+        text.append(" ".join(words) + " " + numbers + "\n<think>\n\n</think>\n## Metadata\n/think /no_think")
+    return text
+
+
+def build_tokenizer(directory: Path, vocab_size: int = 512):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(corpus(), trainer)
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                      bos_token=None)
+    wrapped.save_pretrained(directory)
+    return wrapped
+
+
+def build_model(directory: Path, tokenizer, arch: str = "llama", hidden: int = 64, layers: int = 2, seed: int = 0):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, SmolLM3Config, SmolLM3ForCausalLM
+
+    torch.manual_seed(seed)
+    common = dict(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                  pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
+                  tie_word_embeddings=True)
+    if arch == "smollm3":
+        config = SmolLM3Config(**common, no_rope_layers=[1] * (layers - 1) + [0])
+        model = SmolLM3ForCausalLM(config)
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**common))
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return model
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def chat_rows(n: int = 24, seed: int = 0) -> list[dict]:
+    """Conversations of varying length: system + 1 or 2 user/assistant exchanges, think and no_think."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        think = i % 2 == 0
+        messages = [{"role": "system", "content": "Be brief. " + ("/think" if think else "/no_think")}]
+        for _ in range(1 + i % 2):
+            a, b = rng.randint(1, 50), rng.randint(1, 50)
+            answer = f"{a} + {b} = {a + b}."
+            content = f"<think>\nadd {a} and {b}\n</think>\n{answer}" if think else answer
+            messages += [{"role": "user", "content": f"what is {a} plus {b}"}, {"role": "assistant", "content": content}]
+        rows.append({"messages": messages})
+    return rows

@@ -1,0 +1,163 @@
+"""The shipped chat templates against hand-written expected renders: think modes, flags, system turn, tools,
+determinism, history stripping, and which characters are marked as generated (trained)."""
+
+import json
+
+import pytest
+
+from smolalign.errors import SmolalignError
+from smolalign.templates.registry import resolve_template
+from smolalign.templates.render import render, rendered_think_mode, requested_think_mode
+
+SMOLLM3 = resolve_template("smollm3")
+HEADER = "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\n"
+NO_THINK_DEFAULT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face.\n\n"
+STUB = "<think>\n\n</think>\n"
+
+
+def conversation(system: str) -> list[dict]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"}, {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4"}]
+
+
+def test_no_think_flag_renders_empty_think_blocks_everywhere():
+    text, spans = render(SMOLLM3, conversation("Be brief. /no_think"), add_generation_prompt=True)
+    assert text == (
+        HEADER + "Reasoning Mode: /no_think\n\n## Custom Instructions\n\nBe brief.\n\n<|im_end|>\n"
+        "<|im_start|>user\nhi<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n\n</think>\nhello<|im_end|>\n"
+        "<|im_start|>user\n2+2?<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n\n</think>\n4<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n\n</think>\n")
+    assert [text[s:e] for s, e in spans] == ["hello<|im_end|>", "4<|im_end|>"]
+
+
+def test_think_flag_renders_no_think_blocks():
+    text, _ = render(SMOLLM3, conversation("Be brief. /think"), add_generation_prompt=True)
+    assert text == (
+        HEADER + "Reasoning Mode: /think\n\n## Custom Instructions\n\nBe brief.\n\n<|im_end|>\n"
+        "<|im_start|>user\nhi<|im_end|>\n"
+        "<|im_start|>assistant\nhello<|im_end|>\n"
+        "<|im_start|>user\n2+2?<|im_end|>\n"
+        "<|im_start|>assistant\n4<|im_end|>\n"
+        "<|im_start|>assistant\n")
+
+
+@pytest.mark.parametrize("enable_thinking", [True, False])
+def test_thinking_is_not_a_flag(enable_thinking):
+    """'/thinking' neither switches the mode nor gets cut out of the instructions (the hub template does both)."""
+    text, _ = render(SMOLLM3, conversation("Explain /thinking carefully."), add_generation_prompt=True,
+                     enable_thinking=enable_thinking)
+    mode, stub = ("/think", "") if enable_thinking else ("/no_think", STUB)
+    assert text == (
+        HEADER + f"Reasoning Mode: {mode}\n\n## Custom Instructions\n\nExplain /thinking carefully.\n\n<|im_end|>\n"
+        "<|im_start|>user\nhi<|im_end|>\n"
+        f"<|im_start|>assistant\n{stub}hello<|im_end|>\n"
+        "<|im_start|>user\n2+2?<|im_end|>\n"
+        f"<|im_start|>assistant\n{stub}4<|im_end|>\n"
+        f"<|im_start|>assistant\n{stub}")
+
+
+def test_no_think_x_is_not_a_flag_either():
+    text, _ = render(SMOLLM3, conversation("Use /no_think_x mode."))
+    assert "Reasoning Mode: /think\n" in text and "Use /no_think_x mode.\n\n<|im_end|>" in text
+
+
+def test_flag_in_system_message_wins_over_kwarg():
+    text, _ = render(SMOLLM3, conversation("/think"), enable_thinking=False)
+    assert "Reasoning Mode: /think\n" in text
+    assert "## Custom Instructions\n\nYou are a helpful AI assistant named SmolLM" in text  # flag-only: default prompt
+
+
+def test_no_system_message_uses_kwargs_and_always_closes_the_system_turn():
+    messages = [{"role": "user", "content": "hi"}]
+    text, _ = render(SMOLLM3, messages, enable_thinking=False, add_generation_prompt=True)
+    assert text == (HEADER + "Reasoning Mode: /no_think\n\n## Custom Instructions\n\n" + NO_THINK_DEFAULT +
+                    "<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" + STUB)
+    text, _ = render(SMOLLM3, messages, custom_instructions="Speak French.")
+    assert "## Custom Instructions\n\nSpeak French.\n\n<|im_end|>\n<|im_start|>user" in text
+
+
+def test_tools_render_as_json():
+    tool = {"type": "function", "function": {"name": "add", "parameters": {"a": "int"}}}
+    text, _ = render(SMOLLM3, [{"role": "user", "content": "hi"}], tools=[tool])
+    assert "<tools>\n" + json.dumps(tool) + "\n</tools>" in text
+    assert "'name'" not in text
+    assert text.count("<|im_end|>") == 2
+
+
+def test_no_wall_clock_date_unless_given():
+    first, _ = render(SMOLLM3, [{"role": "user", "content": "hi"}])
+    assert "Today Date" not in first
+    dated, _ = render(SMOLLM3, [{"role": "user", "content": "hi"}], date="01 March 2026")
+    assert "Knowledge Cutoff Date: June 2025\nToday Date: 01 March 2026\nReasoning Mode" in dated
+
+
+def test_history_reasoning_kept_by_default_and_stripped_on_request():
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "<think>\nwhy\n</think>\nA"},
+                {"role": "user", "content": "b"}, {"role": "assistant", "content": "<think>\nhow\n</think>\nB"}]
+    kept, _ = render(SMOLLM3, messages)
+    assert "<|im_start|>assistant\n<think>\nwhy\n</think>\nA<|im_end|>" in kept
+    stripped, spans = render(SMOLLM3, messages, strip_history_reasoning=True)
+    assert "<|im_start|>assistant\nA<|im_end|>" in stripped
+    assert "<|im_start|>assistant\n<think>\nhow\n</think>\nB<|im_end|>" in stripped
+    assert [stripped[s:e] for s, e in spans] == ["A<|im_end|>", "<think>\nhow\n</think>\nB<|im_end|>"]
+
+
+def test_no_think_turn_that_already_has_a_think_block_gets_no_second_one():
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "<think>\n\n</think>\nA"}]
+    text, _ = render(SMOLLM3, messages, enable_thinking=False)
+    assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\nA<|im_end|>\n")
+
+
+def test_tool_calls_and_late_system_messages_are_not_dropped():
+    messages = [{"role": "user", "content": "add 1 and 2"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"type": "function", "function": {"name": "add", "arguments": {"a": 1, "b": 2}}}]},
+                {"role": "tool", "content": "3"}, {"role": "system", "content": "Now be terse."}]
+    text, _ = render(SMOLLM3, messages)
+    assert '<|im_start|>assistant\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call><|im_end|>' in text
+    assert "<|im_start|>user\n3<|im_end|>\n<|im_start|>system\nNow be terse.<|im_end|>\n" in text
+
+
+def test_chatml_marks_answers_and_end_of_turn():
+    text, spans = render(resolve_template("chatml"), conversation("sys"), add_generation_prompt=True)
+    assert text == ("<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+                    "<|im_start|>assistant\nhello<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
+                    "<|im_start|>assistant\n4<|im_end|>\n<|im_start|>assistant\n")
+    assert [text[s:e] for s, e in spans] == ["hello<|im_end|>", "4<|im_end|>"]
+
+
+def test_requested_and_rendered_modes():
+    assert requested_think_mode(conversation("x /no_think"), {}) == "no_think"
+    assert requested_think_mode(conversation("x /thinking"), {"enable_thinking": False}) == "no_think"
+    assert requested_think_mode(conversation("x"), {}) == "think"
+    assert rendered_think_mode("Reasoning Mode: /no_think\n") == "no_think"
+    assert rendered_think_mode("plain") is None
+
+
+def test_unknown_template_suggests_a_name(tmp_path):
+    with pytest.raises(SmolalignError, match="did you mean smollm3"):
+        resolve_template("smollm")
+    custom = tmp_path / "mine.jinja"
+    custom.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    assert resolve_template(str(custom)).has_generation_markers is False
+    with pytest.raises(SmolalignError, match="no such file"):
+        resolve_template(str(tmp_path / "missing.jinja"))
+
+
+def test_hub_template_bugs_are_real_and_ours_fixes_them():
+    """The hub original (when the shared reference is present) drops the closing of the system turn and is
+    flipped by '/thinking'; ours does neither."""
+    from conftest import SHARED
+
+    hub = SHARED / "reference" / "smollm3_chat_template.jinja"
+    if not hub.is_file():
+        pytest.skip("shared reference templates are not available")
+    template = resolve_template(str(hub))
+    messages = conversation("Explain /thinking carefully.")
+    text, _ = render(template, messages, enable_thinking=False, strftime_now=lambda fmt: "01 January 2026")
+    assert rendered_think_mode(text) == "think"
+    assert "Explain ing carefully" in text
+    assert "Hugging Face.\n\n<|im_start|>" not in render(SMOLLM3, [{"role": "user", "content": "x"}])[0]
