@@ -1,0 +1,207 @@
+"""The data pipeline on a tiny tokenizer: formats, masks, mixtures, row checks, truncation and the cache."""
+
+import json
+
+import pytest
+from tiny_models import chat_rows, write_jsonl
+
+from smolalign.data.mixture import build_mixture, weighted_rows
+from smolalign.data.prepare import prepare_sft_data
+from smolalign.errors import SmolalignError
+from smolalign.models.load import load_tokenizer
+from smolalign.recipe.validate import validate_recipe
+
+
+def make_recipe(tiny_dir, sources, template="smollm3", train=None, **data):
+    return validate_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": template},
+                            "data": {"sources": sources, **data}, "train": {"max_length": 256, **(train or {})}},
+                           "sft", "test")
+
+
+def prepare(tiny_dir, sources, template="smollm3", train=None, use_cache=False, **data):
+    recipe = make_recipe(tiny_dir, sources, template, train, **data)
+    tokenizer, chat_template = load_tokenizer(recipe.model, template)
+    return prepare_sft_data(recipe, tokenizer, chat_template, use_cache=use_cache), tokenizer
+
+
+def trained_text(tokenizer, row) -> list[str]:
+    """Decoded maximal runs of trained tokens."""
+    out, run = [], []
+    for token, label in zip(row["input_ids"], row["labels"], strict=True):
+        if label != -100:
+            run.append(token)
+        elif run:
+            out.append(tokenizer.decode(run))
+            run = []
+    if run:
+        out.append(tokenizer.decode(run))
+    return out
+
+
+def test_weighted_rows_downsample_and_upsample():
+    assert weighted_rows(4, 1.0, 0) == [0, 1, 2, 3]
+    assert weighted_rows(4, 2.0, 0) == [0, 1, 2, 3, 0, 1, 2, 3]
+    half = weighted_rows(10, 0.5, 0)
+    assert len(half) == 5 and len(set(half)) == 5
+    one_and_half = weighted_rows(10, 1.5, 0)
+    assert len(one_and_half) == 15 and sorted(set(one_and_half)) == list(range(10))
+    assert weighted_rows(10, 0.5, 1) == weighted_rows(10, 0.5, 1)
+
+
+def test_mixture_weights_split_and_origins(tmp_path):
+    a = write_jsonl(tmp_path / "a.jsonl", [{"text": f"a{i}"} for i in range(10)])
+    b = write_jsonl(tmp_path / "b.jsonl", [{"text": f"b{i}"} for i in range(4)])
+    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {
+        "sources": [{"path": str(a), "weight": 0.5}, {"path": str(b), "weight": 2.0}], "eval_split": 3}}, "sft", "t")
+    mixture = build_mixture(recipe.data)
+    assert mixture.format == "text"
+    assert mixture.rows_per_source == {str(a): (10, 5), str(b): (4, 8)}
+    assert len(mixture.train) == 10 and len(mixture.eval) == 3
+    origins = list(mixture.train["_origin"]) + list(mixture.eval["_origin"])
+    assert sum(o.startswith(str(b)) for o in origins) == 8
+
+
+def test_column_mapping_and_missing_columns(tmp_path):
+    data = write_jsonl(tmp_path / "qa.jsonl", [{"question": "q", "answer": "a", "junk": 1}])
+    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {"sources": [
+        {"path": str(data), "columns": {"question": "prompt", "answer": "completion"}}]}}, "sft", "t")
+    mixture = build_mixture(recipe.data)
+    assert mixture.format == "prompt_completion" and set(mixture.train.column_names) == {"prompt", "completion", "_origin"}
+    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {"sources": [
+        {"path": str(data), "columns": {"query": "prompt"}}]}}, "sft", "t")
+    with pytest.raises(SmolalignError, match=r"qa\.jsonl has no column 'query' \(columns: question, answer, junk\)"):
+        build_mixture(recipe.data)
+    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {"sources": [{"path": str(data)}]}}, "sft", "t")
+    with pytest.raises(SmolalignError, match="cannot tell its format"):
+        build_mixture(recipe.data)
+
+
+def test_missing_file_and_mixed_formats(tmp_path):
+    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {"sources": [
+        {"path": str(tmp_path / "nope.jsonl")}]}}, "sft", "t")
+    with pytest.raises(SmolalignError, match=r"nope\.jsonl: no such file"):
+        build_mixture(recipe.data)
+    a = write_jsonl(tmp_path / "a.jsonl", [{"text": "x"}])
+    b = write_jsonl(tmp_path / "b.jsonl", chat_rows(1))
+    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {"sources": [{"path": str(a)}, {"path": str(b)}]}},
+                             "sft", "t")
+    with pytest.raises(SmolalignError, match="mix formats"):
+        build_mixture(recipe.data)
+
+
+def test_sources_with_different_optional_columns_mix(tiny_dir, tmp_path):
+    plain = write_jsonl(tmp_path / "plain.jsonl", [{"messages": [{"role": "user", "content": "hi"},
+                                                                 {"role": "assistant", "content": "yo"}]}])
+    with_kwargs = write_jsonl(tmp_path / "kw.jsonl", [{
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+        "chat_template_kwargs": {"enable_thinking": False}}])
+    # Without a system message the think-mode default instructions are long: leave room for them.
+    prepared, tokenizer = prepare(tiny_dir, [{"path": str(plain)}, {"path": str(with_kwargs)}],
+                                  train={"max_length": 2048})
+    texts = [tokenizer.decode(row["input_ids"]) for row in prepared.train]
+    assert sum("Reasoning Mode: /no_think" in t for t in texts) == 1
+    assert sum("Reasoning Mode: /think" in t for t in texts) == 1
+
+
+def test_prompt_completion_strings_train_on_completion_and_eos(tiny_dir, tmp_path):
+    data = write_jsonl(tmp_path / "pc.jsonl", [{"prompt": "what is 2 plus 2", "completion": " the answer is 4"}])
+    prepared, tokenizer = prepare(tiny_dir, [{"path": str(data)}])
+    assert trained_text(tokenizer, prepared.train[0]) == [" the answer is 4<|im_end|>"]
+    prepared, tokenizer = prepare(tiny_dir, [{"path": str(data)}], train={"completion_only_loss": False})
+    assert trained_text(tokenizer, prepared.train[0])[0].startswith("what is 2 plus 2")
+
+
+def test_conversational_prompt_completion_trains_the_answer(tiny_dir, tmp_path):
+    data = write_jsonl(tmp_path / "pc.jsonl", [{
+        "prompt": [{"role": "user", "content": "what is 2 plus 2"}],
+        "completion": [{"role": "assistant", "content": "4"}], "chat_template_kwargs": {"enable_thinking": False}}])
+    prepared, tokenizer = prepare(tiny_dir, [{"path": str(data)}])
+    row = prepared.train[0]
+    assert trained_text(tokenizer, row) == ["4<|im_end|>"]
+    assert tokenizer.decode(row["input_ids"]).endswith("<|im_start|>assistant\n<think>\n\n</think>\n4<|im_end|>\n")
+
+
+def test_text_rows_are_trained_whole_with_eos(tiny_dir, tmp_path):
+    data = write_jsonl(tmp_path / "t.jsonl", [{"text": "hello there"}])
+    prepared, tokenizer = prepare(tiny_dir, [{"path": str(data)}])
+    assert trained_text(tokenizer, prepared.train[0]) == ["hello there<|im_end|>"]
+
+
+def test_row_kwargs_override_recipe_defaults(tiny_dir, tmp_path):
+    rows = [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+             "chat_template_kwargs": {"enable_thinking": True}},
+            {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+             "chat_template_kwargs": {"enable_thinking": None}}]
+    data = write_jsonl(tmp_path / "c.jsonl", rows)
+    recipe = validate_recipe({"model": {"source": str(tiny_dir)}, "template": {"kwargs": {"enable_thinking": False}},
+                              "data": {"sources": [{"path": str(data)}]}, "train": {"max_length": 2048}}, "sft", "t")
+    tokenizer, template = load_tokenizer(recipe.model, "smollm3")
+    prepared = prepare_sft_data(recipe, tokenizer, template, use_cache=False)
+    modes = [tokenizer.decode(r["input_ids"]).split("Reasoning Mode: ")[1][:9] for r in prepared.train]
+    assert modes == ["/think\n\n#", "/no_think"]
+
+
+def test_rows_with_nothing_trained_fail_or_are_dropped(tiny_dir, tmp_path, capsys):
+    rows = chat_rows(3) + [{"messages": [{"role": "user", "content": "only a question"}]}]
+    data = write_jsonl(tmp_path / "c.jsonl", rows)
+    with pytest.raises(SmolalignError, match=r"c\.jsonl#3: no token is trained \(1 row\(s\)"):
+        prepare(tiny_dir, [{"path": str(data)}])
+    prepared, _ = prepare(tiny_dir, [{"path": str(data)}], on_untrained="drop")
+    assert len(prepared.train) == 3 and prepared.stats["train"]["dropped_untrained"] == 1
+    assert "dropped 1 row(s)" in capsys.readouterr().err
+
+
+def test_truncation_that_leaves_nothing_trained_is_caught(tiny_dir, tmp_path):
+    long_question = "what is the sum " * 80
+    rows = [{"messages": [{"role": "user", "content": long_question}, {"role": "assistant", "content": "4"}]}]
+    data = write_jsonl(tmp_path / "c.jsonl", rows)
+    with pytest.raises(SmolalignError, match="no token is trained"):
+        prepare(tiny_dir, [{"path": str(data)}], train={"max_length": 64})
+    prepared, _ = prepare(tiny_dir, [{"path": str(data)}], train={"max_length": 64, "truncation_mode": "keep_end"})
+    assert len(prepared.train[0]["input_ids"]) == 64 and prepared.stats["train"]["truncated"] == 1
+
+
+def test_end_of_turn_outside_the_trained_span_is_refused(tiny_dir, tmp_path):
+    template = tmp_path / "bad.jinja"
+    template.write_text(
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' %}{% generation %}"
+        "{{ m.content }}{% endgeneration %}<|im_end|>\n{% else %}{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}")
+    data = write_jsonl(tmp_path / "c.jsonl", chat_rows(2))
+    with pytest.raises(SmolalignError, match="not the end-of-turn token '<\\|im_end\\|>'"):
+        prepare(tiny_dir, [{"path": str(data)}], template=str(template))
+
+
+def test_template_without_markers_needs_full_loss(tiny_dir, tmp_path):
+    template = tmp_path / "plain.jinja"
+    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}")
+    data = write_jsonl(tmp_path / "c.jsonl", chat_rows(2))
+    with pytest.raises(SmolalignError, match="no {% generation %} markers"):
+        prepare(tiny_dir, [{"path": str(data)}], template=str(template))
+    prepared, _ = prepare(tiny_dir, [{"path": str(data)}], template=str(template),
+                          train={"assistant_only_loss": False})
+    assert all(label != -100 for label in prepared.train[0]["labels"])
+
+
+def test_think_mode_that_was_not_rendered_is_refused(tiny_dir, tmp_path):
+    template = tmp_path / "always_think.jinja"
+    template.write_text(
+        "{# ignores enable_thinking #}<|im_start|>system\nReasoning Mode: /think<|im_end|>\n"
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' %}{% generation %}"
+        "{{ m.content }}<|im_end|>{% endgeneration %}\n{% else %}{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}")
+    data = write_jsonl(tmp_path / "c.jsonl", chat_rows(2))
+    with pytest.raises(SmolalignError, match=r"c\.jsonl#1: asked for no_think mode but the template rendered think"):
+        prepare(tiny_dir, [{"path": str(data)}], template=str(template))
+
+
+def test_second_preparation_comes_from_the_cache(tiny_dir, tmp_path):
+    data = write_jsonl(tmp_path / "c.jsonl", chat_rows(6))
+    first, _ = prepare(tiny_dir, [{"path": str(data)}], train={"packing": "bfd"}, use_cache=True)
+    second, _ = prepare(tiny_dir, [{"path": str(data)}], train={"packing": "bfd"}, use_cache=True)
+    assert not first.stats["cached"] and second.stats["cached"]
+    assert first.fingerprint == second.fingerprint
+    assert first.train.to_list() == second.train.to_list()
+    other, _ = prepare(tiny_dir, [{"path": str(data)}], train={"packing": "bfd", "max_length": 128}, use_cache=True)
+    assert other.fingerprint != first.fingerprint and not other.stats["cached"]
+    data.write_text(data.read_text() + json.dumps(chat_rows(1, seed=5)[0]) + "\n")
+    edited, _ = prepare(tiny_dir, [{"path": str(data)}], train={"packing": "bfd"}, use_cache=True)
+    assert edited.fingerprint != first.fingerprint and not edited.stats["cached"]
