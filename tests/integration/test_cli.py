@@ -1,0 +1,126 @@
+"""The CLI: fast help, exit codes and one-line messages for bad input, recipes, template rendering, dry runs."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from tiny_models import chat_rows, write_jsonl
+
+
+def test_help_does_not_import_heavy_libraries():
+    code = ("import sys\nfrom smolalign.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'trl', 'datasets', 'peft') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+@pytest.fixture
+def recipe_factory(write_recipe, tiny_dir, tmp_path):
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+
+    def make(**patch) -> str:
+        recipe = {"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"},
+                  "data": {"sources": [{"path": str(data)}]},
+                  "train": {"max_length": 256, "max_steps": 2, "per_device_train_batch_size": 2}}
+        for key, value in patch.items():
+            section, _, field = key.partition("__")
+            if field:
+                recipe.setdefault(section, {})[field] = value
+            else:
+                recipe[section] = value
+        return str(write_recipe(recipe))
+
+    return make
+
+
+def assert_one_line_error(code, err, *fragments):
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_unknown_key_is_exit_2_with_suggestion(cli, recipe_factory):
+    code, _, err = cli("sft", recipe_factory(train__learnin_rate=1e-5), "--dry-run")
+    assert_one_line_error(code, err, "train.learnin_rate", "did you mean learning_rate?")
+
+
+def test_wrong_type_is_exit_2(cli, recipe_factory):
+    code, _, err = cli("sft", recipe_factory(train__num_train_epochs="three"), "--dry-run")
+    assert_one_line_error(code, err, "train.num_train_epochs must be a number", "'three'")
+
+
+def test_missing_data_file_is_exit_2(cli, recipe_factory, tmp_path):
+    missing = str(tmp_path / "missing.jsonl")
+    code, _, err = cli("sft", recipe_factory(data={"sources": [{"path": missing}]}), "--dry-run")
+    assert_one_line_error(code, err, missing, "no such file")
+
+
+def test_missing_column_is_exit_2(cli, recipe_factory, tmp_path):
+    data = write_jsonl(tmp_path / "qa.jsonl", [{"question": "q", "answer": "a"}])
+    code, _, err = cli("sft", recipe_factory(data={"sources": [{"path": str(data), "columns": ["prompt", "answer"]}]}),
+                       "--dry-run")
+    assert_one_line_error(code, err, "qa.jsonl", "no column 'prompt'")
+    code, _, err = cli("sft", recipe_factory(data={"sources": [{"path": str(data)}], "format": "messages"}), "--dry-run")
+    assert_one_line_error(code, err, "qa.jsonl", "no column 'messages'")
+
+
+def test_template_without_markers_under_assistant_only_loss_is_exit_2(cli, recipe_factory, tmp_path):
+    template = tmp_path / "plain.jinja"
+    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}")
+    code, _, err = cli("sft", recipe_factory(template={"name": str(template)}), "--dry-run")
+    assert_one_line_error(code, err, "template plain", "generation")
+
+
+def test_unknown_recipe_and_offline_hub_model_are_exit_2(cli, recipe_factory):
+    code, _, err = cli("sft", "quickstart/sfft", "--dry-run")
+    assert_one_line_error(code, err, "quickstart/sfft", "did you mean quickstart/sft?")
+    code, _, err = cli("data", "preview", recipe_factory(model={"source": "no-such-org/no-such-model"}))
+    assert_one_line_error(code, err, "no-such-org/no-such-model", "HF_HUB_OFFLINE")
+
+
+def test_stages_not_built_yet_answer_exit_2(cli, recipe_factory):
+    for stage in ("po", "rl"):
+        code, _, err = cli(stage, recipe_factory())
+        assert code == 2 and "not available yet" in err
+
+
+def test_dry_run_prints_plan_and_writes_nothing(cli, recipe_factory, tmp_path):
+    out_dir = tmp_path / "run"
+    code, out, err = cli("sft", recipe_factory(train__packing="bfd", train__gradient_accumulation_steps=4),
+                         "--dry-run", "--output-dir", out_dir)
+    assert code == 0, err
+    for line in ("world size             1", "per-device batch       2", "gradient accumulation  4",
+                 "global batch           8", "steps                  2 (train.max_steps)",
+                 "tokens per step        2,048 (8 × max_length 256)", "packing                bfd",
+                 "loss                   assistant tokens only", "dtype                  float32"):
+        assert line in out
+    assert "template               smollm3 (sha256 " in out and "resolved recipe:" in out
+    assert not out_dir.exists()
+
+
+def test_recipes_list_show_validate(cli, recipe_factory):
+    code, out, _ = cli("recipes", "list")
+    assert code == 0 and "quickstart/sft" in out and "smollm3/sft" in out
+    code, out, _ = cli("recipes", "show", "quickstart/sft", "--set", "train.max_steps=3")
+    assert code == 0 and "max_steps: 3" in out
+    code, out, _ = cli("recipes", "validate", recipe_factory())
+    assert code == 0 and out.strip().endswith(": ok")
+    code, _, err = cli("recipes", "validate", recipe_factory(train__max_lenght=5))
+    assert_one_line_error(code, err, "did you mean max_length?")
+
+
+def test_template_render_command(cli, tmp_path):
+    messages = tmp_path / "m.json"
+    messages.write_text(json.dumps([{"role": "system", "content": "/no_think"}, {"role": "user", "content": "hi"}]))
+    code, out, _ = cli("template", "render", "smollm3", "--messages", messages, "--generation-prompt")
+    assert code == 0 and out.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n")
+    code, out, _ = cli("template", "render", "chatml", "--messages", messages, "--kwargs", '{"x": 1}')
+    assert code == 0 and out == "<|im_start|>system\n/no_think<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+    code, _, err = cli("template", "render", "chatml", "--messages", tmp_path / "none.json")
+    assert_one_line_error(code, err, "none.json", "no such file")
+    code, _, err = cli("template", "render", "chatml", "--messages", messages, "--kwargs", "{bad")
+    assert_one_line_error(code, err, "--kwargs", "invalid JSON")
