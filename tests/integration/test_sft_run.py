@@ -1,0 +1,103 @@
+"""`smolalign sft` end to end on a tiny model: the run directory, the saved model, resume and overwrite, adapters."""
+
+import json
+
+import pytest
+import torch
+from tiny_models import chat_rows, write_jsonl
+
+from smolalign.runs.metrics import read_metrics
+
+
+@pytest.fixture
+def sft_recipe(write_recipe, tiny_dir, tmp_path):
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
+
+    def make(**train) -> str:
+        settings = {"max_length": 256, "packing": "bfd", "per_device_train_batch_size": 2, "max_steps": 4,
+                    "learning_rate": 5e-3, "logging_steps": 1, "save_steps": 2, "gradient_checkpointing": False,
+                    **train}
+        return str(write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"},
+                                 "data": {"sources": [{"path": str(data)}], "eval_split": 2}, "train": settings}))
+
+    return make
+
+
+def test_sft_writes_a_complete_run_directory(cli, sft_recipe, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    run_dir = tmp_path / "run"
+    code, out, err = cli("sft", sft_recipe(max_steps=12), "--output-dir", run_dir)
+    assert code == 0, err
+    assert (run_dir / "recipe.yaml").is_file() and "checkpoint-12" in {p.name for p in run_dir.iterdir()}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["versions"]["trl"] and manifest["versions"]["transformers"]
+    assert manifest["hardware"]["accelerator"] == "cpu"
+    assert len(manifest["template"]["sha256"]) == 64 and manifest["template"]["name"] == "smollm3"
+    assert manifest["data"]["fingerprint"] and manifest["data"]["stats"]["train"]["rows"] == 14
+    assert manifest["result"]["global_step"] == 12
+    losses = [m["loss"] for m in read_metrics(run_dir) if "loss" in m]
+    assert len(losses) == 12 and sum(losses[-3:]) < sum(losses[:3])
+    assert "loss " in out and "saved" in out
+
+    model_dir = run_dir / "model"
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert GenerationConfig.from_pretrained(model_dir).eos_token_id in (end_of_turn, [end_of_turn])
+    assert tokenizer.chat_template and "{% generation" in tokenizer.chat_template.replace("{%-", "{%")
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "what is 1 plus 2"}], add_generation_prompt=True,
+                                           enable_thinking=False, return_tensors="pt", return_dict=True)
+    assert tokenizer.decode(prompt["input_ids"][0]).endswith("<|im_start|>assistant\n<think>\n\n</think>\n")
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    with torch.no_grad():
+        output = model.generate(**prompt, max_new_tokens=8, do_sample=False)
+    assert output.shape[1] > prompt["input_ids"].shape[1]
+
+
+def test_non_empty_run_dir_needs_resume_or_overwrite(cli, sft_recipe, tmp_path):
+    run_dir = tmp_path / "run"
+    recipe = sft_recipe()
+    assert cli("sft", recipe, "-o", run_dir)[0] == 0
+    code, _, err = cli("sft", recipe, "-o", run_dir)
+    assert code == 2 and "is not empty: pass --resume" in err
+    code, out, err = cli("sft", recipe, "-o", run_dir, "--resume", "--set", "train.max_steps=6")
+    assert code == 0, err
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["result"]["global_step"] == 6 and manifest["result"]["resumed_from"].endswith("checkpoint-4")
+    assert (run_dir / "recipe.yaml.previous").is_file()
+    steps = [m["step"] for m in read_metrics(run_dir) if "loss" in m]
+    assert steps == [1, 2, 3, 4, 5, 6]  # steps 5 and 6 continue the run, nothing is repeated
+    code, _, err = cli("sft", recipe, "-o", run_dir, "--overwrite")
+    assert code == 0, err
+    assert not (run_dir / "recipe.yaml.previous").exists()
+    code, _, err = cli("sft", recipe, "-o", tmp_path / "fresh", "--resume")
+    assert code == 2 and "no checkpoint" in err
+
+
+def test_lora_run_saves_a_merged_model(cli, sft_recipe, tmp_path, write_recipe, tiny_dir):
+    from transformers import AutoModelForCausalLM
+
+    recipe = sft_recipe(learning_rate=1e-2)
+    raw = __import__("yaml").safe_load(open(recipe))
+    raw["peft"] = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+    recipe = write_recipe(raw, "lora.yaml")
+    code, _, err = cli("sft", recipe, "-o", tmp_path / "lora")
+    assert code == 0, err
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "lora" / "model")
+    base = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert not any("lora" in k for k in merged.state_dict())
+    assert not torch.equal(merged.state_dict()[name], base.state_dict()[name])
+    assert torch.equal(merged.state_dict()["model.layers.0.mlp.up_proj.weight"],
+                       base.state_dict()["model.layers.0.mlp.up_proj.weight"])
+
+
+def test_qlora_run_on_cpu(cli, sft_recipe, tmp_path, write_recipe):
+    pytest.importorskip("bitsandbytes")
+    raw = __import__("yaml").safe_load(open(sft_recipe(max_steps=2)))
+    raw["model"]["quantization"] = "4bit"
+    raw["peft"] = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+    code, _, err = cli("sft", write_recipe(raw, "qlora.yaml"), "-o", tmp_path / "qlora")
+    assert code == 0, err
+    assert (tmp_path / "qlora" / "model" / "adapter_config.json").is_file()
