@@ -42,6 +42,7 @@ class Encoder:
         self.special_tokens = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
         self.eos_token = self.tokenizer.eos_token
         self.eos_id = self.tokenizer.eos_token_id
+        self.backend = _plain_backend(self.tokenizer)
         if self.format == "messages" and self.mask.assistant_only and not self.template.has_generation_markers:
             raise SmolalignError(
                 f"template {self.template.name} has no {{% generation %}} markers, so assistant-only loss would train "
@@ -50,20 +51,31 @@ class Encoder:
     def __call__(self, batch: dict[str, list]) -> dict[str, list]:
         rows = [{k: batch[k][i] for k in batch} for i in range(len(batch[ORIGIN]))]
         rendered = [self.render_row(row) for row in rows]
-        encoded = self.tokenizer([r[0] for r in rendered], add_special_tokens=False, return_offsets_mapping=True,
-                                 return_attention_mask=False)
         out: dict[str, list] = {"input_ids": [], "labels": [], PROBLEM: []}
-        for (text, spans, problem, from_template), ids, offsets in zip(
-                rendered, encoded["input_ids"], encoded["offset_mapping"], strict=True):
+        for (text, spans, problem, from_template), (ids, offsets) in zip(
+                rendered, self.tokenize([r[0] for r in rendered]), strict=True):
             labels = ids if spans is None else masked_labels(ids, offsets, spans, len(text))
             if not problem and from_template and spans:
                 problem = self.end_of_turn_problem(ids, labels)
-            if not problem and all(label == -100 for label in labels):
+            if not problem and not (labels != -100).any():
                 problem = UNTRAINED
             out["input_ids"].append(ids)
             out["labels"].append(labels)
             out[PROBLEM].append(problem)
         return out
+
+    def tokenize(self, texts: list[str]) -> list[tuple]:
+        """(ids, character offsets) per text as numpy arrays, from one batched call of the Rust tokenizer."""
+        import numpy as np
+
+        if self.backend is not None:
+            encodings = self.backend.encode_batch(texts, add_special_tokens=False)
+            return [(np.asarray(e.ids, dtype=np.int64), np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2))
+                    for e in encodings]
+        encoded = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True,
+                                 return_attention_mask=False)
+        return [(np.asarray(ids, dtype=np.int64), np.asarray(offsets, dtype=np.int64).reshape(-1, 2))
+                for ids, offsets in zip(encoded["input_ids"], encoded["offset_mapping"], strict=True)]
 
     def render_row(self, row: dict) -> tuple[str, list[tuple[int, int]] | None, str, bool]:
         """(text, trained character spans or None for all, problem, whether spans came from the template)."""
@@ -100,30 +112,46 @@ class Encoder:
             return f"asked for {wanted} mode but the template rendered {got}"
         return ""
 
-    def end_of_turn_problem(self, ids: list[int], labels: list[int]) -> str:
+    def end_of_turn_problem(self, ids, labels) -> str:
         """Every trained span must end with the end-of-turn token, or the model never learns to stop."""
-        n = len(ids)
-        for i in range(n):
-            if labels[i] != -100 and (i + 1 == n or labels[i + 1] == -100) and ids[i] != self.eos_id:
-                return (f"a trained span ends with {self.tokenizer.convert_ids_to_tokens(ids[i])!r}, not the "
-                        f"end-of-turn token {self.eos_token!r}: the model would not learn to stop")
+        import numpy as np
+
+        trained = labels != -100
+        span_ends = trained & ~np.append(trained[1:], False)
+        wrong = span_ends & (ids != self.eos_id)
+        if wrong.any():
+            token = self.tokenizer.convert_ids_to_tokens(int(ids[np.argmax(wrong)]))
+            return (f"a trained span ends with {token!r}, not the end-of-turn token {self.eos_token!r}: "
+                    "the model would not learn to stop")
         return ""
 
 
-def masked_labels(ids: list[int], offsets: list, spans: list[tuple[int, int]], length: int) -> list[int]:
-    """`ids` where a token's characters overlap a span, -100 elsewhere."""
+def masked_labels(ids, offsets, spans: list[tuple[int, int]], length: int):
+    """`ids` where a token's characters overlap a span, -100 elsewhere (numpy arrays in and out)."""
     import numpy as np
 
     if not spans:
-        return [-100] * len(ids)
+        return np.full_like(ids, -100)
     inside = np.zeros(length + 1, dtype=np.int32)
     for start, end in spans:
         inside[start] += 1
         inside[end] -= 1
     covered = np.concatenate([[0], np.cumsum(np.cumsum(inside)[:length] > 0)])
-    bounds = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
-    trained = covered[bounds[:, 1]] - covered[bounds[:, 0]] > 0
-    return np.where(trained, np.asarray(ids, dtype=np.int64), -100).tolist()
+    trained = covered[offsets[:, 1]] - covered[offsets[:, 0]] > 0
+    return np.where(trained, ids, -100)
+
+
+def _plain_backend(tokenizer):
+    """A copy of the fast tokenizer's Rust backend with padding and truncation off, or None for slow tokenizers."""
+    import copy
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    backend = copy.deepcopy(backend)
+    backend.no_padding()
+    backend.no_truncation()
+    return backend
 
 
 def _decoded(value: Any) -> Any:

@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -103,36 +104,62 @@ def prepare_sft_data(recipe: Recipe, tokenizer, template: ChatTemplate, *, use_c
 
 def encode_rows(dataset, encoder: Encoder):
     """Tokenize and mask every row (batched), keeping the origin and problem columns for the checks."""
-    return dataset.map(encoder, batched=True, batch_size=512, remove_columns=[c for c in dataset.column_names
-                                                                               if c != ORIGIN],
-                       keep_in_memory=True, load_from_cache_file=False, desc=None)
+    # datasets' own cache is not used (ours is keyed above), so skip its fingerprinting, which would pickle
+    # the whole tokenizer to hash the encoder.
+    return dataset.map(encoder, batched=True, batch_size=512,
+                       remove_columns=[c for c in dataset.column_names if c != ORIGIN], keep_in_memory=True,
+                       load_from_cache_file=False, new_fingerprint=uuid.uuid4().hex)
 
 
 def prepare_split(dataset, encoder: Encoder, layout: Layout, on_untrained: str):
     """One split through encoding, checks, truncation and packing; returns the rows and what happened to them."""
-    import numpy as np
-
     encoded = encode_rows(dataset, encoder)
     fail_on_problems(encoded)
-    lengths = np.array([len(ids) for ids in encoded["input_ids"]])
+    lengths = row_lengths(encoded)
     stats = {"rows": len(encoded), "tokens": int(lengths.sum())}
     if layout.max_length is not None and layout.packing in (None, "bfd"):
         too_long = lengths > layout.max_length
         stats["truncated"] = int(too_long.sum())
         if too_long.any():
             encoded = truncate(encoded, layout.max_length, layout.truncation_mode)
-    encoded, stats["dropped_untrained"] = drop_untrained(encoded, on_untrained)
+    trained = trained_per_row(encoded)
+    encoded, stats["dropped_untrained"] = drop_untrained(encoded, trained, on_untrained)
     encoded = encoded.select_columns(["input_ids", "labels"])
-    labels = encoded["labels"]
-    stats["trained_tokens"] = int(sum(sum(1 for x in row if x != -100) for row in labels))
+    stats["trained_tokens"] = int(trained.sum())
     if layout.packing:
         from trl import pack_dataset
 
         encoded = pack_dataset(encoded, layout.max_length, layout.packing)
-        packed_lengths = np.array([len(ids) for ids in encoded["input_ids"]])
         stats["packed_rows"] = len(encoded)
-        stats["fill"] = float(packed_lengths.sum() / (len(encoded) * layout.max_length)) if len(encoded) else 0.0
+        capacity = len(encoded) * layout.max_length
+        stats["fill"] = float(row_lengths(encoded).sum() / capacity) if capacity else 0.0
     return encoded, stats
+
+
+def row_lengths(dataset):
+    """Tokens per row, read from the Arrow offsets without materializing the rows."""
+    import pyarrow.compute as pc
+
+    return pc.list_value_length(dataset.data.table.column("input_ids")).to_numpy(zero_copy_only=False)
+
+
+def trained_per_row(dataset):
+    """How many labels are not -100 in each row, computed on the Arrow columns."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    labels = dataset.data.table.column("labels")
+    if dataset._indices is not None:  # a selected view: materialize just this column in order
+        labels = pa.chunked_array([pa.array(dataset["labels"], type=labels.type)])
+    counts = np.zeros(len(dataset), dtype=np.int64)
+    start = 0
+    for chunk in labels.chunks:
+        flat = pc.list_flatten(chunk).to_numpy(zero_copy_only=False)
+        parents = pc.list_parent_indices(chunk).to_numpy(zero_copy_only=False)
+        counts[start:start + len(chunk)] = np.bincount(parents[flat != -100], minlength=len(chunk))
+        start += len(chunk)
+    return counts
 
 
 def fail_on_problems(encoded) -> None:
@@ -150,18 +177,19 @@ def truncate(encoded, max_length: int, mode: str):
                        keep_in_memory=True)
 
 
-def drop_untrained(encoded, on_untrained: str):
+def drop_untrained(encoded, trained, on_untrained: str):
     """Rows with nothing trained: fail naming the first (default) or drop them and report how many."""
-    untrained = [i for i, labels in enumerate(encoded["labels"]) if all(x == -100 for x in labels)]
-    if not untrained:
+    import numpy as np
+
+    untrained = np.flatnonzero(trained == 0)
+    if not len(untrained):
         return encoded, 0
     if on_untrained == "fail":
-        first = encoded[untrained[0]][ORIGIN]
+        first = encoded[int(untrained[0])][ORIGIN]
         raise SmolalignError(
             f"data row {first}: {UNTRAINED} ({len(untrained)} row(s) in all; set data.on_untrained: drop to skip them)")
     print(f"dropped {len(untrained)} row(s) in which no token is trained", file=sys.stderr)
-    keep = sorted(set(range(len(encoded))) - set(untrained))
-    return encoded.select(keep), len(untrained)
+    return encoded.select(np.flatnonzero(trained > 0)), len(untrained)
 
 
 def _save(directory: Path, train, held_out, stats: dict) -> None:

