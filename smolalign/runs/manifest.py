@@ -1,0 +1,52 @@
+"""manifest.json: what a run was made from (package versions, git revision, data fingerprints, template hash,
+hardware), so a result can be traced and reproduced."""
+
+import importlib.metadata
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from smolalign import __version__
+from smolalign.runs.rundir import MANIFEST_FILE
+
+PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers", "bitsandbytes",
+            "deepspeed", "vllm")
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": sys.version.split()[0], "smolalign": __version__}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_revision(directory: Path) -> dict | None:
+    """The commit of the checkout holding `directory`, and whether it has uncommitted changes; None outside git."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
+        if sha.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=directory,
+                               capture_output=True, text=True, timeout=5)
+        return {"commit": sha.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def write_manifest(run_dir: Path, **sections) -> dict:
+    """Merge `sections` into the run's manifest (created on first call) and write it."""
+    path = run_dir / MANIFEST_FILE
+    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    if "created" not in manifest:
+        manifest["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        manifest["command"] = sys.argv
+        manifest["versions"] = package_versions()
+        manifest["git"] = git_revision(Path(__file__).resolve().parent)
+    manifest.update(sections)
+    path.write_text(json.dumps(manifest, indent=2, default=str))
+    return manifest
