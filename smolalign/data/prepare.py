@@ -93,27 +93,30 @@ def prepare_sft_data(recipe: Recipe, tokenizer, template: ChatTemplate, *, use_c
     encoder = Encoder(tokenizer, template, mixture.format, layout.loss, recipe.template.kwargs)
     stats: dict = {"format": mixture.format, "sources": {p: {"rows": n, "taken": k}
                                                           for p, (n, k) in mixture.rows_per_source.items()}}
-    train, stats["train"] = prepare_split(mixture.train, encoder, layout, recipe.data.on_untrained)
+    workers = recipe.train.get("dataset_num_proc")
+    train, stats["train"] = prepare_split(mixture.train, encoder, layout, recipe.data.on_untrained, workers)
     held_out = None
     if mixture.eval is not None:
-        held_out, stats["eval"] = prepare_split(mixture.eval, encoder, layout, recipe.data.on_untrained)
+        held_out, stats["eval"] = prepare_split(mixture.eval, encoder, layout, recipe.data.on_untrained, workers)
     if use_cache:
         _save(directory, train, held_out, stats)
     return PreparedData(train, held_out, {**stats, "cached": False}, key)
 
 
-def encode_rows(dataset, encoder: Encoder):
+def encode_rows(dataset, encoder: Encoder, num_proc: int | None = None):
     """Tokenize and mask every row (batched), keeping the origin and problem columns for the checks."""
     # datasets' own cache is not used (ours is keyed above), so skip its fingerprinting, which would pickle
     # the whole tokenizer to hash the encoder.
     return dataset.map(encoder, batched=True, batch_size=512,
                        remove_columns=[c for c in dataset.column_names if c != ORIGIN], keep_in_memory=True,
-                       load_from_cache_file=False, new_fingerprint=uuid.uuid4().hex)
+                       load_from_cache_file=False, new_fingerprint=uuid.uuid4().hex,
+                       num_proc=num_proc if num_proc and num_proc > 1 and len(dataset) >= 2 * num_proc else None)
 
 
-def prepare_split(dataset, encoder: Encoder, layout: Layout, on_untrained: str):
-    """One split through encoding, checks, truncation and packing; returns the rows and what happened to them."""
-    encoded = encode_rows(dataset, encoder)
+def prepare_split(dataset, encoder: Encoder, layout: Layout, on_untrained: str, num_proc: int | None = None):
+    """One split through encoding, checks, truncation and packing; returns the rows and what happened to them.
+    `num_proc` (train.dataset_num_proc) tokenizes in that many processes; the result does not depend on it."""
+    encoded = encode_rows(dataset, encoder, num_proc)
     fail_on_problems(encoded)
     lengths = row_lengths(encoded)
     stats = {"rows": len(encoded), "tokens": int(lengths.sum())}

@@ -49,6 +49,8 @@ def local_dir(source: ModelSource) -> str:
     with _source_errors(source):
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype="float32")
+    # GGUF tokenizers come with WordPiece-style clean-up on, which mangles BPE output ("a ." -> "a.").
+    tokenizer.clean_up_tokenization_spaces = False
     # The weights are already dequantized to float32; only the GGUF marker stops save_pretrained.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

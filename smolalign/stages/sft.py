@@ -13,7 +13,7 @@ from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
 from smolalign.recipe.validate import recipe_to_dict
 from smolalign.recipe.yamlio import dump_yaml
-from smolalign.runs.rundir import MODEL_DIR, default_run_dir, prepare_run_dir, write_recipe
+from smolalign.runs.rundir import MODEL_DIR, default_run_dir, last_checkpoint, prepare_run_dir, write_recipe
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 HANDLED_BY_SMOLALIGN = ("assistant_only_loss", "completion_only_loss", "output_dir")
@@ -67,20 +67,31 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     if dry_run:
         print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
         return None
+    from accelerate import PartialState
+
     from smolalign.data.prepare import prepare_sft_data
     from smolalign.models.load import load_model, load_tokenizer, save_for_inference
     from smolalign.runs.manifest import write_manifest
 
     run_dir = Path(output_dir or recipe.train.get("output_dir") or default_run_dir(recipe.source, recipe.stage))
-    checkpoint = prepare_run_dir(run_dir, resume=resume, overwrite=overwrite)
-    write_recipe(run_dir, recipe_to_dict(recipe))
-    write_manifest(run_dir, recipe=recipe.source, stage=recipe.stage, hardware=hardware.describe(),
-                   model={"source": recipe.model.source, "revision": recipe.model.revision})
-    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
-    data = prepare_sft_data(recipe, tokenizer, template)
-    print(f"data: {data.stats['train']} ({'from cache' if data.stats['cached'] else 'prepared'}, key {data.fingerprint})")
-    write_manifest(run_dir, template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
-                   data={"fingerprint": data.fingerprint, "stats": data.stats})
+    state = PartialState()
+    # Under a launcher, the main process sets up the run directory, converts models and tokenizes once; the
+    # other processes then read what it wrote.
+    with state.main_process_first():
+        if state.is_main_process:
+            checkpoint = prepare_run_dir(run_dir, resume=resume, overwrite=overwrite)
+            write_recipe(run_dir, recipe_to_dict(recipe))
+            write_manifest(run_dir, recipe=recipe.source, stage=recipe.stage, hardware=hardware.describe(),
+                           model={"source": recipe.model.source, "revision": recipe.model.revision})
+        else:
+            checkpoint = last_checkpoint(run_dir) if resume else None
+        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+        data = prepare_sft_data(recipe, tokenizer, template)
+    if state.is_main_process:
+        print(f"data: {data.stats['train']} ({'from cache' if data.stats['cached'] else 'prepared'}, "
+              f"key {data.fingerprint})")
+        write_manifest(run_dir, template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
+                       data={"fingerprint": data.fingerprint, "stats": data.stats})
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     model = load_model(recipe.model, dtype, hardware, tokenizer)
     trainer = build_trainer(recipe, model, tokenizer, data, sft_config(recipe, hardware, dtype, run_dir), run_dir)

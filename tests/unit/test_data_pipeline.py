@@ -205,3 +205,18 @@ def test_second_preparation_comes_from_the_cache(tiny_dir, tmp_path):
     data.write_text(data.read_text() + json.dumps(chat_rows(1, seed=5)[0]) + "\n")
     edited, _ = prepare(tiny_dir, [{"path": str(data)}], train={"packing": "bfd"}, use_cache=True)
     assert edited.fingerprint != first.fingerprint and not edited.stats["cached"]
+
+
+def test_parquet_and_json_sources_and_worker_processes_give_the_same_rows(tiny_dir, tmp_path):
+    import datasets
+
+    rows = chat_rows(12)
+    jsonl = write_jsonl(tmp_path / "c.jsonl", rows)
+    parquet = tmp_path / "c.parquet"
+    datasets.Dataset.from_list(rows).to_parquet(str(parquet))
+    array = tmp_path / "c.json"
+    array.write_text(json.dumps(rows))
+    reference, _ = prepare(tiny_dir, [{"path": str(jsonl)}])
+    for source, train in ((parquet, {}), (array, {}), (jsonl, {"dataset_num_proc": 2})):
+        other, _ = prepare(tiny_dir, [{"path": str(source)}], train=train)
+        assert other.train.to_list() == reference.train.to_list()
