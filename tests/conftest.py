@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-# Before anything imports torch or datasets: one thread (shared 2-core runners swing wildly otherwise), no hub,
+# Before anything imports torch or datasets: one thread unless the caller set OMP_NUM_THREADS (shared 2-core
+# runners swing wildly otherwise; `make test-slow` uses 2), no hub,
 # and caches private to this test session.
 _SESSION_CACHE = Path(tempfile.mkdtemp(prefix="smolalign-tests-"))
-os.environ["OMP_NUM_THREADS"] = "1"
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
