@@ -120,7 +120,7 @@ def build_trainer(recipe: Recipe, model, tokenizer, data, config, run_dir: Path)
 
 
 def loss_summary(run_dir: Path) -> str:
-    """"loss 2.31 -> 0.42 over 16 steps", from the run's metrics file."""
+    """"loss 2.31 (step 2) -> 0.42 (step 16)": first and last logged loss, from the run's metrics file."""
     from smolalign.runs.metrics import read_metrics
 
     losses = [(m["step"], m["loss"]) for m in read_metrics(run_dir) if "loss" in m]
