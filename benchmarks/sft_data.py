@@ -13,6 +13,7 @@ import platform
 import random
 import statistics
 import sys
+import tempfile
 import time
 from types import SimpleNamespace
 
@@ -49,7 +50,7 @@ def trl_prepare(dataset, tokenizer, max_length: int):
     """TRL 1.16's SFTTrainer dataset preparation, called as the trainer calls it (assistant-only, bfd packing)."""
     from trl import SFTConfig, SFTTrainer
 
-    args = SFTConfig(output_dir="/tmp/bench-unused", max_length=max_length, packing=True, packing_strategy="bfd",
+    args = SFTConfig(output_dir=tempfile.mkdtemp(prefix="bench-sft-"), max_length=max_length, packing=True, packing_strategy="bfd",
                      assistant_only_loss=True, use_cpu=True, bf16=False, report_to="none")
     trainer_state = SimpleNamespace(_tokenizer=tokenizer, chat_template=None, completion_only_loss=False)
     return SFTTrainer._prepare_dataset(trainer_state, dataset, tokenizer, args, True, None, "train")

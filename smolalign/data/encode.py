@@ -29,6 +29,14 @@ class LossMask:
     """Prompt/completion rows: train only on the completion."""
 
 
+def require_generation_markers(template: ChatTemplate, fmt: str, mask: LossMask) -> None:
+    """Assistant-only loss on conversations needs {% generation %} markers, or nothing would be trained."""
+    if fmt == "messages" and mask.assistant_only and not template.has_generation_markers:
+        raise SmolalignError(
+            f"template {template.name} has no {{% generation %}} markers, so assistant-only loss would train on "
+            "nothing; use a template with markers (smollm3, chatml) or set train.assistant_only_loss: false")
+
+
 @dataclass
 class Encoder:
     tokenizer: Any
@@ -43,10 +51,7 @@ class Encoder:
         self.eos_token = self.tokenizer.eos_token
         self.eos_id = self.tokenizer.eos_token_id
         self.backend = _plain_backend(self.tokenizer)
-        if self.format == "messages" and self.mask.assistant_only and not self.template.has_generation_markers:
-            raise SmolalignError(
-                f"template {self.template.name} has no {{% generation %}} markers, so assistant-only loss would train "
-                "on nothing; use a template with markers (smollm3, chatml) or set train.assistant_only_loss: false")
+        require_generation_markers(self.template, self.format, self.mask)
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list]:
         rows = [{k: batch[k][i] for k in batch} for i in range(len(batch[ORIGIN]))]

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from smolalign.data.encode import PROBLEM, UNTRAINED, Encoder, LossMask
-from smolalign.data.mixture import ORIGIN, build_mixture
+from smolalign.data.mixture import ORIGIN, Mixture, build_mixture
 from smolalign.data.sources import fingerprint_of
 from smolalign.errors import SmolalignError
 from smolalign.models.sources import cache_root
@@ -77,8 +77,10 @@ def cache_key(recipe: Recipe, layout: Layout, tokenizer, template: ChatTemplate)
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def prepare_sft_data(recipe: Recipe, tokenizer, template: ChatTemplate, *, use_cache: bool = True) -> PreparedData:
-    """Train (and held-out) rows as the trainer consumes them: input_ids, labels and, packed, seq_lengths."""
+def prepare_sft_data(recipe: Recipe, tokenizer, template: ChatTemplate, *, use_cache: bool = True,
+                     mixture: Mixture | None = None) -> PreparedData:
+    """Train (and held-out) rows as the trainer consumes them: input_ids, labels and, packed, seq_lengths.
+    `mixture` is the recipe's data already read (by the plan), if it was."""
     import datasets
 
     datasets.disable_progress_bars()
@@ -89,7 +91,7 @@ def prepare_sft_data(recipe: Recipe, tokenizer, template: ChatTemplate, *, use_c
         stats = json.loads((directory / "stats.json").read_text())
         held_out = datasets.load_from_disk(str(directory / "eval")) if (directory / "eval").is_dir() else None
         return PreparedData(datasets.load_from_disk(str(directory / "train")), held_out, {**stats, "cached": True}, key)
-    mixture = build_mixture(recipe.data)
+    mixture = mixture or build_mixture(recipe.data)
     encoder = Encoder(tokenizer, template, mixture.format, layout.loss, recipe.template.kwargs)
     stats: dict = {"format": mixture.format, "sources": {p: {"rows": n, "taken": k}
                                                           for p, (n, k) in mixture.rows_per_source.items()}}

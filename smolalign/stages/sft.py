@@ -21,7 +21,9 @@ HANDLED_BY_SMOLALIGN = ("assistant_only_loss", "completion_only_loss", "output_d
 
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
-    """Everything checkable without weights: template, data files and columns, markers. Returns the plan."""
+    """Everything checkable without weights: template, data files and columns, markers.
+    Returns the plan and the data mixture it read (reused for tokenization)."""
+    from smolalign.data.encode import require_generation_markers
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare import Layout
     from smolalign.models.sources import resolve_source
@@ -29,13 +31,9 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     resolve_source(recipe.model.source, recipe.model.revision)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     mixture = build_mixture(recipe.data)
-    layout = Layout.from_recipe(recipe)
-    if template is not None and mixture.format == "messages" and layout.loss.assistant_only \
-            and not template.has_generation_markers:
-        raise SmolalignError(
-            f"template {template.name} has no {{% generation %}} markers, so assistant-only loss would train on "
-            "nothing; use a template with markers (smollm3, chatml) or set train.assistant_only_loss: false")
-    return make_plan(recipe, hardware, template, len(mixture.train), data_format=mixture.format)
+    if template is not None:
+        require_generation_markers(template, mixture.format, Layout.from_recipe(recipe).loss)
+    return make_plan(recipe, hardware, template, len(mixture.train), data_format=mixture.format), mixture
 
 
 def sft_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
@@ -62,7 +60,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         overwrite: bool = False) -> Path | None:
     """Plan, prepare, train and save; returns the saved model's directory (None for a dry run)."""
     hardware = detect_hardware()
-    plan = check_before_loading(recipe, hardware)
+    plan, mixture = check_before_loading(recipe, hardware)
     print(plan.render())
     if dry_run:
         print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
@@ -86,7 +84,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         else:
             checkpoint = last_checkpoint(run_dir) if resume else None
         tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
-        data = prepare_sft_data(recipe, tokenizer, template)
+        data = prepare_sft_data(recipe, tokenizer, template, mixture=mixture)
     if state.is_main_process:
         print(f"data: {data.stats['train']} ({'from cache' if data.stats['cached'] else 'prepared'}, "
               f"key {data.fingerprint})")
