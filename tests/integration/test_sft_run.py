@@ -101,3 +101,12 @@ def test_qlora_run_on_cpu(cli, sft_recipe, tmp_path, write_recipe):
     code, _, err = cli("sft", write_recipe(raw, "qlora.yaml"), "-o", tmp_path / "qlora")
     assert code == 0, err
     assert (tmp_path / "qlora" / "model" / "adapter_config.json").is_file()
+
+
+def test_same_recipe_and_seed_give_the_same_losses(cli, sft_recipe, tmp_path):
+    recipe = sft_recipe(max_steps=3)
+    for name in ("a", "b"):
+        code, _, err = cli("sft", recipe, "-o", tmp_path / name)
+        assert code == 0, err
+    losses = [[m["loss"] for m in read_metrics(tmp_path / name) if "loss" in m] for name in ("a", "b")]
+    assert losses[0] == losses[1] and len(losses[0]) == 3
