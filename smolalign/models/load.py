@@ -68,16 +68,13 @@ def end_of_turn_token(template: ChatTemplate, tokenizer) -> str | None:
     """The special token that closes an assistant turn in this template (`<|im_end|>` for ChatML-style ones)."""
     probe = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
     text, spans = render(template, probe)
-    end = text.rfind("y") + 1
-    tail = text[spans[0][0]:spans[0][1]] if spans else text[end:]
     added = sorted(tokenizer.get_added_vocab(), key=len, reverse=True)
-    if spans:
-        for token in added:
-            if tail.rstrip().endswith(token):
-                return token
-        return None
-    positions = [(tail.find(token), token) for token in added if token in tail]
-    return min(positions)[1] if positions else None
+    if spans:  # the token the generated span ends with; None if it ends with plain text (then rows are refused)
+        generated = text[spans[0][0]:spans[0][1]].rstrip()
+        return next((token for token in added if generated.endswith(token)), None)
+    after_answer = text[text.rfind("y") + 1:]  # no markers: the first special token after the answer
+    found = [(after_answer.find(token), token) for token in added if token in after_answer]
+    return min(found)[1] if found else None
 
 
 def load_tokenizer(section: ModelSection, template_name: str):
