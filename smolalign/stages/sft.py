@@ -4,16 +4,14 @@ smolalign tokenizes, masks, checks and packs the data itself (see `data.prepare`
 skipped; TRL's collator and trainer do the rest, padding-free with per-document position ids when packing.
 """
 
-import sys
 from pathlib import Path
 
-from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, detect_hardware, precision_flags, resolve_dtype
+from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
 from smolalign.recipe.validate import recipe_to_dict
 from smolalign.recipe.yamlio import dump_yaml
-from smolalign.runs.rundir import MODEL_DIR, default_run_dir, last_checkpoint, prepare_run_dir, write_recipe
+from smolalign.stages.common import open_run, peft_config, train_and_save, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 HANDLED_BY_SMOLALIGN = ("assistant_only_loss", "completion_only_loss", "output_dir")
@@ -41,19 +39,7 @@ def sft_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
     from trl import SFTConfig
 
     train = {k: v for k, v in recipe.train.items() if k not in HANDLED_BY_SMOLALIGN}
-    flags = precision_flags(dtype, hardware)
-    if hardware.on_gpu:
-        train = {**flags, **train}
-    else:
-        if train.get("bf16") or train.get("fp16"):
-            print("note: no GPU here, so bf16/fp16 are off and the run is float32 on CPU", file=sys.stderr)
-        train.update(flags)
-    train.update(output_dir=str(run_dir), dataset_kwargs={"skip_prepare_dataset": True})
-    train.setdefault("report_to", "none")
-    try:
-        return SFTConfig(**train)
-    except (ValueError, TypeError) as exc:
-        raise SmolalignError(f"train: {exc}") from None
+    return trl_config(SFTConfig, train, hardware, dtype, run_dir, dataset_kwargs={"skip_prepare_dataset": True})
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
@@ -65,24 +51,13 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     if dry_run:
         print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
         return None
-    from accelerate import PartialState
-
     from smolalign.data.prepare import prepare_sft_data
-    from smolalign.models.load import load_model, load_tokenizer, save_for_inference
+    from smolalign.models.load import load_model, load_tokenizer
     from smolalign.runs.manifest import write_manifest
 
-    run_dir = Path(output_dir or recipe.train.get("output_dir") or default_run_dir(recipe.source, recipe.stage))
-    state = PartialState()
-    # Under a launcher, the main process sets up the run directory, converts models and tokenizes once; the
-    # other processes then read what it wrote.
+    run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
+    # Under a launcher, the main process converts models and tokenizes once; the others then read what it wrote.
     with state.main_process_first():
-        if state.is_main_process:
-            checkpoint = prepare_run_dir(run_dir, resume=resume, overwrite=overwrite)
-            write_recipe(run_dir, recipe_to_dict(recipe))
-            write_manifest(run_dir, recipe=recipe.source, stage=recipe.stage, hardware=hardware.describe(),
-                           model={"source": recipe.model.source, "revision": recipe.model.revision})
-        else:
-            checkpoint = last_checkpoint(run_dir) if resume else None
         tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
         data = prepare_sft_data(recipe, tokenizer, template, mixture=mixture)
     if state.is_main_process:
@@ -93,12 +68,8 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     model = load_model(recipe.model, dtype, hardware, tokenizer)
     trainer = build_trainer(recipe, model, tokenizer, data, sft_config(recipe, hardware, dtype, run_dir), run_dir)
-    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    model_dir = run_dir / MODEL_DIR
+    model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     if trainer.is_world_process_zero():
-        save_for_inference(trainer.model, tokenizer, model_dir)
-        write_manifest(run_dir, result={"global_step": result.global_step, "train_loss": result.training_loss,
-                                        "model": str(model_dir), "resumed_from": str(checkpoint) if checkpoint else None})
         print(f"{loss_summary(run_dir)}\nsaved {model_dir}")
     return model_dir
 
@@ -108,13 +79,8 @@ def build_trainer(recipe: Recipe, model, tokenizer, data, config, run_dir: Path)
 
     from smolalign.runs.metrics import metrics_callback
 
-    peft_config = None
-    if recipe.peft is not None:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(**{"task_type": "CAUSAL_LM", **recipe.peft})
     return SFTTrainer(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
-                      processing_class=tokenizer, peft_config=peft_config, callbacks=[metrics_callback(run_dir)])
+                      processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
 
 
 def loss_summary(run_dir: Path) -> str:
