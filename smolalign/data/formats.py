@@ -9,7 +9,12 @@ FORMAT_COLUMNS = {
     "messages": ("messages",),
     "prompt_completion": ("prompt", "completion"),
     "text": ("text",),
+    "preference": ("chosen", "rejected"),
+    "unpaired": ("prompt", "completion", "label"),
 }
+OPTIONAL_COLUMNS = {"preference": ("prompt",)}
+"""Format columns that may be absent: a preference pair's prompt can be implicit in chosen and rejected."""
+PREFERENCE_FORMATS = ("preference", "unpaired")
 
 
 def detect_format(columns: list[str], requested: str, where: str) -> str:
@@ -22,6 +27,15 @@ def detect_format(columns: list[str], requested: str, where: str) -> str:
                 f"data source {where} has no column {missing[0]!r} needed by format {requested} "
                 f"(columns: {', '.join(columns)}; rename yours with columns: {{yours: {missing[0]}}})")
         return requested
+    if "chosen" in columns or "rejected" in columns:
+        missing = "rejected" if "chosen" in columns else "chosen"
+        if missing not in columns:
+            raise SmolalignError(
+                f"data source {where} has {'chosen' if missing == 'rejected' else 'rejected'} but no {missing!r} "
+                f"column; preference pairs need prompt, chosen and rejected (columns: {', '.join(columns)})")
+        return "preference"
+    if "label" in columns and "prompt" in columns and "completion" in columns:
+        return "unpaired"
     if "messages" in columns or "conversations" in columns:
         return "messages"
     if "prompt" in columns and "completion" in columns:
@@ -30,11 +44,12 @@ def detect_format(columns: list[str], requested: str, where: str) -> str:
         return "text"
     raise SmolalignError(
         f"data source {where}: cannot tell its format from columns {', '.join(columns)}; expected messages, "
-        "prompt + completion, or text (rename yours with columns: {yours: messages})")
+        "prompt + completion, text, prompt/chosen/rejected pairs or prompt/completion/label (rename yours with "
+        "columns: {yours: messages})")
 
 
 def canonical_columns(fmt: str, columns: list[str]) -> list[str]:
-    return [c for c in (*FORMAT_COLUMNS[fmt], *EXTRA_COLUMNS) if c in columns]
+    return [c for c in (*OPTIONAL_COLUMNS.get(fmt, ()), *FORMAT_COLUMNS[fmt], *EXTRA_COLUMNS) if c in columns]
 
 
 def sharegpt_to_messages(conversations: list[dict]) -> list[dict]:

@@ -64,7 +64,8 @@ def tokenizer_fingerprint(tokenizer) -> str:
     return hashlib.sha256((body + specials).encode()).hexdigest()
 
 
-def cache_key(recipe: Recipe, layout: Layout, tokenizer, template: ChatTemplate) -> str:
+def cache_key(recipe: Recipe, layout: "Layout | dict", tokenizer, template: ChatTemplate) -> str:
+    """What prepared rows depend on; `layout` is the SFT layout, or a mapping of the settings another stage uses."""
     parts = {
         "pipeline": PIPELINE_VERSION,
         "sources": [(fingerprint_of(s), asdict(s)) for s in recipe.data.sources],
@@ -72,7 +73,7 @@ def cache_key(recipe: Recipe, layout: Layout, tokenizer, template: ChatTemplate)
         "tokenizer": tokenizer_fingerprint(tokenizer),
         "template": template.sha256,
         "template_kwargs": recipe.template.kwargs,
-        "layout": asdict(layout),
+        "layout": layout if isinstance(layout, dict) else asdict(layout),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 

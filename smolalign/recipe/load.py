@@ -102,6 +102,18 @@ def _absolutize_paths(data: dict, base: Path) -> None:
             for source in block["sources"]:
                 if isinstance(source, dict) and "path" in source:
                     source["path"] = fix(source["path"])
+    reference = data.get("reference")
+    if isinstance(reference, dict) and "source" in reference:
+        reference["source"] = fix(reference["source"])
+    pairs = data.get("pairs")
+    if isinstance(pairs, dict):
+        for source in pairs.get("prompts") or []:
+            if isinstance(source, dict) and "path" in source:
+                source["path"] = fix(source["path"])
+        for side in ("strong", "weak"):
+            generator = pairs.get(side)
+            if isinstance(generator, dict) and "source" in generator:
+                generator["source"] = fix(generator["source"])
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:

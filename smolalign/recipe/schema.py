@@ -49,8 +49,9 @@ class SourceSection:
 @dataclass(frozen=True)
 class DataSection:
     sources: list[SourceSection]
-    format: Literal["auto", "messages", "prompt_completion", "text"] = "auto"
-    """auto detects it from the columns: messages, prompt+completion, or text."""
+    format: Literal["auto", "messages", "prompt_completion", "text", "preference", "unpaired"] = "auto"
+    """auto detects it from the columns: messages, prompt+completion, text, preference (prompt/chosen/rejected)
+    or unpaired (prompt/completion/label)."""
     eval_split: float | int = 0
     """Held-out share (0 < x < 1) or number of rows for evaluation; 0 keeps everything for training."""
     seed: int = 0
@@ -63,6 +64,80 @@ class DataSection:
             raise ValueError("sources must list at least one dataset")
         if self.eval_split < 0:
             raise ValueError(f"eval_split must be >= 0, got {self.eval_split}")
+
+
+@dataclass(frozen=True)
+class GeneratorSection:
+    """One side of pair generation: a model and how to sample from it."""
+
+    source: str
+    """A model source (as model.source) for transformers/vllm; the served model's name for openai."""
+    backend: Literal["transformers", "vllm", "openai"] = "transformers"
+    base_url: str | None = None
+    """openai backend: the server's API root, e.g. http://127.0.0.1:8000/v1."""
+    api_key_env: str | None = None
+    """openai backend: the environment variable holding the API key (none is sent when unset)."""
+    template: str | None = None
+    """Chat template for transformers/vllm; default: the recipe's template."""
+    think: bool | None = None
+    """enable_thinking for the template (true: /think, false: /no_think); null leaves the template's default."""
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_new_tokens: int = 512
+    batch_size: int = 8
+    """Prompts per generate call (transformers, vllm) or concurrent requests (openai)."""
+    timeout: float = 300.0
+    """openai backend: seconds to wait for one response."""
+
+    def __post_init__(self) -> None:
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("backend openai needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        if self.batch_size < 1 or self.max_new_tokens < 1:
+            raise ValueError("batch_size and max_new_tokens must be at least 1")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
+
+
+@dataclass(frozen=True)
+class PairsSection:
+    """Preference pairs generated from prompts: the strong model's answer is chosen, the weak model's rejected."""
+
+    prompts: list[SourceSection]
+    """Datasets with a `prompt` column (a string or messages) or `messages` (trailing assistant turns dropped)."""
+    strong: GeneratorSection
+    weak: GeneratorSection
+    output: str | None = None
+    """Where the pairs are written (.jsonl); default: the smolalign cache, keyed by this section."""
+    max_prompt_tokens: int | None = None
+    """Prompts longer than this (templated, in the policy's tokens) are dropped and counted."""
+    max_prompts: int | None = None
+    """Use only the first N distinct prompts."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.prompts:
+            raise ValueError("prompts must list at least one dataset")
+
+
+@dataclass(frozen=True)
+class ReferenceSection:
+    """Where a preference method's reference log-probabilities come from."""
+
+    kind: Literal["policy", "source", "adapter", "precomputed", "none"]
+    """policy: a frozen copy of the policy's own source; source: another model; adapter: the PEFT base with the
+    adapter disabled; precomputed: log-probs of the starting policy computed once before training; none: ORPO."""
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class Method:
+    """A preference method: which TRL trainer runs it and with which loss terms and weights."""
+
+    name: str
+    """As written in the recipe, e.g. apo_zero or sigmoid+sft."""
+    trainer: Literal["dpo", "kto", "orpo"]
+    losses: tuple[str, ...] = ()
+    weights: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -79,3 +154,9 @@ class Recipe:
     source: str
     """Where the recipe came from (a path or a shipped name), for messages and the manifest."""
     description: str = ""
+    method: Method | None = None
+    """`po` only: the preference method."""
+    reference: ReferenceSection | None = None
+    """`po` only: where reference log-probabilities come from."""
+    pairs: PairsSection | None = None
+    """`po` only: generate the training pairs from a strong and a weak model first."""

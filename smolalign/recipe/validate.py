@@ -9,19 +9,24 @@ import sys
 from typing import Any
 
 from smolalign.errors import SmolalignError
-from smolalign.recipe.schema import STAGES, DataSection, ModelSection, Recipe, TemplateSection
+from smolalign.recipe.schema import STAGES, DataSection, ModelSection, PairsSection, Recipe, TemplateSection
 from smolalign.recipe.typecheck import build, check_config_section, reject_unknown
 
 SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train")
+STAGE_SECTIONS = {"po": ("method", "reference", "pairs")}
 PACKING_STRATEGIES = ("bfd", "bfd_split", "wrapped")
 
 
-def trl_config_class(stage: str) -> type:
+def trl_config_class(stage: str, method=None) -> type:
     """The TRL dataclass that a stage's `train:` section becomes."""
     if stage == "sft":
         from trl import SFTConfig
 
         return SFTConfig
+    if stage == "po":
+        from smolalign.recipe.method import trainer_config_class
+
+        return trainer_config_class(method)
     raise SmolalignError(f"smolalign {stage} is not available yet")
 
 
@@ -46,8 +51,16 @@ def normalize_train(train: dict, stage: str) -> dict:
         raise SmolalignError(
             f"train.packing must be false or one of {', '.join(PACKING_STRATEGIES)}, got {train['packing_strategy']!r}"
         )
-    if stage == "sft" and "max_seq_length" in train:
+    if "max_seq_length" in train:
         raise SmolalignError("unknown key train.max_seq_length (did you mean max_length?)")
+    if stage == "po":
+        from smolalign.recipe.method import TRAIN_KEYS_OWNED
+
+        for key, hint in TRAIN_KEYS_OWNED.items():
+            if key in train:
+                raise SmolalignError(f"train.{key} is set by smolalign: {hint}")
+        if train.get("packing"):
+            raise SmolalignError("train.packing: preference training does not pack pairs; remove it")
     return train
 
 
@@ -55,27 +68,49 @@ def validate_recipe(raw: dict, stage: str, source: str) -> Recipe:
     """Check every section of a merged recipe for `stage` and build the typed `Recipe`."""
     if stage not in STAGES:
         raise SmolalignError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
-    reject_unknown(raw, SECTIONS, "")
+    reject_unknown(raw, (*SECTIONS, *STAGE_SECTIONS.get(stage, ())), "")
     declared = raw.get("stage")
     if declared is not None and declared != stage:
         raise SmolalignError(f"this recipe is for `smolalign {declared}`, not `smolalign {stage}`")
     if "model" not in raw:
         raise SmolalignError("model is required (model.source: a directory, hub id, .gguf file or bundled name)")
-    if "data" not in raw:
+    pairs = build(PairsSection, raw["pairs"], "pairs") if raw.get("pairs") is not None else None
+    if "data" not in raw and pairs is None:
         raise SmolalignError("data is required (data.sources: a list of datasets)")
     model = build(ModelSection, raw["model"], "model")
     template = build(TemplateSection, raw.get("template"), "template")
-    data = build(DataSection, raw["data"], "data")
+    data = build(DataSection, _data_mapping(raw, pairs), "data")
     peft = _section(raw, "peft")
     if peft is not None:
         check_config_section(lora_config_class(), peft, "peft")
+    method = reference = None
+    if stage == "po":
+        from smolalign.recipe.method import parse_method, parse_reference
+
+        method = parse_method(raw.get("method"))
+        reference = parse_reference(raw.get("reference"), method, peft is not None)
     train = normalize_train(_section(raw, "train") or {}, stage)
-    check_config_section(trl_config_class(stage), train, "train")
+    check_config_section(trl_config_class(stage, method), train, "train")
     if model.quantization and peft is None:
         raise SmolalignError("model.quantization needs a peft: section (QLoRA trains adapters on a quantized base)")
     resolved = {**raw, "train": train}
     return Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
-                  source=source, description=str(raw.get("description") or ""))
+                  source=source, description=str(raw.get("description") or ""), method=method,
+                  reference=reference, pairs=pairs)
+
+
+def _data_mapping(raw: dict, pairs: PairsSection | None) -> dict:
+    """`data:` as written; with `pairs:`, the generated pairs file is one more source (the only one if none)."""
+    data = raw.get("data")
+    if pairs is None:
+        return data
+    from smolalign.pairs.output import pairs_path
+
+    if data is not None and not isinstance(data, dict):
+        raise SmolalignError(f"data must be a mapping, got {data!r}")
+    data = dict(data or {})
+    data["sources"] = [*(data.get("sources") or []), {"path": str(pairs_path(pairs))}]
+    return data
 
 
 def _section(raw: dict, name: str) -> dict[str, Any] | None:
@@ -97,6 +132,12 @@ def recipe_to_dict(recipe: Recipe) -> dict:
     out["data"] = dataclasses.asdict(recipe.data)
     if recipe.peft is not None:
         out["peft"] = recipe.peft
+    if recipe.method is not None:
+        raw_method = recipe.raw.get("method")
+        out["method"] = raw_method
+        out["reference"] = dataclasses.asdict(recipe.reference) if recipe.reference else None
+    if recipe.pairs is not None:
+        out["pairs"] = dataclasses.asdict(recipe.pairs)
     out["train"] = recipe.train
     return out
 

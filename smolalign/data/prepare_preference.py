@@ -1,0 +1,93 @@
+"""The preference data pipeline: mixture -> prompt/answer token ids -> row checks -> length budget -> the rows
+TRL's DPO, KTO and ORPO trainers consume (their own tokenization is skipped; see `stages.po_trainers`).
+
+KTO gets unpaired rows: `prompt/completion/label` data as it is, pairs split into a desirable and an undesirable
+row each. KTO's sampler is sequential (its KL estimate needs that), so the rows are shuffled here, with data.seed.
+"""
+
+import sys
+
+from smolalign.data.formats import PREFERENCE_FORMATS
+from smolalign.data.mixture import Mixture, build_mixture
+from smolalign.data.preference import PreferenceEncoder, check_rows
+from smolalign.data.prepare import PreparedData, cache_key, encode_rows
+from smolalign.errors import SmolalignError
+from smolalign.recipe.schema import Recipe
+from smolalign.templates.registry import ChatTemplate
+
+DEFAULT_MAX_LENGTH = 1024
+"""TRL's DPOConfig/KTOConfig/ORPOConfig default."""
+
+
+def require_preference_format(fmt: str, trainer: str) -> None:
+    if fmt not in PREFERENCE_FORMATS:
+        raise SmolalignError(f"smolalign po trains on preference pairs (prompt/chosen/rejected) or, for kto, unpaired "
+                             f"rows (prompt/completion/label); the data's format is {fmt}")
+    if fmt == "unpaired" and trainer != "kto":
+        raise SmolalignError("unpaired rows (prompt/completion/label) train only with method: kto (or "
+                             f"apo_zero_unpaired); the {trainer} trainer needs prompt/chosen/rejected pairs")
+
+
+def prepare_preference_data(recipe: Recipe, tokenizer, template: ChatTemplate,
+                            mixture: Mixture | None = None) -> PreparedData:
+    import datasets
+
+    datasets.disable_progress_bars()
+    mixture = mixture or build_mixture(recipe.data)
+    trainer = recipe.method.trainer
+    require_preference_format(mixture.format, trainer)
+    encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=recipe.template.kwargs)
+    max_length = recipe.train.get("max_length", DEFAULT_MAX_LENGTH)
+    workers = recipe.train.get("dataset_num_proc")
+    stats: dict = {"format": mixture.format, "sources": {p: {"rows": n, "taken": k}
+                                                          for p, (n, k) in mixture.rows_per_source.items()}}
+    splits = {}
+    for name, dataset in (("train", mixture.train), ("eval", mixture.eval)):
+        if dataset is None:
+            continue
+        encoded, dropped = check_rows(encode_rows(dataset, encoder, workers), recipe.data.on_untrained)
+        encoded, split_stats = _length_budget(encoded, mixture.format, max_length)
+        split_stats["dropped_identical_or_empty"] = dropped
+        if trainer == "kto":
+            encoded = _as_unpaired(encoded) if mixture.format == "preference" else encoded
+            encoded = encoded.shuffle(seed=recipe.data.seed).flatten_indices()
+            split_stats["unpaired_rows"] = len(encoded)
+        if len(encoded) == 0:
+            raise SmolalignError(f"no {name} rows are left after the checks ({split_stats})")
+        splits[name], stats[name] = encoded, split_stats
+    key = cache_key(recipe, {"method": recipe.method.trainer, "max_length": max_length}, tokenizer, template)
+    return PreparedData(splits["train"], splits.get("eval"), {**stats, "cached": False}, key)
+
+
+def _length_budget(encoded, fmt: str, max_length: int | None):
+    """Rows whose prompt alone fills max_length teach nothing (the collator would cut every answer token): drop
+    and count them; count the rows the collator will truncate."""
+    import numpy as np
+
+    answers = ("chosen_ids", "rejected_ids") if fmt == "preference" else ("completion_ids",)
+    prompt = np.array([len(ids) for ids in encoded["prompt_ids"]])
+    longest = np.max([[len(ids) for ids in encoded[a]] for a in answers], axis=0) + prompt
+    stats = {"rows": len(encoded), "prompt_tokens_mean": float(prompt.mean()) if len(prompt) else 0.0}
+    for answer in answers:
+        stats[f"{answer.removesuffix('_ids')}_tokens_mean"] = float(np.mean([len(i) for i in encoded[answer]]))
+    if max_length is None:
+        stats.update(prompt_too_long=0, truncated=0)
+        return encoded.select_columns(["prompt_ids", *answers, *(["label"] if fmt == "unpaired" else [])]), stats
+    too_long = prompt >= max_length
+    stats["prompt_too_long"] = int(too_long.sum())
+    stats["truncated"] = int(((longest > max_length) & ~too_long).sum())
+    if too_long.any():
+        print(f"dropped {int(too_long.sum())} row(s) whose prompt alone fills train.max_length {max_length}",
+              file=sys.stderr)
+        encoded = encoded.select(np.flatnonzero(~too_long))
+    return encoded.select_columns(["prompt_ids", *answers, *(["label"] if fmt == "unpaired" else [])]), stats
+
+
+def _as_unpaired(encoded):
+    """Each pair -> (prompt, chosen, desirable) and (prompt, rejected, undesirable)."""
+    def split(batch):
+        n = len(batch["prompt_ids"])
+        return {"prompt_ids": batch["prompt_ids"] * 2, "completion_ids": batch["chosen_ids"] + batch["rejected_ids"],
+                "label": [True] * n + [False] * n}
+
+    return encoded.map(split, batched=True, remove_columns=encoded.column_names, keep_in_memory=True)

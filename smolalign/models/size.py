@@ -1,0 +1,49 @@
+"""How many parameters a model source holds, read from file headers (safetensors, GGUF) without loading weights:
+what the plan needs to say what a reference model costs in memory."""
+
+import json
+import struct
+from pathlib import Path
+
+
+def parameter_count(location: str) -> int | None:
+    """Parameters in a local model directory or GGUF file; None when they cannot be read without loading."""
+    path = Path(location).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return _gguf_count(path)
+    if path.is_dir():
+        files = sorted(path.glob("*.safetensors"))
+        if files:
+            return sum(_safetensors_count(f) for f in files)
+    return None
+
+
+def _safetensors_count(path: Path) -> int:
+    with path.open("rb") as stream:
+        (size,) = struct.unpack("<Q", stream.read(8))
+        header = json.loads(stream.read(size))
+    total = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        count = 1
+        for dim in entry["shape"]:
+            count *= dim
+        total += count
+    return total
+
+
+def _gguf_count(path: Path) -> int | None:
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        return None
+    return int(sum(int(t.n_elements) for t in GGUFReader(str(path)).tensors))
+
+
+def describe_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"

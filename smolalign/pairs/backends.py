@@ -1,0 +1,226 @@
+"""Generators for pair generation: transformers `generate` (CPU or GPU, batched), vLLM in-process (GPU, the
+`[vllm]` extra), and any OpenAI-compatible chat server (a vLLM or TGI server already running).
+
+Every backend answers the same question for a batch of prompts: the answer's text, whether it ended with an
+end-of-turn (False = cut off by max_new_tokens), and how many tokens it took. The transformers and vLLM backends
+render prompts with smolalign's template, exactly as training will; a server applies its own.
+"""
+
+import json
+import os
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from smolalign.errors import SmolalignError
+from smolalign.pairs.prompts import Prompt
+from smolalign.recipe.schema import GeneratorSection, ModelSection
+
+
+@dataclass
+class Answer:
+    text: str
+    finished: bool
+    """Ended with the end-of-turn token (or the server's finish_reason "stop")."""
+    tokens: int
+
+
+class Generator:
+    side: str
+    section: GeneratorSection
+    template_sha256: str | None = None
+
+    def generate(self, prompts: list[Prompt], seed: int) -> list[Answer]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Free the model (GPU memory) before the other side loads."""
+
+    def provenance(self) -> dict:
+        sampling = {k: getattr(self.section, k) for k in ("temperature", "top_p", "max_new_tokens")}
+        return {"model": self.section.source, "backend": self.section.backend, "sampling": sampling,
+                "think": self.section.think, "template_sha256": self.template_sha256}
+
+
+def template_kwargs(section: GeneratorSection, defaults: dict) -> dict:
+    kwargs = dict(defaults)
+    if section.think is not None:
+        kwargs["enable_thinking"] = section.think
+    return kwargs
+
+
+class TransformersGenerator(Generator):
+    """Batched `model.generate` with left padding; stops at the template's end-of-turn token."""
+
+    def __init__(self, side: str, section: GeneratorSection, template_name: str, defaults: dict):
+        import torch
+
+        from smolalign.hardware import detect_hardware, resolve_dtype
+        from smolalign.models.load import load_model, load_tokenizer
+
+        self.side, self.section = side, section
+        model_section = ModelSection(source=section.source)
+        self.tokenizer, self.template = load_tokenizer(model_section, section.template or template_name)
+        self.tokenizer.padding_side = "left"
+        self.template_sha256 = self.template.sha256
+        hardware = detect_hardware()
+        self.model = load_model(model_section, resolve_dtype("auto", hardware), hardware, self.tokenizer)
+        self.device = torch.device("cuda") if hardware.on_gpu else torch.device("cpu")
+        self.model.to(self.device).eval()
+        self.kwargs = template_kwargs(section, defaults)
+        self.specials = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
+
+    def render(self, prompt: Prompt) -> str:
+        from smolalign.templates.render import render
+
+        return render(self.template, prompt.messages, add_generation_prompt=True, special_tokens=self.specials,
+                      **self.kwargs)[0]
+
+    def generate(self, prompts: list[Prompt], seed: int) -> list[Answer]:
+        import torch
+
+        batch = self.tokenizer([self.render(p) for p in prompts], add_special_tokens=False, padding=True,
+                               return_tensors="pt").to(self.device)
+        torch.manual_seed(seed)
+        sampling = self.section.temperature > 0
+        with torch.no_grad():
+            output = self.model.generate(
+                **batch, max_new_tokens=self.section.max_new_tokens, do_sample=sampling,
+                temperature=self.section.temperature if sampling else None,
+                top_p=self.section.top_p if sampling else None, top_k=None,
+                eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
+        answers = []
+        eos = self.tokenizer.eos_token_id
+        for row in output[:, batch["input_ids"].shape[1]:].tolist():
+            finished = eos in row
+            kept = row[:row.index(eos)] if finished else row
+            text = self.tokenizer.decode(kept, skip_special_tokens=True)
+            answers.append(Answer(text.strip(), finished, len(kept) + int(finished)))
+        return answers
+
+    def close(self) -> None:
+        del self.model
+        _free_accelerator_memory()
+
+
+class VllmGenerator(Generator):
+    """vLLM's offline engine in this process, fed the same templated prompt tokens as the transformers backend."""
+
+    def __init__(self, side: str, section: GeneratorSection, template_name: str, defaults: dict):
+        try:
+            from vllm import LLM
+        except ImportError:
+            raise SmolalignError(f"pairs.{side}: backend vllm needs vLLM (pip install 'smolalign[vllm]', on a GPU "
+                                 "machine)") from None
+        from smolalign.models.load import load_tokenizer, local_dir
+        from smolalign.models.sources import resolve_source
+
+        self.side, self.section = side, section
+        model_section = ModelSection(source=section.source)
+        self.tokenizer, self.template = load_tokenizer(model_section, section.template or template_name)
+        self.template_sha256 = self.template.sha256
+        self.kwargs = template_kwargs(section, defaults)
+        self.specials = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
+        self.llm = LLM(model=local_dir(resolve_source(section.source)), dtype="auto",
+                       gpu_memory_utilization=float(os.environ.get("SMOLALIGN_VLLM_GPU_MEMORY", "0.85")))
+
+    def generate(self, prompts: list[Prompt], seed: int) -> list[Answer]:
+        from vllm import SamplingParams
+
+        from smolalign.templates.render import render
+
+        texts = [render(self.template, p.messages, add_generation_prompt=True, special_tokens=self.specials,
+                        **self.kwargs)[0] for p in prompts]
+        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        params = SamplingParams(temperature=self.section.temperature, top_p=self.section.top_p,
+                                max_tokens=self.section.max_new_tokens, seed=seed,
+                                stop_token_ids=[self.tokenizer.eos_token_id], skip_special_tokens=True)
+        outputs = self.llm.generate([{"prompt_token_ids": i} for i in ids], params, use_tqdm=False)
+        return [Answer(o.outputs[0].text.strip(), o.outputs[0].finish_reason == "stop", len(o.outputs[0].token_ids))
+                for o in outputs]
+
+    def close(self) -> None:
+        del self.llm
+        _free_accelerator_memory()
+
+
+class OpenAIGenerator(Generator):
+    """Chat completions from a server that speaks the OpenAI API; `batch_size` requests in flight at once."""
+
+    def __init__(self, side: str, section: GeneratorSection, template_name: str, defaults: dict):
+        self.side, self.section = side, section
+        self.base_url = section.base_url.rstrip("/")
+        self.kwargs = template_kwargs(section, defaults)
+        key = os.environ.get(section.api_key_env) if section.api_key_env else None
+        if section.api_key_env and not key:
+            raise SmolalignError(f"pairs.{side}.api_key_env: the environment variable {section.api_key_env} is not set")
+        self.headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+        self.check_reachable()
+
+    def check_reachable(self) -> None:
+        """Fail before any work if the server does not answer; a missing /models route is fine."""
+        request = urllib.request.Request(f"{self.base_url}/models", headers=self.headers)
+        try:
+            with urllib.request.urlopen(request, timeout=min(self.section.timeout, 10)):
+                pass
+        except urllib.error.HTTPError:
+            pass  # it answered
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise SmolalignError(f"pairs.{self.side}: the server at {self.base_url} is unreachable ({reason}); start "
+                                 "it or fix pairs." + f"{self.side}.base_url") from None
+
+    def request(self, prompt: Prompt, seed: int) -> Answer:
+        body = {"model": self.section.source, "messages": prompt.messages, "temperature": self.section.temperature,
+                "top_p": self.section.top_p, "max_tokens": self.section.max_new_tokens, "seed": seed}
+        if self.kwargs:
+            body["chat_template_kwargs"] = self.kwargs
+        request = urllib.request.Request(f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
+                                         headers=self.headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.section.timeout) as response:
+                reply = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read()[:300].decode(errors="replace")
+            raise SmolalignError(f"pairs.{self.side}: the server at {self.base_url} answered {exc.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise SmolalignError(f"pairs.{self.side}: no answer from {self.base_url} "
+                                 f"({getattr(exc, 'reason', exc)})") from None
+        try:
+            choice = reply["choices"][0]
+            message = choice["message"]
+        except (KeyError, IndexError, TypeError):
+            raise SmolalignError(f"pairs.{self.side}: the server's reply is not a chat completion: "
+                                 f"{str(reply)[:200]}") from None
+        text = message.get("content") or ""
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if reasoning:  # servers with a reasoning parser return the think block separately
+            text = f"<think>\n{reasoning.strip()}\n</think>\n{text}"
+        tokens = (reply.get("usage") or {}).get("completion_tokens") or 0
+        return Answer(text.strip(), choice.get("finish_reason") == "stop", int(tokens))
+
+    def generate(self, prompts: list[Prompt], seed: int) -> list[Answer]:
+        with ThreadPoolExecutor(max_workers=self.section.batch_size) as pool:
+            return list(pool.map(lambda item: self.request(item[1], seed + item[0]), enumerate(prompts)))
+
+
+BACKENDS = {"transformers": TransformersGenerator, "vllm": VllmGenerator, "openai": OpenAIGenerator}
+
+
+def make_generator(side: str, section: GeneratorSection, template_name: str, defaults: dict) -> Generator:
+    return BACKENDS[section.backend](side, section, template_name, defaults)
+
+
+def _free_accelerator_memory() -> None:
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+

@@ -1,0 +1,170 @@
+"""`smolalign po pairs`: generate chosen answers with the strong model and rejected ones with the weak model,
+filter what would teach nothing or the wrong thing, and write the pairs with their provenance.
+
+Generation is resumable (answers go to a work log batch by batch; a rerun generates only what is missing) and the
+pairs file is written atomically, with a report of every filter's count and of the chosen vs rejected lengths
+(length bias is the classic failure of strong-vs-weak pairs).
+"""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.pairs.output import (
+    PARTIAL_SUFFIX,
+    REPORT_SUFFIX,
+    WorkLog,
+    config_key,
+    pairs_path,
+    write_json_atomically,
+    write_jsonl_atomically,
+)
+from smolalign.pairs.prompts import drop_long_prompts, load_prompts
+from smolalign.recipe.schema import Recipe
+
+SIDES = ("strong", "weak")
+LENGTH_BIAS_RATIO = 1.5
+"""Warn when one side's mean length is this many times the other's."""
+
+
+def is_up_to_date(recipe: Recipe) -> bool:
+    """The pairs file exists and was written by this very configuration."""
+    out = pairs_path(recipe.pairs)
+    report = Path(str(out) + REPORT_SUFFIX)
+    if not (out.is_file() and report.is_file()):
+        return False
+    try:
+        return json.loads(report.read_text()).get("config") == config_key(recipe.pairs)
+    except json.JSONDecodeError:
+        return False
+
+
+def generate_pairs(recipe: Recipe, *, force: bool = False) -> Path:
+    """Generate (or reuse) the recipe's pairs; returns the pairs file."""
+    from smolalign.models.load import load_tokenizer
+
+    pairs = recipe.pairs
+    if pairs is None:
+        raise SmolalignError(f"recipe {recipe.source} has no pairs: section to generate from")
+    out = pairs_path(pairs)
+    if not force and is_up_to_date(recipe):
+        print(f"pairs: up to date ({out})")
+        return out
+    key = config_key(pairs)
+    prompt_set = load_prompts(pairs)
+    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+    drop_long_prompts(prompt_set, pairs.max_prompt_tokens, tokenizer, template, recipe.template.kwargs)
+    prompts = prompt_set.prompts
+    log = WorkLog(Path(str(out) + PARTIAL_SUFFIX), key)
+    progress = {side: _generate_side(recipe, side, prompts, log) for side in SIDES}
+
+    rows, dropped = [], {"empty_answer": 0, "cut_off": 0, "identical": 0}
+    for prompt in prompts:
+        chosen, rejected = log.get(prompt.key, "strong"), log.get(prompt.key, "weak")
+        reason = _filter_reason(chosen, rejected)
+        if reason:
+            dropped[reason] += 1
+            continue
+        rows.append(_pair_row(prompt, chosen, rejected, pairs.strong.think, key))
+    if not rows:
+        raise SmolalignError(f"pairs: every pair was filtered out ({_counts_text(dropped)}); raise max_new_tokens or "
+                             "check the generators")
+    lengths = length_report(rows, tokenizer)
+    report = {"config": key, "output": str(out), "prompts": {**prompt_set.counts, "used": len(prompts)},
+              "generated": progress, "filtered": dropped, "pairs": len(rows), "lengths": lengths}
+    write_jsonl_atomically(out, rows)
+    write_json_atomically(Path(str(out) + REPORT_SUFFIX), report)
+    log.path.unlink(missing_ok=True)
+    print(render_report(report))
+    return out
+
+
+def _generate_side(recipe: Recipe, side: str, prompts: list, log: WorkLog) -> dict:
+    """Generate the answers `side` still lacks, one batch at a time, each batch logged before the next starts."""
+    from smolalign.pairs.backends import make_generator
+
+    section = getattr(recipe.pairs, side)
+    todo = [p for p in prompts if not log.has(p.key, side)]
+    counts = {"generated": len(todo), "reused": len(prompts) - len(todo)}
+    if not todo:
+        return counts
+    print(f"pairs: {side} ({section.source}, {section.backend}): {len(todo)} to generate, {counts['reused']} "
+          "reused", file=sys.stderr)
+    generator = make_generator(side, section, recipe.template.name, recipe.template.kwargs)
+    provenance = generator.provenance()
+    try:
+        for start in range(0, len(todo), section.batch_size):
+            batch = todo[start:start + section.batch_size]
+            seed = recipe.pairs.seed * 1_000_003 + int(batch[0].key[:8], 16) % 1_000_000
+            answers = generator.generate(batch, seed)
+            log.append([{"key": p.key, "side": side, "text": a.text, "finished": a.finished, "tokens": a.tokens,
+                         "seed": seed, "generator": provenance} for p, a in zip(batch, answers, strict=True)])
+            print(f"pairs: {side}: {min(start + len(batch), len(todo))}/{len(todo)}", file=sys.stderr)
+    finally:
+        generator.close()
+    return counts
+
+
+def _filter_reason(chosen: dict, rejected: dict) -> str | None:
+    if not chosen["text"].strip() or not rejected["text"].strip():
+        return "empty_answer"
+    if not chosen["finished"] or not rejected["finished"]:
+        return "cut_off"
+    if chosen["text"].strip() == rejected["text"].strip():
+        return "identical"
+    return None
+
+
+def _pair_row(prompt, chosen: dict, rejected: dict, think: bool | None, key: str) -> dict:
+    provenance = {side: {**record["generator"], "seed": record["seed"], "tokens": record["tokens"]}
+                  for side, record in (("strong", chosen), ("weak", rejected))}
+    return {
+        "prompt": prompt.messages,
+        "chosen": [{"role": "assistant", "content": chosen["text"]}],
+        "rejected": [{"role": "assistant", "content": rejected["text"]}],
+        "chat_template_kwargs": {} if think is None else {"enable_thinking": think},
+        "provenance": {**provenance, "prompt_origin": prompt.origin, "config": key},
+    }
+
+
+def length_report(rows: list[dict], tokenizer) -> dict:
+    """Chosen vs rejected answer lengths in the policy's tokens."""
+    def count(side: str) -> list[int]:
+        texts = [row[side][0]["content"] for row in rows]
+        return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+    chosen, rejected = count("chosen"), count("rejected")
+    report = {
+        "chosen_mean": statistics.fmean(chosen), "rejected_mean": statistics.fmean(rejected),
+        "chosen_median": statistics.median(chosen), "rejected_median": statistics.median(rejected),
+        "chosen_longer_share": sum(c > r for c, r in zip(chosen, rejected, strict=True)) / len(rows),
+    }
+    ratio = report["chosen_mean"] / max(report["rejected_mean"], 1e-9)
+    report["mean_ratio"] = ratio
+    report["length_bias"] = ratio > LENGTH_BIAS_RATIO or ratio < 1 / LENGTH_BIAS_RATIO
+    return report
+
+
+def _counts_text(counts: dict) -> str:
+    return ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in counts.items())
+
+
+def render_report(report: dict) -> str:
+    prompts, lengths = report["prompts"], report["lengths"]
+    lines = [
+        f"pairs: {prompts['read']} prompts read, {prompts['duplicate']} duplicate, "
+        f"{prompts.get('over_length_budget', 0)} over the length budget, {prompts['used']} used",
+        "  " + "; ".join(f"{side}: {c['generated']} generated, {c['reused']} reused"
+                         for side, c in report["generated"].items()),
+        f"  filtered: {_counts_text(report['filtered'])} -> {report['pairs']} pairs",
+        f"  lengths (policy tokens): chosen mean {lengths['chosen_mean']:.1f} (median {lengths['chosen_median']:g}), "
+        f"rejected mean {lengths['rejected_mean']:.1f} (median {lengths['rejected_median']:g}); chosen longer in "
+        f"{lengths['chosen_longer_share']:.0%} of pairs",
+    ]
+    if lengths["length_bias"]:
+        lines.append(f"  warning: length bias: chosen answers are {lengths['mean_ratio']:.2f}x as long as rejected "
+                     "ones on average; the policy may learn length instead of quality")
+    lines.append(f"wrote {report['output']}")
+    return "\n".join(lines)

@@ -1,0 +1,112 @@
+"""Files of a pair-generation run: where the pairs go, the append-only work log that makes it resumable, and the
+atomic final write.
+
+The work log (`<output>.partial.jsonl`) gets one line per generated answer, flushed and fsynced batch by batch, so
+a run killed at any point loses at most the batch in flight; its first line names the configuration it belongs to,
+and a log written under another configuration is discarded rather than mixed in.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from smolalign.recipe.schema import PairsSection
+
+REPORT_SUFFIX = ".report.json"
+PARTIAL_SUFFIX = ".partial.jsonl"
+
+
+def config_key(pairs: PairsSection) -> str:
+    """What the generated pairs depend on: the section (output aside), the prompt files and the generators' files."""
+    from smolalign.data.sources import fingerprint_of
+
+    parts = {
+        "section": {k: v for k, v in dataclasses.asdict(pairs).items() if k != "output"},
+        "prompts": [fingerprint_of(source) for source in pairs.prompts],
+        "models": [_model_fingerprint(pairs.strong.source), _model_fingerprint(pairs.weak.source)],
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _model_fingerprint(source: str) -> str:
+    """A local model directory by its files' sizes and times (a retrained model gets new pairs); others by name."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(path.iterdir())
+                        if p.is_file())
+    if path.is_file():
+        return f"{path.resolve()}:{path.stat().st_size}:{path.stat().st_mtime_ns}"
+    return source
+
+
+def pairs_path(pairs: PairsSection) -> Path:
+    """`pairs.output`, or a file in the smolalign cache named by the configuration's key."""
+    if pairs.output:
+        return Path(pairs.output).expanduser().resolve()
+    from smolalign.models.sources import cache_root
+
+    return cache_root() / "pairs" / config_key(pairs) / "pairs.jsonl"
+
+
+class WorkLog:
+    """Answers generated so far, by (prompt key, side); appended to as batches finish."""
+
+    def __init__(self, path: Path, key: str):
+        self.path, self.key = path, key
+        self.done: dict[tuple[str, str], dict] = {}
+        if path.is_file():
+            lines = path.read_text().splitlines()
+            header = _json_or_none(lines[0]) if lines else None
+            if header and header.get("config") == key:
+                for line in lines[1:]:
+                    record = _json_or_none(line)  # a line cut by a kill is skipped, and regenerated
+                    if record and "key" in record and "side" in record:
+                        self.done[(record["key"], record["side"])] = record
+            else:
+                path.unlink()
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"config": key}) + "\n")
+
+    def has(self, prompt_key: str, side: str) -> bool:
+        return (prompt_key, side) in self.done
+
+    def get(self, prompt_key: str, side: str) -> dict:
+        return self.done[(prompt_key, side)]
+
+    def append(self, records: list[dict]) -> None:
+        with self.path.open("a") as stream:
+            for record in records:
+                stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+                self.done[(record["key"], record["side"])] = record
+            stream.flush()
+            os.fsync(stream.fileno())
+
+
+def _json_or_none(line: str):
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return None
+
+
+def write_jsonl_atomically(path: Path, rows: list[dict]) -> None:
+    """Write to a temporary file in the same folder, then rename: readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(handle, "w") as stream:
+        for row in rows:
+            stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(staging, path)
+
+
+def write_json_atomically(path: Path, value: dict) -> None:
+    handle, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(handle, "w") as stream:
+        json.dump(value, stream, indent=2)
+    os.replace(staging, path)

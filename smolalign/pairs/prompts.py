@@ -1,0 +1,93 @@
+"""The prompts pairs are generated for: read from datasets, normalised to messages, de-duplicated and kept within
+the length budget, each step counted for the report."""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from smolalign.errors import SmolalignError
+from smolalign.recipe.schema import PairsSection
+
+
+@dataclass
+class Prompt:
+    key: str
+    """Stable identity of the prompt (hash of its messages): what the work log and resumption go by."""
+    messages: list[dict]
+    origin: str
+    """file#row it came from."""
+
+
+@dataclass
+class PromptSet:
+    prompts: list[Prompt]
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def prompt_key(messages: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def as_messages(row: dict, where: str) -> list[dict]:
+    """A row's prompt as messages: `prompt` (a string or messages) or `messages` without trailing assistant turns."""
+    if "prompt" in row and row["prompt"] is not None:
+        prompt = row["prompt"]
+        if isinstance(prompt, str):
+            messages = [{"role": "user", "content": prompt}]
+        elif isinstance(prompt, list):
+            messages = [dict(m) for m in prompt]
+        else:
+            raise SmolalignError(f"prompt row {where}: prompt must be a string or a list of messages")
+    elif "messages" in row and isinstance(row["messages"], list):
+        messages = [dict(m) for m in row["messages"]]
+        while messages and messages[-1].get("role") == "assistant":
+            messages.pop()
+    else:
+        raise SmolalignError(f"prompt row {where}: needs a prompt column (a string or messages) or messages")
+    messages = [{k: v for k, v in m.items() if v is not None} for m in messages]
+    if not messages or messages[-1].get("role") != "user":
+        raise SmolalignError(f"prompt row {where}: the prompt must end with a user message")
+    return messages
+
+
+def load_prompts(pairs: PairsSection) -> PromptSet:
+    """Every prompt of every source, first occurrence kept; `max_prompts` cuts the list after de-duplication."""
+    from smolalign.data.sources import load_source
+
+    prompts, seen, counts = [], set(), {"read": 0, "duplicate": 0}
+    for source in pairs.prompts:
+        dataset = load_source(source)
+        for index, row in enumerate(dataset):
+            where = f"{source.path}#{index}"
+            messages = as_messages(row, where)
+            counts["read"] += 1
+            key = prompt_key(messages)
+            if key in seen:
+                counts["duplicate"] += 1
+                continue
+            seen.add(key)
+            prompts.append(Prompt(key, messages, where))
+    if pairs.max_prompts is not None and len(prompts) > pairs.max_prompts:
+        counts["beyond_max_prompts"] = len(prompts) - pairs.max_prompts
+        prompts = prompts[:pairs.max_prompts]
+    if not prompts:
+        raise SmolalignError("pairs.prompts: no prompts were read")
+    return PromptSet(prompts, counts)
+
+
+def drop_long_prompts(prompt_set: PromptSet, limit: int | None, tokenizer, template, kwargs: dict) -> None:
+    """Prompts whose templated form (with the generation prompt) exceeds `limit` tokens of the policy are dropped."""
+    if limit is None:
+        prompt_set.counts["over_length_budget"] = 0
+        return
+    from smolalign.templates.render import render
+
+    specials = {k: v for k, v in tokenizer.special_tokens_map.items() if isinstance(v, str)}
+    texts = [render(template, p.messages, add_generation_prompt=True, special_tokens=specials, **kwargs)[0]
+             for p in prompt_set.prompts]
+    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    kept = [p for p, n in zip(prompt_set.prompts, lengths, strict=True) if n <= limit]
+    prompt_set.counts["over_length_budget"] = len(prompt_set.prompts) - len(kept)
+    prompt_set.prompts = kept
+    if not kept:
+        raise SmolalignError(f"pairs.max_prompt_tokens {limit}: every prompt is longer than that")
