@@ -76,3 +76,20 @@ def chat_rows(n: int = 24, seed: int = 0) -> list[dict]:
             messages += [{"role": "user", "content": f"what is {a} plus {b}"}, {"role": "assistant", "content": content}]
         rows.append({"messages": messages})
     return rows
+
+
+def pair_rows(n: int = 24, seed: int = 0, conversational: bool = True) -> list[dict]:
+    """Preference pairs: a correct sum is chosen, a wrong one rejected; no_think rows, half of them by kwargs."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        a, b = rng.randint(1, 50), rng.randint(1, 50)
+        question, good, bad = f"what is {a} plus {b}", f"{a} + {b} = {a + b}.", f"the answer is {a + b + 7} so we get it"
+        if conversational:
+            rows.append({"prompt": [{"role": "user", "content": question}],
+                         "chosen": [{"role": "assistant", "content": good}],
+                         "rejected": [{"role": "assistant", "content": bad}],
+                         "chat_template_kwargs": {"enable_thinking": False}})
+        else:
+            rows.append({"prompt": question + " ", "chosen": good, "rejected": bad})
+    return rows

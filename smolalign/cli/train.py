@@ -22,10 +22,33 @@ def sft(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption =
               overwrite=overwrite)
 
 
-def po(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None, dry_run: DryRun = False,
-       resume: Resume = False, overwrite: Overwrite = False) -> None:
-    """Preference optimization (DPO, APO-zero, KTO, ORPO)."""
-    raise SmolalignError("smolalign po is not available yet")
+PoTarget = Annotated[str, typer.Argument(
+    metavar="RECIPE | pairs RECIPE",
+    help="A recipe file or shipped name (quickstart/po). `pairs RECIPE` only generates the recipe's pairs.")]
+PairsRecipe = Annotated[str | None, typer.Argument(metavar="", show_default=False, hidden=True)]
+Regenerate = Annotated[bool, typer.Option("--regenerate", help="pairs: generate again even if the pairs are cached.")]
+
+
+def po(target: PoTarget, pairs_recipe: PairsRecipe = None, set_: SetOption = None,
+       output_dir: OutputDirOption = None, dry_run: DryRun = False, resume: Resume = False,
+       overwrite: Overwrite = False, regenerate: Regenerate = False) -> None:
+    """Preference optimization (DPO and its loss variants, APO-zero, KTO, ORPO); `po pairs RECIPE` generates
+    chosen/rejected pairs from a strong and a weak model."""
+    from smolalign.recipe.validate import load_recipe
+
+    if target == "pairs":
+        if pairs_recipe is None:
+            raise SmolalignError("usage: smolalign po pairs RECIPE")
+        from smolalign.pairs.build import generate_pairs
+
+        generate_pairs(load_recipe(pairs_recipe, set_ or [], "po"), force=regenerate)
+        return
+    if pairs_recipe is not None:
+        raise SmolalignError(f"unexpected argument {pairs_recipe!r} (did you mean smolalign po pairs {pairs_recipe}?)")
+    from smolalign.stages import po as stage
+
+    stage.run(load_recipe(target, set_ or [], "po"), output_dir=output_dir, dry_run=dry_run, resume=resume,
+              overwrite=overwrite)
 
 
 def rl(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None, dry_run: DryRun = False,

@@ -1,0 +1,222 @@
+"""`smolalign po`: preference optimization (DPO and its loss variants, APO, KTO, ORPO) on TRL's trainers.
+
+smolalign renders and tokenizes the pairs with the recipe's template and checks every row (see
+`data.preference`), generates the pairs first when the recipe has a `pairs:` section, picks the reference model
+the recipe names, and hands TRL prepared rows.
+"""
+
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
+from smolalign.models.size import describe_bytes, describe_count, parameter_count
+from smolalign.plan import make_plan
+from smolalign.recipe.schema import ModelSection, Recipe
+from smolalign.recipe.validate import recipe_to_dict
+from smolalign.recipe.yamlio import dump_yaml
+from smolalign.stages.common import open_run, peft_config, train_and_save, trl_config
+from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+KTO_NEEDS_BATCH = ("kto",)
+"""KTO loss types whose KL estimate pairs each completion with another prompt of the same batch."""
+
+
+def check_recipe(recipe: Recipe) -> None:
+    """What TRL would only refuse after loading the weights."""
+    method, train = recipe.method, recipe.train
+    if method.trainer == "kto" and method.losses[0] in KTO_NEEDS_BATCH \
+            and train.get("per_device_train_batch_size", 8) < 2:
+        raise SmolalignError("train.per_device_train_batch_size: kto needs at least 2 (its KL term pairs each answer "
+                             "with another prompt of the same batch); raise it, or use method: apo_zero_unpaired")
+    if "exo_pair" in method.losses and not train.get("label_smoothing"):
+        raise SmolalignError("method exo_pair needs train.label_smoothing > 0 (the EXO paper uses 1e-3)")
+
+
+def check_before_loading(recipe: Recipe, hardware: Hardware):
+    """Template, data (unless the pairs are still to be generated), batch rules; returns (plan, mixture or None)."""
+    from smolalign.data.mixture import build_mixture
+    from smolalign.data.prepare_preference import require_preference_format
+    from smolalign.models.sources import resolve_source
+    from smolalign.pairs.build import is_up_to_date
+
+    check_recipe(recipe)
+    resolve_source(recipe.model.source, recipe.model.revision)
+    if recipe.reference.kind == "source":
+        resolve_source(recipe.reference.source)
+    template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
+    mixture = None
+    if recipe.pairs is None or is_up_to_date(recipe):
+        mixture = build_mixture(recipe.data)
+        require_preference_format(mixture.format, recipe.method.trainer)
+    rows = len(mixture.train) if mixture is not None else None
+    if mixture is not None and recipe.method.trainer == "kto" and mixture.format == "preference":
+        rows *= 2  # each pair becomes a desirable and an undesirable row
+    plan = make_plan(recipe, hardware, template, rows, data_format=mixture.format if mixture else "preference")
+    add_preference_rows(plan, recipe, hardware)
+    return plan, mixture
+
+
+def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
+    method, train = recipe.method, recipe.train
+    rows = plan.rows
+    rows.pop("packing", None)
+    terms = method.losses or ("orpo",)
+    weights = method.weights or (1.0,) * len(terms)
+    described = " + ".join(f"{w:g}×{t}" if len(terms) > 1 else t for t, w in zip(terms, weights, strict=True))
+    rows["method"] = f"{method.name} ({method.trainer} trainer: {described}, beta {train.get('beta', 0.1):g})"
+    rows["loss"] = "answer tokens only (prompt masked)"
+    if method.trainer in ("dpo", "orpo") and "tokens per step" in rows:
+        rows["tokens per step"] = str(rows["tokens per step"]).replace(" (", " × 2 answers (", 1)
+    rows["reference"] = reference_description(recipe, hardware)
+    if recipe.pairs is not None:
+        from smolalign.pairs.build import is_up_to_date
+        from smolalign.pairs.output import pairs_path
+
+        state = "cached" if is_up_to_date(recipe) else "to generate before training"
+        pairs = recipe.pairs
+        rows["pairs"] = (f"{state}: chosen from {pairs.strong.source} ({pairs.strong.backend}), rejected from "
+                         f"{pairs.weak.source} ({pairs.weak.backend}) -> {pairs_path(pairs)}")
+        if "steps" not in rows:
+            plan.notes.append("steps are known once the pairs exist (run `smolalign po pairs` first to see them)")
+
+
+def reference_description(recipe: Recipe, hardware: Hardware) -> str:
+    """Which reference the run uses and what it costs in memory."""
+    kind = recipe.reference.kind
+    if kind == "none":
+        return "none (orpo is reference-free): no extra memory"
+    if kind == "adapter":
+        return "the base model with the LoRA adapter disabled: no extra memory"
+    if kind == "precomputed":
+        return ("log-probs of the starting policy, computed once before training (one extra pass over the data): "
+                "no reference weights held")
+    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    location = recipe.model.source if kind == "policy" else recipe.reference.source
+    label = "a frozen copy of the policy's source" if kind == "policy" else f"{location}"
+    count = _parameters(location)
+    cost = (f"{describe_bytes(count * DTYPE_BYTES.get(dtype, 4))} more ({describe_count(count)} parameters in {dtype})"
+            if count else "one more model in memory (size unknown before loading)")
+    return f"{label}: {cost}"
+
+
+def _parameters(spec: str) -> int | None:
+    from smolalign.models.sources import gguf_cache_dir, resolve_source
+
+    try:
+        source = resolve_source(spec)
+    except SmolalignError:
+        return None
+    if source.kind == "gguf":
+        converted = gguf_cache_dir(source)
+        return parameter_count(str(converted)) if converted.is_dir() else parameter_count(source.location)
+    return parameter_count(source.location)
+
+
+def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
+    from smolalign.recipe.method import trainer_config_class
+
+    method = recipe.method
+    fixed: dict = {}
+    if method.trainer == "dpo":
+        fixed["loss_type"] = list(method.losses)
+        if method.weights is not None:
+            fixed["loss_weights"] = list(method.weights)
+    elif method.trainer == "kto":
+        fixed["loss_type"] = method.losses[0]
+    if method.trainer in ("dpo", "kto"):
+        fixed["precompute_ref_log_probs"] = recipe.reference.kind == "precomputed"
+    if method.trainer == "orpo":
+        fixed["remove_unused_columns"] = False
+    return trl_config(trainer_config_class(method), recipe.train, hardware, dtype, run_dir, **fixed)
+
+
+def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):
+    """The reference model when it is a separate set of weights (policy copy or another source), else None."""
+    from smolalign.models.load import load_model, load_tokenizer
+
+    kind = recipe.reference.kind
+    if kind == "policy":
+        section = ModelSection(source=recipe.model.source, revision=recipe.model.revision, dtype=recipe.model.dtype,
+                               attn_implementation=recipe.model.attn_implementation,
+                               trust_remote_code=recipe.model.trust_remote_code)
+    elif kind == "source":
+        section = ModelSection(source=recipe.reference.source, dtype=recipe.model.dtype,
+                               trust_remote_code=recipe.model.trust_remote_code)
+        reference_tokenizer, _ = load_tokenizer(section, recipe.template.name)
+        if reference_tokenizer.get_vocab() != tokenizer.get_vocab():
+            raise SmolalignError(f"reference.source {recipe.reference.source}: its tokenizer differs from the "
+                                 "policy's, so its log-probs of the same tokens would be meaningless")
+    else:
+        return None
+    reference = load_model(section, dtype, hardware, tokenizer)
+    reference.eval()
+    for parameter in reference.parameters():
+        parameter.requires_grad_(False)
+    return reference
+
+
+def build_trainer(recipe: Recipe, model, reference, tokenizer, data, config, run_dir: Path):
+    from smolalign.runs.metrics import metrics_callback
+    from smolalign.stages.po_trainers import TRAINERS
+
+    trainer_class = TRAINERS[recipe.method.trainer]()
+    kwargs = dict(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
+                  processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
+    if recipe.method.trainer != "orpo":
+        kwargs["ref_model"] = reference
+    return trainer_class(**kwargs)
+
+
+def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
+        overwrite: bool = False) -> Path | None:
+    """Generate pairs if needed, plan, prepare, train and save; returns the saved model's directory."""
+    hardware = detect_hardware()
+    plan, mixture = check_before_loading(recipe, hardware)
+    print(plan.render())
+    if dry_run:
+        print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
+        return None
+    from smolalign.data.prepare_preference import prepare_preference_data
+    from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.runs.manifest import write_manifest
+
+    run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
+    with state.main_process_first():
+        if recipe.pairs is not None and state.is_main_process:
+            from smolalign.pairs.build import generate_pairs
+
+            generate_pairs(recipe)
+        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+        data = prepare_preference_data(recipe, tokenizer, template, mixture=mixture)
+    if state.is_main_process:
+        print(f"data: {data.stats['train']}")
+        write_manifest(run_dir, template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
+                       data={"fingerprint": data.fingerprint, "stats": data.stats},
+                       method={"name": recipe.method.name, "trainer": recipe.method.trainer,
+                               "losses": list(recipe.method.losses), "weights": recipe.method.weights,
+                               "reference": reference_description(recipe, hardware)})
+    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    model = load_model(recipe.model, dtype, hardware, tokenizer)
+    reference = load_reference(recipe, dtype, hardware, tokenizer)
+    trainer = build_trainer(recipe, model, reference, tokenizer, data, po_config(recipe, hardware, dtype, run_dir),
+                            run_dir)
+    model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
+    if trainer.is_world_process_zero():
+        print(f"{margin_summary(run_dir)}\nsaved {model_dir}")
+    return model_dir
+
+
+def margin_summary(run_dir: Path) -> str:
+    """First and last logged loss and reward margin, from the run's metrics file."""
+    from smolalign.runs.metrics import read_metrics
+
+    logged = [m for m in read_metrics(run_dir) if "loss" in m]
+    if not logged:
+        return "loss: nothing logged (train.logging_steps is larger than the run)"
+    first, last = logged[0], logged[-1]
+    text = f"loss {first['loss']:.4g} (step {first['step']}) -> {last['loss']:.4g} (step {last['step']})"
+    key = next((k for k in ("rewards/margins", "log_odds_ratio") if k in last), None)
+    if key:
+        text += f"; {key} {first.get(key, float('nan')):.4g} -> {last[key]:.4g}"
+    return text
