@@ -83,9 +83,13 @@ def test_unknown_recipe_and_offline_hub_model_are_exit_2(cli, recipe_factory):
 
 
 def test_stages_not_built_yet_answer_exit_2(cli, recipe_factory):
-    for stage in ("po", "rl"):
-        code, _, err = cli(stage, recipe_factory())
-        assert code == 2 and "not available yet" in err
+    code, _, err = cli("rl", recipe_factory())
+    assert code == 2 and "not available yet" in err
+
+
+def test_an_sft_recipe_is_not_a_po_recipe(cli, recipe_factory):
+    code, _, err = cli("po", recipe_factory())
+    assert code == 2 and "method is required" in err
 
 
 def test_dry_run_prints_plan_and_writes_nothing(cli, recipe_factory, tmp_path):
