@@ -17,17 +17,38 @@ def preview(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per row: input_ids, tokens, trained, position_ids.")] = False,
     set_: SetOption = None,
 ) -> None:
-    """Templated, masked and packed rows: per token its id, text, whether it is trained, and its position id."""
+    """Templated, masked and packed rows: per token its id, text, whether it is trained, and its position id.
+    For a po recipe: each prompt with its chosen and rejected answers (or KTO's completion and label)."""
     from smolalign.data.prepare import Layout, prepare_sft_data
     from smolalign.data.preview import collated_rows, print_json, print_readable
     from smolalign.models.load import load_tokenizer
-    from smolalign.recipe.validate import load_recipe
+    from smolalign.recipe.validate import load_recipe, recipe_stage
 
-    loaded = load_recipe(recipe, set_ or [], "sft")
+    stage = recipe_stage(recipe, set_ or [])
+    loaded = load_recipe(recipe, set_ or [], stage)
     tokenizer, template = load_tokenizer(loaded.model, loaded.template.name)
+    if stage == "po":
+        _preview_preference(loaded, tokenizer, template, n, as_json)
+        return
     data = prepare_sft_data(loaded, tokenizer, template)
     rows = collated_rows(data.train, tokenizer, Layout.from_recipe(loaded).packing, n)
     if as_json:
         print_json(rows)
     else:
         print_readable(rows, color=sys.stdout.isatty())
+
+
+def _preview_preference(recipe, tokenizer, template, n: int, as_json: bool) -> None:
+    from smolalign.data.prepare_preference import prepare_preference_data
+    from smolalign.data.preview import preference_rows, print_json, print_preference_readable
+    from smolalign.errors import SmolalignError
+    from smolalign.pairs.build import is_up_to_date
+
+    if recipe.pairs is not None and not is_up_to_date(recipe):
+        raise SmolalignError(f"the pairs of {recipe.source} are not generated yet: run smolalign po pairs "
+                             f"{recipe.source} first")
+    rows = preference_rows(prepare_preference_data(recipe, tokenizer, template).train, tokenizer, n)
+    if as_json:
+        print_json(rows)
+    else:
+        print_preference_readable(rows, color=sys.stdout.isatty())

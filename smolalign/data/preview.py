@@ -57,3 +57,33 @@ def print_readable(rows: list[dict], color: bool) -> None:
         if inside:
             out.append(off)
         print("".join(out))
+
+
+def preference_rows(dataset, tokenizer, n: int) -> list[dict[str, Any]]:
+    """The first `n` preference rows: the prompt's tokens and each answer's (chosen and rejected, or the
+    completion and its label for KTO); only answer tokens are scored."""
+    rows = []
+    for index in range(min(n, len(dataset))):
+        row = dataset[index]
+        out: dict[str, Any] = {}
+        for key in ("prompt_ids", "chosen_ids", "rejected_ids", "completion_ids"):
+            if key in row:
+                out[key] = row[key]
+                out[key.replace("_ids", "_tokens")] = [tokenizer.decode([i]) for i in row[key]]
+        if "label" in row:
+            out["label"] = row["label"]
+        rows.append(out)
+    return rows
+
+
+def print_preference_readable(rows: list[dict], color: bool) -> None:
+    """Each answer after its prompt, the scored answer tokens highlighted (green, or inside ⟦ ⟧ without color)."""
+    on, off = ("\033[32m", "\033[0m") if color else ("⟦", "⟧")
+    for number, row in enumerate(rows):
+        prompt = "".join(row["prompt_tokens"])
+        answers = [(name, row[f"{name}_tokens"]) for name in ("chosen", "rejected", "completion") if f"{name}_ids" in row]
+        sizes = ", ".join(f"{name} {len(tokens)}" for name, tokens in answers)
+        label = f", label {'desirable' if row['label'] else 'undesirable'}" if "label" in row else ""
+        print(f"── example {number}: prompt {len(row['prompt_tokens'])} tokens, {sizes}{label}")
+        for name, tokens in answers:
+            print(f"[{name}] {prompt}{on}{''.join(tokens)}{off}")

@@ -142,6 +142,17 @@ def recipe_to_dict(recipe: Recipe) -> dict:
     return out
 
 
+def recipe_stage(name_or_path: str, overrides: list[str]) -> str:
+    """The stage a recipe is for: its `stage:` key, else po when it names a method or pairs, else sft."""
+    from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
+
+    raw = apply_overrides(read_recipe(recipe_path(name_or_path)), overrides)
+    declared = raw.get("stage")
+    if declared:
+        return str(declared)
+    return "po" if "method" in raw or "pairs" in raw else "sft"
+
+
 def load_recipe(name_or_path: str, overrides: list[str], stage: str) -> Recipe:
     """Read a recipe (name or path), apply `--set` overrides and validate it for `stage`."""
     from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path

@@ -85,3 +85,23 @@ def test_readable_preview_marks_trained_spans(cli, write_recipe, tiny_dir, tmp_p
     code, out, err = cli("data", "preview", recipe_for(write_recipe, tiny_dir, data), "-n", "1")
     assert code == 0, err
     assert "⟦hi, what is the question<|im_end|>⟧" in out and "⟦2 + 3 = 5.<|im_end|>⟧" in out
+
+
+def test_preview_of_a_po_recipe_shows_chosen_and_rejected(cli, write_recipe, tiny_dir, tmp_path):
+    from tiny_models import pair_rows
+
+    data = write_jsonl(tmp_path / "pairs.jsonl", pair_rows(3))
+    recipe = write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "apo_zero",
+                           "data": {"sources": [{"path": str(data)}]}})
+    code, out, err = cli("data", "preview", recipe, "-n", "1")
+    assert code == 0, err
+    first = pair_rows(3)[0]
+    question, good, bad = first["prompt"][0]["content"], first["chosen"][0]["content"], first["rejected"][0]["content"]
+    prompt = f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
+    assert f"[chosen] {prompt}⟦{good}<|im_end|>⟧" in out
+    assert f"[rejected] {prompt}⟦{bad}<|im_end|>⟧" in out
+
+    code, out, err = cli("data", "preview", recipe, "-n", "2", "--json", "--set", "method=kto")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(rows) == 2 and all(isinstance(r["label"], bool) for r in rows)
+    assert "".join(rows[0]["prompt_tokens"]).endswith("<|im_start|>assistant\n")
