@@ -2,7 +2,10 @@
 <think> block, then the answer) and half in no_think mode (the bare answer). Modes are chosen both ways SmolLM3
 data does it: a /think or /no_think flag in the system message, or a per-row chat_template_kwargs.
 
-    python scripts/make_quickstart_data.py [--rows 400] [--seed 0]
+Also writes arithmetic_prompts.jsonl: questions alone (another seed, so mostly unseen in SFT), the prompts the
+quickstart's preference stage generates pairs for.
+
+    python scripts/make_quickstart_data.py [--rows 400] [--prompts 64] [--seed 0]
 """
 
 import argparse
@@ -11,6 +14,7 @@ import random
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "recipes" / "quickstart" / "data" / "arithmetic.jsonl"
+PROMPTS_OUT = OUT.with_name("arithmetic_prompts.jsonl")
 SYSTEMS = ["You are a careful calculator.", "Answer arithmetic questions.", "You help with sums and products."]
 QUESTIONS = ["What is {a} {op} {b}?", "Compute {a} {op} {b}.", "{a} {op} {b} = ?", "Please work out {a} {op} {b}."]
 
@@ -44,6 +48,7 @@ def row(rng: random.Random, think: bool, by_flag: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=400)
+    parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -52,6 +57,12 @@ def main() -> None:
         for i in range(args.rows):
             stream.write(json.dumps(row(rng, think=i % 2 == 0, by_flag=i % 4 < 2), ensure_ascii=False) + "\n")
     print(f"wrote {args.rows} rows to {OUT}")
+    prompt_rng = random.Random(args.seed + 1)
+    with PROMPTS_OUT.open("w") as stream:
+        for _ in range(args.prompts):
+            question = row(prompt_rng, think=False, by_flag=False)["messages"][1]["content"]
+            stream.write(json.dumps({"prompt": [{"role": "user", "content": question}]}, ensure_ascii=False) + "\n")
+    print(f"wrote {args.prompts} prompts to {PROMPTS_OUT}")
 
 
 if __name__ == "__main__":

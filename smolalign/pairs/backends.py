@@ -123,6 +123,7 @@ class VllmGenerator(Generator):
         self.kwargs = template_kwargs(section, defaults)
         self.specials = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
         self.llm = LLM(model=local_dir(resolve_source(section.source)), dtype="auto",
+                       tensor_parallel_size=section.tensor_parallel,
                        gpu_memory_utilization=float(os.environ.get("SMOLALIGN_VLLM_GPU_MEMORY", "0.85")))
 
     def generate(self, prompts: list[Prompt], seed: int) -> list[Answer]:

@@ -88,6 +88,8 @@ class GeneratorSection:
     """Prompts per generate call (transformers, vllm) or concurrent requests (openai)."""
     timeout: float = 300.0
     """openai backend: seconds to wait for one response."""
+    tensor_parallel: int = 1
+    """vllm backend: GPUs the model is split across (a 32B model in bf16 needs 2 H100s with room for the cache)."""
 
     def __post_init__(self) -> None:
         if self.backend == "openai" and not self.base_url:

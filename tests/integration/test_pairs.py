@@ -1,6 +1,7 @@
 """`smolalign po pairs`: generation with provenance, filters with counts, resumption after a kill, the
 OpenAI-compatible backend against a server on 127.0.0.1, and `smolalign po` generating its pairs itself."""
 
+import importlib.util
 import json
 import os
 import random
@@ -220,3 +221,9 @@ def test_po_generates_missing_pairs_then_trains(cli, pairs_recipe, tmp_path):
     assert code == 0, err
     assert "wrote" in out and (tmp_path / "out" / "pairs.jsonl").is_file()
     assert (tmp_path / "run" / "model" / "config.json").is_file()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")
+def test_vllm_backend_without_vllm_is_exit_2(cli, pairs_recipe):
+    code, out, err = cli("po", "pairs", pairs_recipe(strong={"backend": "vllm"}))
+    assert code == 2 and "needs vLLM" in err and "smolalign[vllm]" in err

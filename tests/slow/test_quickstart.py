@@ -40,3 +40,35 @@ def test_quickstart_model_chats_and_stops(quickstart_run, think):
     assert answer.strip()
     assert len(tokenizer(answer)["input_ids"]) < 90, "generation should stop at <|im_end|>, not run to the budget"
     assert ("</think>" in answer) == think
+
+
+@pytest.fixture(scope="module")
+def quickstart_po_run(quickstart_run, tmp_path_factory):
+    """quickstart/po on the SFT run above: pairs from it (strong) and the bundled model (weak), then APO-zero."""
+    from smolalign.cli import main
+
+    folder = tmp_path_factory.mktemp("quickstart-po")
+    sft_model = str(quickstart_run / "model")
+    try:
+        main(["po", "quickstart/po", "--output-dir", str(folder / "run"), "--set", f"model.source={sft_model}",
+              "--set", f"pairs.strong.source={sft_model}", "--set", f"pairs.output={folder / 'pairs.jsonl'}"])
+    except SystemExit as exc:
+        assert not exc.code, f"quickstart po exited {exc.code}"
+    return folder
+
+
+def test_quickstart_pairs_come_from_the_bundled_model_with_provenance(quickstart_po_run):
+    import json
+
+    rows = [json.loads(line) for line in (quickstart_po_run / "pairs.jsonl").read_text().splitlines()]
+    report = json.loads((quickstart_po_run / "pairs.jsonl.report.json").read_text())
+    assert len(rows) == report["pairs"] >= 16
+    weak = rows[0]["provenance"]["weak"]
+    assert weak["model"] == "smollm2-135m-instruct" and weak["backend"] == "transformers"
+    assert weak["sampling"]["temperature"] == 0.7 and len(weak["template_sha256"]) == 64
+    assert rows[0]["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_quickstart_apo_zero_margin_rises(quickstart_po_run):
+    margins = [m["rewards/margins"] for m in read_metrics(quickstart_po_run / "run") if "rewards/margins" in m]
+    assert len(margins) >= 4 and margins[-1] > margins[0] + 0.5
