@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -66,6 +67,8 @@ class WorkLog:
                     if record and "key" in record and "side" in record:
                         self.done[(record["key"], record["side"])] = record
             else:
+                print(f"pairs: discarding {path.name}: its answers were generated under another configuration",
+                      file=sys.stderr)
                 path.unlink()
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -133,11 +133,19 @@ def recipe_to_dict(recipe: Recipe) -> dict:
     if recipe.peft is not None:
         out["peft"] = recipe.peft
     if recipe.method is not None:
-        raw_method = recipe.raw.get("method")
-        out["method"] = raw_method
-        out["reference"] = dataclasses.asdict(recipe.reference) if recipe.reference else None
+        out["method"] = recipe.raw.get("method")
+        reference = recipe.reference
+        if reference.kind == "source":
+            out["reference"] = {"source": reference.source}
+        elif reference.kind != "none":
+            out["reference"] = reference.kind
     if recipe.pairs is not None:
+        from smolalign.pairs.output import pairs_path
+
         out["pairs"] = dataclasses.asdict(recipe.pairs)
+        # The generated pairs are added to data.sources when the recipe is read; written back, they would be twice.
+        generated = str(pairs_path(recipe.pairs))
+        out["data"]["sources"] = [s for s in out["data"]["sources"] if s["path"] != generated]
     out["train"] = recipe.train
     return out
 

@@ -66,8 +66,14 @@ def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
     described = " + ".join(f"{w:g}×{t}" if len(terms) > 1 else t for t, w in zip(terms, weights, strict=True))
     rows["method"] = f"{method.name} ({method.trainer} trainer: {described}, beta {train.get('beta', 0.1):g})"
     rows["loss"] = "answer tokens only (prompt masked)"
-    if method.trainer in ("dpo", "orpo") and "tokens per step" in rows:
-        rows["tokens per step"] = str(rows["tokens per step"]).replace(" (", " × 2 answers (", 1)
+    max_length = train.get("max_length", 1024)
+    if max_length:
+        batch = rows["global batch"]
+        if method.trainer == "kto":
+            rows["tokens per step"] = f"≤ {batch * max_length:,} ({batch} rows × max_length {max_length})"
+        else:
+            rows["tokens per step"] = (f"≤ {2 * batch * max_length:,} ({batch} pairs × 2 answers × max_length "
+                                       f"{max_length})")
     rows["reference"] = reference_description(recipe, hardware)
     if recipe.pairs is not None:
         from smolalign.pairs.build import is_up_to_date

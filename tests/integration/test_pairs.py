@@ -221,6 +221,10 @@ def test_po_generates_missing_pairs_then_trains(cli, pairs_recipe, tmp_path):
     assert code == 0, err
     assert "wrote" in out and (tmp_path / "out" / "pairs.jsonl").is_file()
     assert (tmp_path / "run" / "model" / "config.json").is_file()
+    # The recipe written to the run directory reruns: same pairs (cached), not listed twice as data.
+    code, out, err = cli("po", tmp_path / "run" / "recipe.yaml", "--dry-run")
+    assert code == 0, err
+    assert "pairs                  cached" in out and out.count("out/pairs.jsonl") == 2  # plan row + pairs.output
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")

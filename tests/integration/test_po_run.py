@@ -110,3 +110,13 @@ def test_recipe_mistakes_are_named(cli, po_recipe, extra, message):
     method = extra.pop("method", "dpo")
     code, out, err = cli("po", po_recipe(method, **extra), "--dry-run")
     assert code == 2 and message in err, err
+
+
+def test_the_run_directory_recipe_reruns_as_written(cli, po_recipe, tmp_path, tiny_dir):
+    run_dir = tmp_path / "run"
+    code, out, err = cli("po", po_recipe("apo_zero", reference={"source": str(tiny_dir)},
+                                         train={"max_steps": 2}), "-o", run_dir)
+    assert code == 0, err
+    code, out2, err = cli("po", run_dir / "recipe.yaml", "--dry-run")
+    assert code == 0, err
+    assert "apo_zero (dpo trainer: apo_zero" in out2 and f"reference              {tiny_dir}" in out2
