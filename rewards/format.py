@@ -1,0 +1,61 @@
+"""Format rewards: think tags consistent with the row's mode, and open-r1-style tag counting.
+
+`think_format` scores 1.0 when the completion has the shape its row's mode asks for, else 0.0:
+- think: exactly one `<think>` at the start, non-empty reasoning, one `</think>`, then a non-empty answer;
+- no_think: a non-empty answer with no reasoning: no think tags at all (SmolLM3's template puts the empty block in
+  the prompt), or one empty `<think></think>` block at the start and nothing else in it.
+"""
+
+import re
+from typing import Any
+
+from rewards.text import THINK_CLOSE, THINK_OPEN, column, completion_text, row_mode
+
+_THINK = re.compile(r"^\s*<think>(.*?)</think>(.*)$", re.DOTALL)
+
+
+def think_shape_ok(text: str, mode: str) -> bool:
+    opens, closes = text.count(THINK_OPEN), text.count(THINK_CLOSE)
+    if mode == "no_think":
+        if opens == closes == 0:
+            return bool(text.strip())
+        match = _THINK.match(text)
+        return opens == closes == 1 and bool(match) and not match.group(1).strip() and bool(match.group(2).strip())
+    match = _THINK.match(text)
+    return opens == closes == 1 and bool(match) and bool(match.group(1).strip()) and bool(match.group(2).strip())
+
+
+class ThinkFormat:
+    """`think_format`: param `mode` = auto (from the row: system /think or /no_think, chat_template_kwargs, else
+    `default_mode`), think or no_think."""
+
+    def __init__(self, mode: str = "auto", default_mode: str = "think"):
+        if mode not in ("auto", "think", "no_think") or default_mode not in ("think", "no_think"):
+            raise ValueError("mode must be auto, think or no_think; default_mode think or no_think")
+        self.mode, self.default_mode = mode, default_mode
+        self.required_columns = ()
+        self.__name__ = "think_format"
+
+    def __call__(self, completions: list, prompts: list | None = None, **columns) -> list[float]:
+        prompts = prompts if prompts is not None else [None] * len(completions)
+        kwargs = column(columns, "chat_template_kwargs", len(completions))
+        out = []
+        for completion, prompt, row_kwargs in zip(completions, prompts, kwargs, strict=True):
+            mode = self.mode if self.mode != "auto" else row_mode(prompt, row_kwargs, self.default_mode)
+            out.append(1.0 if think_shape_ok(completion_text(completion), mode) else 0.0)
+        return out
+
+
+class TagCount:
+    """`tag_count`: an equal share of 1.0 for each tag that appears exactly once (open-r1's partial-credit format
+    reward). Param `tags` (default the think tags, with the newlines open-r1 expects)."""
+
+    def __init__(self, tags: list[str] | None = None):
+        self.tags = list(tags or ["<think>\n", "\n</think>\n"])
+        self.required_columns = ()
+        self.__name__ = "tag_count"
+
+    def __call__(self, completions: list, **columns) -> list[float]:
+        return [sum(completion_text(c).count(tag) == 1 for tag in self.tags) / len(self.tags) for c in completions]
+
+

@@ -1,0 +1,95 @@
+"""Rewards by name: the built-in ones, or `path/to/file.py:function` for a team's own. A recipe lists them with
+parameters and weights; `resolve_reward` builds the callable and checks its parameters before any model loads."""
+
+import importlib.util
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from smolalign.errors import SmolalignError
+from smolalign.recipe.typecheck import suggest
+
+
+def _code(**params):
+    from rewards.code import CodeReward
+
+    return CodeReward(**params)
+
+
+def _builtin() -> dict[str, Callable[..., Any]]:
+    from rewards.format import TagCount, ThinkFormat
+    from rewards.length import CosineScaled, Repetition, SoftOverlong
+    from rewards.math import MathAccuracy
+
+    return {"math_accuracy": MathAccuracy, "think_format": ThinkFormat, "tag_count": TagCount,
+            "soft_overlong": SoftOverlong, "cosine_length": CosineScaled, "repetition": Repetition, "code": _code}
+
+
+REWARDS = ("math_accuracy", "think_format", "tag_count", "soft_overlong", "cosine_length", "repetition", "code")
+
+
+def resolve_reward(name: str, params: dict | None = None) -> Callable:
+    """The reward callable for `name` with `params`; every problem is a SmolalignError naming the reward."""
+    params = params or {}
+    if ":" in name and name.split(":", 1)[0].endswith(".py"):
+        return _from_file(name, params)
+    factories = _builtin()
+    if name not in factories:
+        raise SmolalignError(f"unknown reward {name!r}{suggest(name, REWARDS)}; built in: {', '.join(REWARDS)}, "
+                             "or path/to/file.py:function")
+    factory = factories[name]
+    target = factory.__init__ if inspect.isclass(factory) else _code_signature()
+    _check_params(name, target, params)
+    try:
+        return factory(**params)
+    except (TypeError, ValueError) as exc:
+        raise SmolalignError(f"reward {name}: {exc}") from None
+
+
+def _code_signature():
+    from rewards.code import CodeReward
+
+    return CodeReward.__init__
+
+
+def _check_params(name: str, function: Callable, params: dict) -> None:
+    signature = inspect.signature(function)
+    known = [p for p in signature.parameters if p != "self"]
+    for key in params:
+        if key not in known:
+            raise SmolalignError(f"reward {name}: unknown parameter {key!r}{suggest(key, known)} "
+                                 f"(parameters: {', '.join(known) or 'none'})")
+    missing = [p.name for p in signature.parameters.values()
+               if p.name != "self" and p.default is inspect.Parameter.empty
+               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in params]
+    if missing:
+        raise SmolalignError(f"reward {name}: parameter {missing[0]!r} is required")
+
+
+def _from_file(spec: str, params: dict) -> Callable:
+    """`file.py:function`: the function itself is the reward; with params, it is a factory called with them."""
+    path_text, attribute = spec.rsplit(":", 1)
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise SmolalignError(f"reward {spec}: no such file {path}")
+    module_spec = importlib.util.spec_from_file_location(f"smolalign_user_reward_{path.stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:  # the user's file: any error while importing it is bad input
+        raise SmolalignError(f"reward {spec}: the file does not import ({type(exc).__name__}: {exc})") from None
+    function = getattr(module, attribute, None)
+    if function is None or not callable(function):
+        raise SmolalignError(f"reward {spec}: {path.name} has no function {attribute!r}")
+    if params:
+        _check_params(spec, function, params)
+        function = function(**params)
+    if not getattr(function, "__name__", None):
+        function.__name__ = attribute
+    return function
+
+
+def required_columns(reward: Callable) -> tuple[str, ...]:
+    """Dataset columns a reward reads (declared by built-ins as `required_columns`)."""
+    return tuple(getattr(reward, "required_columns", ()) or ())

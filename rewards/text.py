@@ -1,0 +1,50 @@
+"""Reading completions the way every reward needs: the text of a completion, its think block and its answer, and
+the think mode its row asked for."""
+
+import re
+from typing import Any
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+_FLAG_WORDS = re.compile(r"(?<![\w/])/(no_think|think)(?![\w/])")
+
+
+def completion_text(completion: Any) -> str:
+    """A completion as text: a string, or the last message's content of a conversational completion."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion:
+        content = completion[-1].get("content") if isinstance(completion[-1], dict) else completion[-1]
+        return content if isinstance(content, str) else ""
+    if isinstance(completion, dict):
+        return str(completion.get("content") or "")
+    return ""
+
+
+def answer_part(text: str) -> str | None:
+    """What follows the last closing think tag; the whole text when there is no think block; None when a think
+    block is opened and never closed (the model never answered)."""
+    if THINK_CLOSE in text:
+        return text.rsplit(THINK_CLOSE, 1)[1]
+    if THINK_OPEN in text:
+        return None
+    return text
+
+
+def row_mode(prompt: Any, template_kwargs: Any = None, default: str = "think") -> str:
+    """"think" or "no_think" for a row: a /think or /no_think word in the prompt's system message wins, then the
+    row's chat_template_kwargs.enable_thinking, then `default`."""
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict) and prompt[0].get("role") == "system":
+        flags = set(_FLAG_WORDS.findall(str(prompt[0].get("content") or "")))
+        if "no_think" in flags:
+            return "no_think"
+        if "think" in flags:
+            return "think"
+    if isinstance(template_kwargs, dict) and template_kwargs.get("enable_thinking") is not None:
+        return "think" if template_kwargs["enable_thinking"] else "no_think"
+    return default
+
+
+def column(columns: dict, name: str, n: int) -> list:
+    """A dataset column passed to a reward, or Nones when the dataset has no such column."""
+    values = columns.get(name)
+    return list(values) if values is not None else [None] * n
