@@ -7,7 +7,6 @@
 """
 
 import re
-from typing import Any
 
 from rewards.text import THINK_CLOSE, THINK_OPEN, column, completion_text, row_mode
 

@@ -3,3 +3,8 @@
 
 class SmolalignError(Exception):
     """Bad input (recipe, data, arguments): one actionable sentence, no traceback."""
+
+
+class RunFailure(Exception):
+    """A run that started and then failed for a reason smolalign detected (a stalled step, a dead server): one
+    message, exit code 1, no traceback."""

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from smolalign.errors import SmolalignError
+from smolalign.errors import RunFailure, SmolalignError
 
 app = typer.Typer(
     name="smolalign",
@@ -41,3 +41,6 @@ def main(argv: list[str] | None = None) -> None:
     except SmolalignError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
+    except RunFailure as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(1)

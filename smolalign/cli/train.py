@@ -53,8 +53,12 @@ def po(target: PoTarget, pairs_recipe: PairsRecipe = None, set_: SetOption = Non
 
 def rl(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None, dry_run: DryRun = False,
        resume: Resume = False, overwrite: Overwrite = False) -> None:
-    """On-policy training (GRPO with verifiable rewards, distillation)."""
-    raise SmolalignError("smolalign rl is not available yet")
+    """On-policy training: GRPO with verifiable rewards (math, format, length, code in a sandbox)."""
+    from smolalign.recipe.validate import load_recipe
+    from smolalign.stages import rl as stage
+
+    stage.run(load_recipe(recipe, set_ or [], "rl"), output_dir=output_dir, dry_run=dry_run, resume=resume,
+              overwrite=overwrite)
 
 
 def register(app: typer.Typer) -> None:

@@ -137,9 +137,43 @@ class Method:
 
     name: str
     """As written in the recipe, e.g. apo_zero or sigmoid+sft."""
-    trainer: Literal["dpo", "kto", "orpo"]
+    trainer: Literal["dpo", "kto", "orpo", "grpo"]
     losses: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class RewardSection:
+    """One reward of an `rl` recipe: a built-in name or `path/to/file.py:function`, its parameters and weight."""
+
+    name: str
+    weight: float = 1.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VllmServerSection:
+    """A vLLM server for generation: one already running (base_url), or one smolalign starts and stops."""
+
+    base_url: str | None = None
+    """A running server (http://host:8000); unset: smolalign starts `trl vllm-serve` itself."""
+    gpus: list[int] = field(default_factory=list)
+    """GPUs the started server uses (CUDA_VISIBLE_DEVICES); training keeps the others."""
+    port: int = 8000
+    tensor_parallel: int = 1
+    startup_timeout: float = 600.0
+    """Seconds to wait for a started server to answer /health/."""
+
+
+@dataclass(frozen=True)
+class GenerationSection:
+    """How `rl` generates: transformers `generate`, vLLM in the training process (colocate), or a vLLM server."""
+
+    backend: Literal["transformers", "vllm_colocate", "vllm_server"] = "transformers"
+    server: VllmServerSection = field(default_factory=VllmServerSection)
+    stall_timeout: float | None = None
+    """Fail the run when no training step finishes for this many seconds (a stalled generation or weight sync);
+    default: none with transformers, 1800 with vLLM."""
 
 
 @dataclass(frozen=True)
@@ -162,3 +196,7 @@ class Recipe:
     """`po` only: where reference log-probabilities come from."""
     pairs: PairsSection | None = None
     """`po` only: generate the training pairs from a strong and a weak model first."""
+    rewards: tuple[RewardSection, ...] = ()
+    """`rl` (grpo) only: the rewards, weighted."""
+    generation: GenerationSection | None = None
+    """`rl` only: the generation backend."""

@@ -9,11 +9,27 @@ import sys
 from typing import Any
 
 from smolalign.errors import SmolalignError
-from smolalign.recipe.schema import STAGES, DataSection, ModelSection, PairsSection, Recipe, TemplateSection
+from smolalign.recipe.schema import (
+    STAGES,
+    DataSection,
+    GenerationSection,
+    ModelSection,
+    PairsSection,
+    Recipe,
+    RewardSection,
+    TemplateSection,
+)
 from smolalign.recipe.typecheck import build, check_config_section, reject_unknown
 
 SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train")
-STAGE_SECTIONS = {"po": ("method", "reference", "pairs")}
+STAGE_SECTIONS = {"po": ("method", "reference", "pairs"), "rl": ("method", "rewards", "generation")}
+RL_METHODS = ("grpo",)
+RL_TRAIN_KEYS_OWNED = {
+    "reward_weights": "give each reward a weight in rewards:",
+    "chat_template_kwargs": "set them in template.kwargs",
+    "use_vllm": "choose the backend in generation.backend",
+    "vllm_mode": "choose the backend in generation.backend",
+}
 PACKING_STRATEGIES = ("bfd", "bfd_split", "wrapped")
 
 
@@ -27,7 +43,9 @@ def trl_config_class(stage: str, method=None) -> type:
         from smolalign.recipe.method import trainer_config_class
 
         return trainer_config_class(method)
-    raise SmolalignError(f"smolalign {stage} is not available yet")
+    from trl import GRPOConfig
+
+    return GRPOConfig
 
 
 def lora_config_class() -> type:
@@ -53,6 +71,10 @@ def normalize_train(train: dict, stage: str) -> dict:
         )
     if "max_seq_length" in train:
         raise SmolalignError("unknown key train.max_seq_length (did you mean max_length?)")
+    if stage == "rl":
+        for key, hint in RL_TRAIN_KEYS_OWNED.items():
+            if key in train:
+                raise SmolalignError(f"train.{key} is set by smolalign: {hint}")
     if stage == "po":
         from smolalign.recipe.method import TRAIN_KEYS_OWNED
 
@@ -83,7 +105,10 @@ def validate_recipe(raw: dict, stage: str, source: str) -> Recipe:
     peft = _section(raw, "peft")
     if peft is not None:
         check_config_section(lora_config_class(), peft, "peft")
-    method = reference = None
+    method = reference = generation = None
+    rewards: tuple = ()
+    if stage == "rl":
+        method, rewards, generation = _rl_sections(raw)
     if stage == "po":
         from smolalign.recipe.method import parse_method, parse_reference
 
@@ -96,7 +121,31 @@ def validate_recipe(raw: dict, stage: str, source: str) -> Recipe:
     resolved = {**raw, "train": train}
     return Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
                   source=source, description=str(raw.get("description") or ""), method=method,
-                  reference=reference, pairs=pairs)
+                  reference=reference, pairs=pairs, rewards=rewards, generation=generation)
+
+
+def _rl_sections(raw: dict):
+    """(method, rewards, generation) of an rl recipe; each reward is built once here so a bad name, file or
+    parameter fails before anything loads."""
+    from rewards.registry import resolve_reward
+    from smolalign.recipe.schema import Method
+    from smolalign.recipe.typecheck import suggest
+
+    name = raw.get("method", "grpo")
+    if name not in RL_METHODS:
+        raise SmolalignError(f"method: {name!r} is not an rl method{suggest(str(name), RL_METHODS)}; one of "
+                             f"{', '.join(RL_METHODS)}")
+    listed = raw.get("rewards")
+    if not isinstance(listed, list) or not listed:
+        raise SmolalignError("rewards: an rl recipe needs a list of rewards, e.g. [{name: math_accuracy}]")
+    rewards = tuple(build(RewardSection, item, f"rewards.{i}") for i, item in enumerate(listed))
+    for index, reward in enumerate(rewards):
+        try:
+            resolve_reward(reward.name, reward.params)
+        except SmolalignError as exc:
+            raise SmolalignError(f"rewards.{index}: {exc}") from None
+    generation = build(GenerationSection, raw.get("generation"), "generation")
+    return Method(name, "grpo"), rewards, generation
 
 
 def _data_mapping(raw: dict, pairs: PairsSection | None) -> dict:
@@ -132,13 +181,18 @@ def recipe_to_dict(recipe: Recipe) -> dict:
     out["data"] = dataclasses.asdict(recipe.data)
     if recipe.peft is not None:
         out["peft"] = recipe.peft
-    if recipe.method is not None:
+    if recipe.method is not None and recipe.stage == "rl":
+        out["method"] = recipe.method.name
+    elif recipe.method is not None:
         out["method"] = recipe.raw.get("method")
         reference = recipe.reference
         if reference.kind == "source":
             out["reference"] = {"source": reference.source}
         elif reference.kind != "none":
             out["reference"] = reference.kind
+    if recipe.rewards:
+        out["rewards"] = [dataclasses.asdict(r) for r in recipe.rewards]
+        out["generation"] = dataclasses.asdict(recipe.generation)
     if recipe.pairs is not None:
         from smolalign.pairs.output import pairs_path
 
@@ -158,6 +212,8 @@ def recipe_stage(name_or_path: str, overrides: list[str]) -> str:
     declared = raw.get("stage")
     if declared:
         return str(declared)
+    if "rewards" in raw or "generation" in raw:
+        return "rl"
     return "po" if "method" in raw or "pairs" in raw else "sft"
 
 

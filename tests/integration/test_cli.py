@@ -82,9 +82,9 @@ def test_unknown_recipe_and_offline_hub_model_are_exit_2(cli, recipe_factory):
     assert_one_line_error(code, err, "no-such-org/no-such-model", "HF_HUB_OFFLINE")
 
 
-def test_stages_not_built_yet_answer_exit_2(cli, recipe_factory):
+def test_an_sft_recipe_is_not_an_rl_recipe(cli, recipe_factory):
     code, _, err = cli("rl", recipe_factory())
-    assert code == 2 and "not available yet" in err
+    assert code == 2 and "needs a list of rewards" in err
 
 
 def test_an_sft_recipe_is_not_a_po_recipe(cli, recipe_factory):

@@ -1,0 +1,82 @@
+"""Failing a run loudly instead of letting it hang: a thread that watches training progress (and a generation
+server, when there is one) and interrupts the main thread when a step takes longer than the stall timeout or the
+server dies.
+
+The interrupt surfaces as `RunFailure` with the reason. If the main thread is stuck where Python cannot deliver the
+interrupt (inside a blocking C call), the process exits with code 3 after a grace period, printing the reason.
+"""
+
+import _thread
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+from smolalign.errors import RunFailure
+
+CHECK_EVERY = 1.0
+GRACE_AFTER_INTERRUPT = 120.0
+
+
+class Watchdog:
+    def __init__(self, stall_timeout: float | None, server=None):
+        self.stall_timeout, self.server = stall_timeout, server
+        self.last_progress = time.monotonic()
+        self.failure: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="smolalign-watchdog", daemon=True)
+
+    def progress(self) -> None:
+        self.last_progress = time.monotonic()
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        watchdog = self
+
+        class Progress(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                watchdog.progress()
+
+            def on_train_begin(self, args, state, control, **kwargs):
+                watchdog.progress()
+
+        return Progress()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(CHECK_EVERY):
+            reason = self._reason()
+            if reason:
+                self.failure = reason
+                print(f"error: {reason}", file=sys.stderr, flush=True)
+                _thread.interrupt_main()
+                if not self._stop.wait(GRACE_AFTER_INTERRUPT):
+                    print("error: the run did not stop after the interrupt; exiting", file=sys.stderr, flush=True)
+                    os._exit(3)
+                return
+
+    def _reason(self) -> str | None:
+        if self.server is not None and not self.server.alive():
+            return f"the vLLM server exited ({self.server.describe_exit()})"
+        if self.stall_timeout and time.monotonic() - self.last_progress > self.stall_timeout:
+            return (f"no training step finished for {self.stall_timeout:g} s (stalled generation or weight sync?); "
+                    "raise generation.stall_timeout if steps are really this slow")
+        return None
+
+
+@contextlib.contextmanager
+def stall_watchdog(stall_timeout: float | None, server=None) -> Iterator[Watchdog]:
+    watchdog = Watchdog(stall_timeout, server)
+    active = bool(stall_timeout) or server is not None
+    if active:
+        watchdog._thread.start()
+    try:
+        yield watchdog
+    except KeyboardInterrupt:
+        if watchdog.failure:
+            raise RunFailure(watchdog.failure) from None
+        raise
+    finally:
+        watchdog._stop.set()

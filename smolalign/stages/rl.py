@@ -1,0 +1,185 @@
+"""`smolalign rl`: GRPO on TRL's GRPOTrainer with smolalign's verifiable rewards.
+
+smolalign checks the prompts and the columns every reward reads before any model loads, carries each row's think
+mode into its prompt (a /think or /no_think flag in the system message, which the SmolLM3 template honours per
+row), maps the rewards and weights onto TRL, and picks the generation backend: transformers `generate`, vLLM
+colocated in the training process, or a vLLM server (one that runs, or one it starts, health-checks and stops).
+A watchdog fails the run when no step finishes within `generation.stall_timeout`, instead of hanging.
+"""
+
+import json
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
+from smolalign.plan import make_plan
+from smolalign.recipe.schema import Recipe
+from smolalign.recipe.validate import recipe_to_dict
+from smolalign.recipe.yamlio import dump_yaml
+from smolalign.stages.common import open_run, peft_config, train_and_save, trl_config
+from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+
+DEFAULT_VLLM_STALL_TIMEOUT = 1800.0
+
+
+def build_rewards(recipe: Recipe) -> list:
+    from rewards.registry import resolve_reward
+
+    return [resolve_reward(r.name, r.params) for r in recipe.rewards]
+
+
+def load_prompts(recipe: Recipe):
+    """The prompt dataset: `prompt` as messages (a string becomes one user message), every other column kept for
+    the rewards; a row's chat_template_kwargs.enable_thinking becomes a /think or /no_think system flag."""
+    import datasets
+
+    from smolalign.data.mixture import JSON_PREFIX
+    from smolalign.data.sources import load_source
+
+    datasets.disable_progress_bars()
+    parts = []
+    for source in recipe.data.sources:
+        dataset = load_source(source)
+        if "prompt" not in dataset.column_names:
+            raise SmolalignError(f"data source {source.path} has no prompt column (columns: "
+                                 f"{', '.join(dataset.column_names)}; rename yours with columns: {{yours: prompt}})")
+        parts.append(dataset)
+    dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+
+    def to_messages(row):
+        prompt = row["prompt"]
+        if isinstance(prompt, str) and prompt.startswith(JSON_PREFIX):
+            prompt = json.loads(prompt[len(JSON_PREFIX):])
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+        kwargs = row.get("chat_template_kwargs") or {}
+        if isinstance(kwargs, dict) and kwargs.get("enable_thinking") is not None:
+            messages = with_mode_flag(messages, "/think" if kwargs["enable_thinking"] else "/no_think")
+        return {"prompt": messages}
+
+    return dataset.map(to_messages, keep_in_memory=True)
+
+
+def with_mode_flag(messages: list[dict], flag: str) -> list[dict]:
+    """The messages with `flag` in the first system message (added when there is none)."""
+    if messages and messages[0].get("role") == "system":
+        content = str(messages[0].get("content") or "")
+        if "/think" in content.split() or "/no_think" in content.split():
+            return messages
+        return [{**messages[0], "content": f"{content} {flag}".strip()}, *messages[1:]]
+    return [{"role": "system", "content": flag}, *messages]
+
+
+def check_reward_columns(recipe: Recipe, rewards: list, columns: list[str]) -> None:
+    from rewards.registry import required_columns
+
+    for section, reward in zip(recipe.rewards, rewards, strict=True):
+        for column in required_columns(reward):
+            if column not in columns:
+                raise SmolalignError(f"reward {section.name} reads the column {column!r}, which the data does not "
+                                     f"have (columns: {', '.join(columns)}; rename yours with columns:)")
+
+
+def check_batch(recipe: Recipe, hardware: Hardware) -> None:
+    train = recipe.train
+    generations = train.get("num_generations", 8)
+    per_device = train.get("per_device_train_batch_size", 8)
+    batch = per_device * train.get("gradient_accumulation_steps", 1) * hardware.world_size
+    if train.get("generation_batch_size") is None and train.get("steps_per_generation") is None \
+            and batch % generations:
+        raise SmolalignError(f"train.num_generations {generations} must divide the generation batch "
+                             f"(per-device {per_device} × accumulation × {hardware.world_size} processes = {batch}); "
+                             "change one of them or set train.generation_batch_size")
+    if generations < 2:
+        raise SmolalignError("train.num_generations must be at least 2 (GRPO compares the answers of a group)")
+
+
+def check_before_loading(recipe: Recipe, hardware: Hardware):
+    from smolalign.models.sources import resolve_source
+
+    resolve_source(recipe.model.source, recipe.model.revision)
+    template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
+    check_batch(recipe, hardware)
+    rewards = build_rewards(recipe)
+    prompts = load_prompts(recipe)
+    check_reward_columns(recipe, rewards, prompts.column_names)
+    plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")
+    add_rl_rows(plan, recipe)
+    return plan, prompts, rewards
+
+
+def add_rl_rows(plan, recipe: Recipe) -> None:
+    train, rows = recipe.train, plan.rows
+    for key in ("packing", "loss", "tokens per step"):
+        rows.pop(key, None)
+    generations = train.get("num_generations", 8)
+    rows["method"] = (f"grpo (loss {train.get('loss_type', 'dapo')}, scale_rewards {train.get('scale_rewards', 'group')}, "
+                      f"beta {train.get('beta', 0.0):g}, {generations} generations per prompt)")
+    rows["sampling"] = (f"{plan.rows['global batch']} completions per step of ≤ {train.get('max_completion_length', 512)} "
+                        f"tokens, temperature {train.get('temperature', 1.0):g}")
+    rows["rewards"] = " + ".join(f"{r.weight:g}×{r.name}" for r in recipe.rewards)
+    backend = recipe.generation.backend
+    if backend == "vllm_server":
+        server = recipe.generation.server
+        where = server.base_url or f"started by smolalign on GPUs {server.gpus or 'all'} port {server.port}"
+        rows["generation"] = f"vLLM server ({where})"
+    else:
+        rows["generation"] = {"transformers": "transformers generate", "vllm_colocate": "vLLM colocated"}[backend]
+
+
+def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None):
+    from trl import GRPOConfig
+
+    fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}
+    if recipe.template.kwargs:
+        fixed["chat_template_kwargs"] = dict(recipe.template.kwargs)
+    backend = recipe.generation.backend
+    if backend != "transformers":
+        fixed.update(use_vllm=True, vllm_mode="colocate" if backend == "vllm_colocate" else "server")
+        if base_url:
+            fixed["vllm_server_base_url"] = base_url
+    return trl_config(GRPOConfig, recipe.train, hardware, dtype, run_dir, **fixed)
+
+
+def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
+        overwrite: bool = False) -> Path | None:
+    from smolalign.stages.rl_server import served_generation
+
+    hardware = detect_hardware()
+    plan, prompts, rewards = check_before_loading(recipe, hardware)
+    print(plan.render())
+    if dry_run:
+        print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
+        return None
+    from trl import GRPOTrainer
+
+    from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.runs.metrics import metrics_callback
+    from smolalign.runs.watchdog import stall_watchdog
+
+    run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
+    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    model = load_model(recipe.model, dtype, hardware, tokenizer)
+    stall = recipe.generation.stall_timeout
+    if stall is None and recipe.generation.backend != "transformers":
+        stall = DEFAULT_VLLM_STALL_TIMEOUT
+    with served_generation(recipe, state) as server, stall_watchdog(stall, server) as watchdog:
+        base_url = server.base_url if server else None
+        trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=grpo_config(recipe, hardware, dtype, run_dir,
+                                                                                  base_url),
+                              train_dataset=prompts, processing_class=tokenizer, peft_config=peft_config(recipe),
+                              callbacks=[metrics_callback(run_dir), watchdog.callback()])
+        model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
+    if trainer.is_world_process_zero():
+        print(f"{reward_summary(run_dir)}\nsaved {model_dir}")
+    return model_dir
+
+
+def reward_summary(run_dir: Path) -> str:
+    from smolalign.runs.metrics import read_metrics
+
+    logged = [m for m in read_metrics(run_dir) if "reward" in m]
+    if not logged:
+        return "reward: nothing logged (train.logging_steps is larger than the run)"
+    first, last = logged[0], logged[-1]
+    return f"reward {first['reward']:.4g} (step {first['step']}) -> {last['reward']:.4g} (step {last['step']})"

@@ -1,0 +1,125 @@
+"""`smolalign rl` end to end on a tiny model: GRPO raises a learnable reward, bad input exits 2 before any model
+loads, and a stalled run fails loudly within its timeout."""
+
+
+import pytest
+from tiny_models import write_jsonl
+
+from smolalign.runs.metrics import read_metrics
+
+REWARDS_FILE = '''
+import time
+
+TARGET = {target}
+
+
+def target_share(completions, completion_ids, **kw):
+    """The share of completion tokens that are one target token: easy for a tiny model to learn."""
+    return [sum(i == TARGET for i in ids) / max(len(ids), 1) for ids in completion_ids]
+
+
+def slow(completions, **kw):
+    time.sleep(4)
+    return [0.0] * len(completions)
+'''
+
+
+@pytest.fixture
+def rl_recipe(write_recipe, tiny_dir, tiny_tokenizer, tmp_path):
+    rows = [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1),
+             "chat_template_kwargs": {"enable_thinking": i % 2 == 0}} for i in range(32)]
+    data = write_jsonl(tmp_path / "prompts.jsonl", rows)
+    rewards_file = tmp_path / "my_rewards.py"
+    rewards_file.write_text(REWARDS_FILE.format(target=tiny_tokenizer.convert_tokens_to_ids("Ġplus")))
+
+    def make(rewards=None, **extra) -> str:
+        train = {"num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 16,
+                 "max_steps": 20, "learning_rate": 1e-2, "logging_steps": 2, "save_strategy": "no",
+                 "gradient_checkpointing": False, **extra.pop("train", {})}
+        return str(write_recipe({
+            "model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "grpo",
+            "data": {"sources": [{"path": str(data)}]},
+            "rewards": rewards or [{"name": f"{rewards_file}:target_share"}], "train": train, **extra}))
+
+    make.rewards_file = rewards_file
+    return make
+
+
+def test_grpo_raises_a_learnable_reward(cli, rl_recipe, tmp_path):
+    run_dir = tmp_path / "run"
+    code, out, err = cli("rl", rl_recipe(), "-o", run_dir)
+    assert code == 0, err
+    rewards = [m["reward"] for m in read_metrics(run_dir) if "reward" in m]
+    assert len(rewards) == 10
+    assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.1
+    assert (run_dir / "model" / "config.json").is_file() and "reward " in out
+
+
+def test_builtin_rewards_and_weights_reach_trl(cli, rl_recipe, tmp_path):
+    rewards = [{"name": "math_accuracy", "weight": 1.0}, {"name": "think_format", "weight": 0.5},
+               {"name": "soft_overlong", "weight": 0.25, "params": {"max_length": 16, "cache": 4}}]
+    run_dir = tmp_path / "run"
+    code, out, err = cli("rl", rl_recipe(rewards, train={"max_steps": 2}), "-o", run_dir)
+    assert code == 0, err
+    logged = {k for m in read_metrics(run_dir) for k in m}
+    assert {"rewards/math_accuracy/mean", "rewards/think_format/mean", "rewards/soft_overlong/mean"} <= logged
+    assert "1×math_accuracy + 0.5×think_format + 0.25×soft_overlong" in out
+
+
+def test_each_rows_think_mode_reaches_its_prompt(rl_recipe):
+    from smolalign.recipe.validate import load_recipe
+    from smolalign.stages.rl import load_prompts
+
+    prompts = load_prompts(load_recipe(rl_recipe(), [], "rl"))
+    assert prompts[0]["prompt"] == [{"role": "system", "content": "/think"},
+                                    {"role": "user", "content": "what is 0 plus 1"}]
+    assert prompts[1]["prompt"][0] == {"role": "system", "content": "/no_think"}
+    assert prompts[0]["solution"] == "1"
+
+
+@pytest.mark.parametrize(("rewards", "message"), [
+    ([{"name": "math_acuracy"}], "unknown reward 'math_acuracy' (did you mean math_accuracy?)"),
+    ([{"name": "math_accuracy", "params": {"gold_column": "answer"}}], "reads the column 'answer'"),
+    ([{"name": "soft_overlong", "params": {"max_length": 10}}], "parameter 'cache' is required"),
+])
+def test_bad_rewards_exit_2_before_any_model_loads(cli, rl_recipe, tmp_path, rewards, message):
+    code, out, err = cli("rl", rl_recipe(rewards), "-o", tmp_path / "run")
+    assert code == 2 and message in err, err
+    assert "Loading weights" not in err and not (tmp_path / "run").exists()
+
+
+def test_a_reward_file_that_does_not_import_is_exit_2(cli, rl_recipe, tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import numpy_but_misspelled\n")
+    code, out, err = cli("rl", rl_recipe([{"name": f"{broken}:reward"}]), "-o", tmp_path / "run")
+    assert code == 2 and "does not import" in err and "ModuleNotFoundError" in err and "Traceback" not in err
+
+
+def test_generations_must_divide_the_batch(cli, rl_recipe):
+    code, out, err = cli("rl", rl_recipe(train={"num_generations": 3}), "--dry-run")
+    assert code == 2 and "num_generations 3 must divide" in err
+
+
+def test_an_unreachable_vllm_server_is_exit_2(cli, rl_recipe, tmp_path):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    recipe = rl_recipe(generation={"backend": "vllm_server", "server": {"base_url": f"http://127.0.0.1:{port}"}})
+    code, out, err = cli("rl", recipe, "-o", tmp_path / "run")
+    assert code == 2 and "no vLLM server answers" in err
+
+
+def test_a_stalled_step_fails_loudly(cli, rl_recipe, tmp_path):
+    recipe = rl_recipe([{"name": f"{rl_recipe.rewards_file}:slow"}], generation={"stall_timeout": 1.5},
+                       train={"max_steps": 3})
+    code, out, err = cli("rl", recipe, "-o", tmp_path / "run")
+    assert code == 1 and "no training step finished for 1.5 s" in err and "Traceback" not in err
+
+
+def test_rl_dry_run_plan(cli, rl_recipe):
+    code, out, err = cli("rl", rl_recipe(), "--dry-run")
+    assert code == 0, err
+    assert "grpo (loss dapo" in out and "4 generations per prompt" in out and "transformers generate" in out
+    assert "resolved recipe:" in out
