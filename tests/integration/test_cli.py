@@ -128,3 +128,19 @@ def test_template_render_command(cli, tmp_path):
     assert_one_line_error(code, err, "none.json", "no such file")
     code, _, err = cli("template", "render", "chatml", "--messages", messages, "--kwargs", "{bad")
     assert_one_line_error(code, err, "--kwargs", "invalid JSON")
+
+
+def test_rewards_test_prints_each_score_and_its_time(cli, tmp_path):
+    rows = [{"completion": r"The answer is \frac{1}{2}.", "solution": "0.5"},
+            {"completion": [{"role": "assistant", "content": "<think>\nmaybe 3\n</think>\nIt is 4."}], "solution": "3"},
+            {"completion": "It is 5.", "solution": "a moose"}]
+    path = tmp_path / "completions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = cli("rewards", "test", "math_accuracy", "--completions", path)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["#0", "1"] and lines[1].split()[:2] == ["#1", "0"]
+    assert "None (skipped)" in lines[2] and " ms " in lines[0]
+    assert "mean 0.5 over 2 scored, 1 None" in lines[3]
+    code, out, err = cli("rewards", "test", "math_accuracy", "--completions", path, "--params", '{"gold_column": "x"}')
+    assert code == 2 and "reads the column 'x'" in err

@@ -1,0 +1,83 @@
+"""`smolalign rewards test`: try a reward on a file of completions before spending any GPU time."""
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from smolalign.errors import SmolalignError
+
+app = typer.Typer(help="Try verifiable rewards.", no_args_is_help=True)
+
+
+@app.command()
+def test(
+    name: Annotated[str, typer.Argument(help="A built-in reward (math_accuracy, think_format, tag_count, soft_overlong, "
+                                             "cosine_length, repetition, code) or path/to/file.py:function.")],
+    completions: Annotated[Path, typer.Option("--completions", help="JSONL: one object per completion with "
+                                                                    "`completion` (text or messages) and the columns "
+                                                                    "the reward reads (solution, test_cases, prompt, "
+                                                                    "completion_ids, ...).")],
+    params: Annotated[str | None, typer.Option("--params", help="The reward's parameters as JSON.")] = None,
+) -> None:
+    """Each completion's score and the time it took."""
+    from rewards.registry import required_columns, resolve_reward
+
+    try:
+        parsed = json.loads(params) if params else {}
+    except json.JSONDecodeError as exc:
+        raise SmolalignError(f"--params is not JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise SmolalignError("--params must be a JSON object, e.g. '{\"gold_column\": \"answer\"}'")
+    reward = resolve_reward(name, parsed)
+    rows = read_rows(completions)
+    for column in required_columns(reward):
+        missing = [i for i, row in enumerate(rows) if column not in row]
+        if missing:
+            raise SmolalignError(f"{completions}#{missing[0]}: reward {name} reads the column {column!r}")
+    total, scores = 0.0, []
+    for index, row in enumerate(rows):
+        columns = {k: [v] for k, v in row.items() if k not in ("completion", "prompt")}
+        if "prompt" in row:
+            columns["prompts"] = [row["prompt"]]
+        start = time.perf_counter()
+        try:
+            score = reward([row["completion"]], **columns)[0]
+        except ValueError as exc:
+            raise SmolalignError(f"{completions}#{index}: {exc}") from None
+        elapsed = time.perf_counter() - start
+        total += elapsed
+        scores.append(score)
+        shown = "None (skipped)" if score is None else f"{score:.4g}"
+        typer.echo(f"#{index}  {shown:>14}  {elapsed * 1000:9.1f} ms  {preview(row['completion'])}")
+    valid = [s for s in scores if s is not None]
+    mean = f"{sum(valid) / len(valid):.4g}" if valid else "n/a"
+    typer.echo(f"{len(rows)} completions: mean {mean} over {len(valid)} scored, {len(rows) - len(valid)} None; "
+               f"{total * 1000:.1f} ms in all")
+
+
+def read_rows(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise SmolalignError(f"--completions {path}: no such file")
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines()):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SmolalignError(f"{path}#{number}: not JSON ({exc})") from None
+        if not isinstance(row, dict) or "completion" not in row:
+            raise SmolalignError(f"{path}#{number}: each line needs a completion")
+        rows.append(row)
+    if not rows:
+        raise SmolalignError(f"{path}: no completions")
+    return rows
+
+
+def preview(completion) -> str:
+    text = completion if isinstance(completion, str) else json.dumps(completion, ensure_ascii=False)
+    text = text.replace("\n", "⏎")
+    return text if len(text) <= 60 else text[:57] + "..."
