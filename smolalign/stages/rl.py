@@ -10,6 +10,7 @@ A watchdog fails the run when no step finishes within `generation.stall_timeout`
 import json
 from pathlib import Path
 
+from rewards.text import row_mode
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
@@ -30,7 +31,9 @@ def build_rewards(recipe: Recipe) -> list:
 
 def load_prompts(recipe: Recipe):
     """The prompt dataset: `prompt` as messages (a string becomes one user message), every other column kept for
-    the rewards; a row's chat_template_kwargs.enable_thinking becomes a /think or /no_think system flag."""
+    the rewards. A row whose chat_template_kwargs.enable_thinking differs from template.kwargs gets a /think or
+    /no_think system flag (TRL renders every prompt with the same kwargs; the flag switches the mode per row), and
+    every row's `chat_template_kwargs` column holds its effective mode, which the format and length rewards read."""
     import datasets
 
     from smolalign.data.mixture import JSON_PREFIX
@@ -45,6 +48,7 @@ def load_prompts(recipe: Recipe):
                                  f"{', '.join(dataset.column_names)}; rename yours with columns: {{yours: prompt}})")
         parts.append(dataset)
     dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    default = recipe.template.kwargs.get("enable_thinking", True)  # templates think unless told otherwise
 
     def to_messages(row):
         prompt = row["prompt"]
@@ -52,9 +56,11 @@ def load_prompts(recipe: Recipe):
             prompt = json.loads(prompt[len(JSON_PREFIX):])
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
         kwargs = row.get("chat_template_kwargs") or {}
-        if isinstance(kwargs, dict) and kwargs.get("enable_thinking") is not None:
-            messages = with_mode_flag(messages, "/think" if kwargs["enable_thinking"] else "/no_think")
-        return {"prompt": messages}
+        wanted = kwargs.get("enable_thinking") if isinstance(kwargs, dict) else None
+        if wanted is not None and wanted != default:
+            messages = with_mode_flag(messages, "/think" if wanted else "/no_think")
+        mode = row_mode(messages, {"enable_thinking": default if wanted is None else wanted})
+        return {"prompt": messages, "chat_template_kwargs": {"enable_thinking": mode == "think"}}
 
     return dataset.map(to_messages, keep_in_memory=True)
 

@@ -36,8 +36,9 @@ def rl_recipe(write_recipe, tiny_dir, tiny_tokenizer, tmp_path):
         train = {"num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 16,
                  "max_steps": 20, "learning_rate": 1e-2, "logging_steps": 2, "save_strategy": "no",
                  "gradient_checkpointing": False, **extra.pop("train", {})}
+        template = extra.pop("template", {"name": "chatml"})
         return str(write_recipe({
-            "model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "grpo",
+            "model": {"source": str(tiny_dir)}, "template": template, "method": "grpo",
             "data": {"sources": [{"path": str(data)}]},
             "rewards": rewards or [{"name": f"{rewards_file}:target_share"}], "train": train, **extra}))
 
@@ -71,10 +72,17 @@ def test_each_rows_think_mode_reaches_its_prompt(rl_recipe):
     from smolalign.stages.rl import load_prompts
 
     prompts = load_prompts(load_recipe(rl_recipe(), [], "rl"))
-    assert prompts[0]["prompt"] == [{"role": "system", "content": "/think"},
-                                    {"role": "user", "content": "what is 0 plus 1"}]
-    assert prompts[1]["prompt"][0] == {"role": "system", "content": "/no_think"}
+    assert prompts[0]["prompt"] == [{"role": "user", "content": "what is 0 plus 1"}]  # think: the default
+    assert prompts[1]["prompt"] == [{"role": "system", "content": "/no_think"},
+                                    {"role": "user", "content": "what is 1 plus 2"}]
+    assert [prompts[i]["chat_template_kwargs"] for i in (0, 1)] == [{"enable_thinking": True},
+                                                                    {"enable_thinking": False}]
     assert prompts[0]["solution"] == "1"
+    no_think = load_prompts(load_recipe(rl_recipe(template={"name": "chatml", "kwargs": {"enable_thinking": False}}),
+                                        [], "rl"))
+    assert no_think[0]["prompt"][0] == {"role": "system", "content": "/think"}
+    assert no_think[1]["prompt"] == [{"role": "user", "content": "what is 1 plus 2"}]
+    assert no_think[1]["chat_template_kwargs"] == {"enable_thinking": False}
 
 
 @pytest.mark.parametrize(("rewards", "message"), [
