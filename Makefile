@@ -1,6 +1,6 @@
 # Two commands do all the set-up (each creates .venv on first use):
 #   make quickstart   SFT of the bundled SmolLM2-135M-Instruct on CPU, then APO-zero on strong-vs-weak pairs,
-#                     then a chat with each result
+#                     then GRPO with verifiable rewards, and a chat with each result
 #   make test         the test suite (fast tier; `make test-slow` adds the real-model tests)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -16,6 +16,8 @@ quickstart: $(STAMP)
 	$(BIN)/smolalign chat runs/quickstart/sft/model --message "$(QUESTION)" --no-think
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign po quickstart/po --overwrite
 	$(BIN)/smolalign chat runs/quickstart/po/model --message "$(QUESTION)" --no-think
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign rl quickstart/rl --overwrite
+	$(BIN)/smolalign chat runs/quickstart/rl/model --message "$(QUESTION)" --no-think
 
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest

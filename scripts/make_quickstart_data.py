@@ -3,9 +3,10 @@
 data does it: a /think or /no_think flag in the system message, or a per-row chat_template_kwargs.
 
 Also writes arithmetic_prompts.jsonl: questions alone (another seed, so mostly unseen in SFT), the prompts the
-quickstart's preference stage generates pairs for.
+quickstart's preference stage generates pairs for; and arithmetic_rl.jsonl: questions with their answer in a
+`solution` column (a third seed), the prompts of the quickstart's GRPO stage.
 
-    python scripts/make_quickstart_data.py [--rows 400] [--prompts 64] [--seed 0]
+    python scripts/make_quickstart_data.py [--rows 400] [--prompts 64] [--rl-prompts 64] [--seed 0]
 """
 
 import argparse
@@ -15,6 +16,7 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "recipes" / "quickstart" / "data" / "arithmetic.jsonl"
 PROMPTS_OUT = OUT.with_name("arithmetic_prompts.jsonl")
+RL_OUT = OUT.with_name("arithmetic_rl.jsonl")
 SYSTEMS = ["You are a careful calculator.", "Answer arithmetic questions.", "You help with sums and products."]
 QUESTIONS = ["What is {a} {op} {b}?", "Compute {a} {op} {b}.", "{a} {op} {b} = ?", "Please work out {a} {op} {b}."]
 
@@ -49,6 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=400)
     parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--rl-prompts", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -63,6 +66,13 @@ def main() -> None:
             question = row(prompt_rng, think=False, by_flag=False)["messages"][1]["content"]
             stream.write(json.dumps({"prompt": [{"role": "user", "content": question}]}, ensure_ascii=False) + "\n")
     print(f"wrote {args.prompts} prompts to {PROMPTS_OUT}")
+    rl_rng = random.Random(args.seed + 2)
+    with RL_OUT.open("w") as stream:
+        for _ in range(args.rl_prompts):
+            chat = row(rl_rng, think=False, by_flag=False)["messages"]
+            solution = chat[2]["content"].rsplit("= ", 1)[1].rstrip(".")
+            stream.write(json.dumps({"prompt": [chat[1]], "solution": solution}, ensure_ascii=False) + "\n")
+    print(f"wrote {args.rl_prompts} prompts with solutions to {RL_OUT}")
 
 
 if __name__ == "__main__":
