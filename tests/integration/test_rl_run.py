@@ -131,3 +131,12 @@ def test_rl_dry_run_plan(cli, rl_recipe):
     assert code == 0, err
     assert "grpo (loss dapo" in out and "4 generations per prompt" in out and "transformers generate" in out
     assert "resolved recipe:" in out
+
+
+def test_grpo_with_lora_and_a_kl_term(cli, rl_recipe, tmp_path):
+    run_dir = tmp_path / "run"
+    recipe = rl_recipe(peft={"r": 4, "lora_alpha": 8, "target_modules": "all-linear"},
+                       train={"max_steps": 2, "beta": 0.04, "loss_type": "grpo"})
+    code, out, err = cli("rl", recipe, "-o", run_dir)
+    assert code == 0, err
+    assert any("kl" in m for m in read_metrics(run_dir)) and (run_dir / "model" / "config.json").is_file()

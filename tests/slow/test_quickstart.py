@@ -72,3 +72,25 @@ def test_quickstart_pairs_come_from_the_bundled_model_with_provenance(quickstart
 def test_quickstart_apo_zero_margin_rises(quickstart_po_run):
     margins = [m["rewards/margins"] for m in read_metrics(quickstart_po_run / "run") if "rewards/margins" in m]
     assert len(margins) >= 4 and margins[-1] > margins[0] + 0.5
+
+
+@pytest.fixture(scope="module")
+def quickstart_rl_run(quickstart_po_run):
+    """quickstart/rl on the preference run above."""
+    from smolalign.cli import main
+
+    run_dir = quickstart_po_run / "rl"
+    try:
+        main(["rl", "quickstart/rl", "--output-dir", str(run_dir), "--set",
+              f"model.source={quickstart_po_run / 'run' / 'model'}"])
+    except SystemExit as exc:
+        assert not exc.code, f"quickstart rl exited {exc.code}"
+    return run_dir
+
+
+def test_quickstart_grpo_logs_every_reward(quickstart_rl_run):
+    logged = [m for m in read_metrics(quickstart_rl_run) if "reward" in m]
+    assert len(logged) == 8
+    for name in ("math_accuracy", "think_format", "soft_overlong"):
+        assert all(f"rewards/{name}/mean" in m for m in logged)
+    assert (quickstart_rl_run / "model" / "config.json").is_file()
