@@ -1,0 +1,411 @@
+"""The sandbox: basic execution on every level, and attacks that must be contained on every isolating level."""
+
+import glob
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+
+from rewards import sandbox
+from rewards.code import score_assert_tests, score_io_tests
+from rewards.sandbox import Limits, Pool, SandboxUnavailable, available_levels, choose_level, run_python
+
+LEVELS = available_levels()
+ISOLATING = [level for level in LEVELS if level != "rlimits"]
+LIMITS = Limits(cpu_seconds=1, wall_seconds=2, memory_mb=256, output_bytes=100_000)
+MARGIN = 1.5  # seconds allowed past the wall limit for starting and tearing down a sandbox
+
+every_level = pytest.mark.parametrize("level", LEVELS)
+isolating_levels = pytest.mark.parametrize(
+    "level", ISOLATING or [pytest.param(None, marks=pytest.mark.skip(reason="no isolating level (bwrap, unshare) "
+                                                                          "works on this machine"))])
+
+
+def run(source: str, level: str, stdin: str = "", limits: Limits = LIMITS):
+    return run_python(source, stdin=stdin, limits=limits, level=level)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Basics
+
+
+@every_level
+def test_runs_code_with_stdin(level):
+    execution = run("name = input()\nprint(f'hello {name[::-1]}')\n", level, stdin="dlrow\n")
+    assert (execution.status, execution.returncode, execution.stdout) == ("ok", 0, "hello world\n")
+
+
+@every_level
+def test_failures_are_errors_with_their_exit_code(level):
+    raised = run("raise ValueError('boom')\n", level)
+    assert (raised.status, raised.returncode) == ("error", 1)
+    assert "ValueError: boom" in raised.stderr
+    exited = run("raise SystemExit(3)\n", level)
+    assert (exited.status, exited.returncode) == ("error", 3)
+    crashed = run("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", level)
+    assert (crashed.status, crashed.returncode) == ("error", -11)
+
+
+@every_level
+def test_large_stdin_read_or_ignored(level):
+    data = "ab\n" * 500_000
+    assert run("import sys\nprint(len(sys.stdin.read()))\n", level, stdin=data).stdout == "1500000\n"
+    ignored = run("print('done')\n", level, stdin=data)
+    assert (ignored.status, ignored.stdout) == ("ok", "done\n")
+
+
+@every_level
+def test_undecodable_output_is_replaced(level):
+    execution = run("import sys\nsys.stdout.buffer.write(b'a\\xffb')\n", level)
+    assert execution.stdout == "a\ufffdb"
+
+
+@isolating_levels
+def test_environment_is_minimal_and_work_dir_is_removed(level):
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "smolalign-sandbox-*")))
+    execution = run("import os\nopen('scratch.txt', 'w').write('x')\nprint(sorted(os.environ))\n", level)
+    assert execution.status == "ok"
+    assert set(eval(execution.stdout)) <= {"PATH", "HOME", "TMPDIR", "LANG", "PWD"}
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "smolalign-sandbox-*"))) <= before
+
+
+def test_auto_never_chooses_rlimits():
+    if ISOLATING:
+        assert choose_level() == ISOLATING[0]
+    else:
+        with pytest.raises(SandboxUnavailable):
+            choose_level()
+    with pytest.raises(ValueError):
+        choose_level("docker")
+
+
+def test_unavailable_sandbox_names_what_was_tried(monkeypatch):
+    monkeypatch.setattr(sandbox, "_probe_results", {"bwrap": "bwrap not found", "unshare": "EPERM"})
+    with pytest.raises(SandboxUnavailable, match="bwrap: bwrap not found; unshare: EPERM"):
+        choose_level("auto")
+
+
+@isolating_levels
+def test_a_sandbox_that_fails_to_start_is_a_sandbox_error(level, monkeypatch):
+    monkeypatch.setattr(sandbox, "_interpreter", lambda: "/nonexistent/python3")
+    execution = run("print(1)\n", level)
+    assert execution.status == "sandbox_error"
+
+
+def test_bwrap_failing_before_the_code_is_a_sandbox_error(monkeypatch):
+    if "bwrap" not in LEVELS:
+        pytest.skip("bwrap does not work on this machine")
+    prefix = sandbox._bwrap_prefix
+    monkeypatch.setattr(sandbox, "_bwrap_prefix", lambda *args: prefix(*args) + ["--no-such-option"])
+    execution = run("print(1)\n", "bwrap")
+    assert execution.status == "sandbox_error"
+    assert "bwrap:" in execution.stderr
+
+
+@every_level
+def test_code_cannot_pass_itself_off_as_a_sandbox_failure_or_a_success(level):
+    # Mimic bwrap's failure message, and try to write forged reports to every fd the bootstrap could have used.
+    source = (
+        "import os, sys\n"
+        "for fd in range(3, 256):\n"
+        "    try:\n"
+        "        os.write(fd, b'SE0\\n')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "sys.stderr.write('bwrap: execvp python3: No such file or directory\\n')\n"
+        "os._exit(1)\n"
+    )
+    execution = run(source, level)
+    assert (execution.status, execution.returncode) == ("error", 1)
+
+
+@isolating_levels
+def test_pool_runs_jobs_in_parallel_and_in_order(level):
+    jobs = [(f"import time\ntime.sleep(0.4)\nprint({i} * int(input()))\n", "10\n") for i in range(6)]
+    with Pool(workers=6, limits=LIMITS, level=level) as pool:
+        start = time.monotonic()
+        executions = pool.run_many(jobs)
+        elapsed = time.monotonic() - start
+    assert [e.stdout for e in executions] == [f"{i * 10}\n" for i in range(6)]
+    assert elapsed < 6 * 0.4
+
+
+@isolating_levels
+def test_parent_keeps_its_fds_cwd_and_environment(level):
+    fds, cwd, env = sorted(os.listdir("/proc/self/fd")), os.getcwd(), dict(os.environ)
+    for source in ("import os\nos.chdir('/')\nos.environ['X'] = '1'\n", "import os\nos.close(0)\nos.close(1)\n"):
+        run(source, level)
+    assert (sorted(os.listdir("/proc/self/fd")), os.getcwd(), dict(os.environ)) == (fds, cwd, env)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Attacks: each must be contained, score nothing and leave this process unharmed
+
+
+@isolating_levels
+def test_no_network_to_the_host(level):
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    abstract = f"\0smolalign-test-{uuid.uuid4().hex}"
+    unix_server = socket.socket(socket.AF_UNIX)
+    unix_server.bind(abstract)
+    unix_server.listen()
+    accepted = []
+
+    def serve(listener):
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except (TimeoutError, OSError):
+                pass
+
+    stop = threading.Event()
+    threads = [threading.Thread(target=serve, args=(s,)) for s in (server, unix_server)]
+    for thread in threads:
+        thread.start()
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()  # control: the server works
+        time.sleep(0.2)
+        assert len(accepted) == 1
+        accepted.clear()
+        source = (
+            "import socket\n"
+            f"for family, address in [(socket.AF_INET, ('127.0.0.1', {port})), (socket.AF_UNIX, {abstract!r})]:\n"
+            "    try:\n"
+            "        s = socket.socket(family)\n"
+            "        s.settimeout(1)\n"
+            "        s.connect(address)\n"
+            "        print('CONNECTED', family)\n"
+            "    except OSError as e:\n"
+            "        print('FAILED', family, e)\n"
+        )
+        execution = run(source, level)
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        server.close()
+        unix_server.close()
+    assert execution.status == "ok"
+    assert "CONNECTED" not in execution.stdout and execution.stdout.count("FAILED") == 2
+    assert accepted == []
+
+
+@isolating_levels
+def test_cannot_write_outside_its_directory(level, tmp_path):
+    existing = tmp_path / "existing.txt"
+    existing.write_text("original")
+    targets = [str(tmp_path / "new.txt"), str(existing), f"/tmp/smolalign-escape-{uuid.uuid4().hex}"]
+    source = (
+        f"for path in {targets!r}:\n"
+        "    try:\n"
+        "        open(path, 'w').write('pwned')\n"
+        "        print('WROTE', path)\n"
+        "    except OSError as e:\n"
+        "        print('BLOCKED', path, type(e).__name__)\n"
+        "open('inside.txt', 'w').write('fine')\n"
+        "print('INSIDE OK')\n"
+    )
+    execution = run(source, level)
+    assert execution.status == "ok" and "INSIDE OK" in execution.stdout
+    assert "WROTE" not in execution.stdout
+    assert not os.path.exists(targets[0]) and not os.path.exists(targets[2])
+    assert existing.read_text() == "original"
+
+
+@isolating_levels
+def test_cannot_read_the_parents_environment(level, monkeypatch):
+    secret = f"smolalign-secret-{uuid.uuid4().hex}"
+    monkeypatch.setenv("SMOLALIGN_SECRET", secret)
+    # /proc/<pid>/environ only shows a process's initial environment: a helper started with the secret has it there.
+    helper = subprocess.Popen(["sleep", "30"], env={"SMOLALIGN_SECRET": secret})
+    try:
+        assert _wait_for(lambda: secret in _read(f"/proc/{helper.pid}/environ"))  # control: it is there to steal
+        source = (
+            "import os\n"
+            "print(dict(os.environ))\n"
+            f"for pid in {[os.getpid(), helper.pid]!r} + [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+            "    try:\n"
+            "        print(pid, open(f'/proc/{pid}/environ').read())\n"
+            "    except OSError as e:\n"
+            "        print(pid, 'unreadable', e)\n"
+        )
+        execution = run(source, level)
+    finally:
+        helper.kill()
+        helper.wait()
+    assert execution.status == "ok"
+    assert secret not in execution.stdout and secret not in execution.stderr
+
+
+@isolating_levels
+def test_fork_bomb_is_contained_and_leaves_nothing_behind(level):
+    name = f"bomb{uuid.uuid4().hex[:10]}"  # the process name (comm, 15 bytes) every fork inherits
+    source = (
+        "import ctypes, os\n"
+        f"ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)\n"
+        "while True:\n"
+        "    try:\n"
+        "        os.fork()\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    start = time.monotonic()
+    execution = run(source, level)
+    assert time.monotonic() - start < LIMITS.wall_seconds + MARGIN
+    assert execution.status in ("timeout", "error")
+    time.sleep(0.5)
+    assert _processes_named(name) == []
+    assert subprocess.run(["true"]).returncode == 0
+
+
+@isolating_levels
+@pytest.mark.parametrize("ending", ["print('parent done')\n", "import time\ntime.sleep(60)\n"], ids=["exits", "killed"])
+def test_daemonized_children_do_not_survive(level, ending):
+    name = f"daemon{uuid.uuid4().hex[:9]}"
+    source = (
+        "import ctypes, os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)\n"
+        "        time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3)\n"
+    ) + ending
+    execution = run(source, level)
+    assert execution.status == ("ok" if ending.startswith("print") else "timeout")
+    assert _wait_for(lambda: not _processes_named(name), seconds=1.0)
+
+
+@isolating_levels
+def test_process_limit_counts_only_this_sandbox(level):
+    source = (
+        "import os, time\n"
+        "started = 0\n"
+        "for _ in range(20):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(5)\n"
+        "            os._exit(0)\n"
+        "        started += 1\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(started)\n"
+    )
+    limits = Limits(cpu_seconds=1, wall_seconds=2, processes=8)
+    with Pool(workers=3, limits=limits, level=level) as pool:
+        counts = [int(e.stdout) for e in pool.run_many([(source, "")] * 3)]
+    # 8 tasks per sandbox: the reaper (which as root runs as another uid), the program and its children. Every one
+    # of three concurrent sandboxes gets its own budget.
+    assert all(5 <= count <= 7 for count in counts), counts
+
+
+@isolating_levels
+def test_memory_bomb_fails_fast(level):
+    execution = run("x = bytearray(10 * 1024**3)\nprint('ALLOCATED')\n", level)
+    assert execution.status == "error"
+    assert "MemoryError" in execution.stderr and "ALLOCATED" not in execution.stdout
+    assert execution.seconds < 2
+
+
+@isolating_levels
+@pytest.mark.parametrize("source", ["while True:\n    pass\n", "import time\nwhile True:\n    time.sleep(1)\n"],
+                         ids=["busy", "sleeping"])
+def test_infinite_loop_times_out(level, source):
+    start = time.monotonic()
+    execution = run(source, level)
+    assert execution.status == "timeout"
+    assert time.monotonic() - start < LIMITS.wall_seconds + MARGIN
+
+
+@isolating_levels
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_output_flood_is_cut_off(level, stream):
+    execution = run(f"import sys\nwhile True:\n    sys.{stream}.write('x' * 10000 + '\\n')\n", level)
+    assert execution.status == "output_limit"
+    assert len(execution.stdout) + len(execution.stderr) <= LIMITS.output_bytes + 1
+
+
+@isolating_levels
+@pytest.mark.parametrize("early_exit", [
+    "import sys\nsys.exit(0)\n",
+    "import os\nos._exit(0)\n",
+    "raise SystemExit\n",
+    "import atexit, os\natexit.register(lambda: os._exit(0))\n",
+    "print('OK')\nprint('PASSED')\nimport os\nos._exit(0)\n",
+])
+def test_exiting_before_the_asserts_scores_zero(level, early_exit):
+    wrong = early_exit + "def add(a, b):\n    return a - b\n"
+    right = "def add(a, b):\n    return a + b\n"
+    asserts = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
+    with Pool(workers=2, limits=LIMITS, level=level) as pool:
+        assert score_assert_tests(right, asserts, pool) == 1.0  # control
+        assert score_assert_tests(wrong, asserts, pool) == 0.0
+
+
+@isolating_levels
+def test_tampering_with_test_files_does_not_help(level, tmp_path):
+    decoy = tmp_path / "expected_output.txt"
+    decoy.write_text("3\n")
+    tamper = (
+        "import glob, os\n"
+        f"roots = [os.getcwd(), '/tmp', {str(tmp_path)!r}]\n"
+        "for root in roots:\n"
+        "    for directory, _, files in os.walk(root):\n"
+        "        for name in files:\n"
+        "            try:\n"
+        "                open(os.path.join(directory, name), 'w').write('WRONG\\n')\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "for name in ['expected_output.txt', 'output.txt', 'answer.txt', 'tests.json']:\n"
+        "    open(name, 'w').write('WRONG\\n')\n"
+        "    for root in roots[1:]:\n"
+        "        try:\n"
+        "            open(os.path.join(root, name), 'w').write('WRONG\\n')\n"
+        "        except OSError:\n"
+        "            pass\n"
+    )
+    tests = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 5\n", "output": "10\n"}]
+    with Pool(workers=2, limits=LIMITS, level=level) as pool:
+        assert score_io_tests("print(sum(map(int, input().split())))\n", tests, pool) == 1.0  # control
+        assert score_io_tests(tamper + "print('WRONG')\n", tests, pool) == 0.0
+        # A right answer written to files instead of stdout is not an answer.
+        assert score_io_tests(tamper.replace("WRONG", "3") + "\n", tests, pool) == 0.0
+    assert decoy.read_text() == "3\n"
+
+
+def _processes_named(name: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == name:
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _wait_for(condition, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
