@@ -28,6 +28,7 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sft_data.py
 	$(BIN)/python benchmarks/pairs.py
+	$(BIN)/python benchmarks/rewards.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check smolalign tests benchmarks scripts rewards

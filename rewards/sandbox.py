@@ -187,7 +187,7 @@ if pid == 0:
     try:
         enter_sandbox(config)
         os.write(marker, b"S")
-        os.execv(sys.executable, [sys.executable, "-E", "-s", "-B", "main.py"])
+        os.execv(sys.executable, [sys.executable, "-E", "-s", "-S", "-B", "main.py"])
     except BaseException:
         import traceback
         traceback.print_exc()
