@@ -4,8 +4,9 @@
 FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+# bubblewrap: the strongest level of the code-reward sandbox (docs/sandbox.md); util-linux's unshare is the fallback.
 RUN apt-get update && apt-get install -y --no-install-recommends python3.11 python3.11-venv python3.11-dev git \
-        build-essential ninja-build && rm -rf /var/lib/apt/lists/*
+        build-essential ninja-build bubblewrap && rm -rf /var/lib/apt/lists/*
 RUN python3.11 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 
