@@ -22,7 +22,7 @@ def corpus(lines: int = 600, seed: int = 0) -> list[str]:
     return text
 
 
-def build_tokenizer(directory: Path, vocab_size: int = 512):
+def build_tokenizer(directory: Path, vocab_size: int = 512, extra_lines: tuple[str, ...] = ()):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -31,7 +31,7 @@ def build_tokenizer(directory: Path, vocab_size: int = 512):
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(corpus(), trainer)
+    tokenizer.train_from_iterator(corpus() + list(extra_lines), trainer)
     wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                       bos_token=None)
     wrapped.save_pretrained(directory)

@@ -137,7 +137,7 @@ class Method:
 
     name: str
     """As written in the recipe, e.g. apo_zero or sigmoid+sft."""
-    trainer: Literal["dpo", "kto", "orpo", "grpo"]
+    trainer: Literal["dpo", "kto", "orpo", "grpo", "distill", "gold", "auto"]
     losses: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None
 
@@ -177,6 +177,18 @@ class GenerationSection:
 
 
 @dataclass(frozen=True)
+class TeacherSection:
+    """The teacher of on-policy distillation: any model source, loaded for inference in its own dtype."""
+
+    source: str
+    revision: str | None = None
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    trust_remote_code: bool = False
+    max_memory_gb: float | None = None
+    """Refuse a teacher whose weights (parameters × dtype) need more than this."""
+
+
+@dataclass(frozen=True)
 class Recipe:
     """A validated recipe; `raw` is the resolved mapping written to the run directory."""
 
@@ -200,3 +212,5 @@ class Recipe:
     """`rl` (grpo) only: the rewards, weighted."""
     generation: GenerationSection | None = None
     """`rl` only: the generation backend."""
+    teacher: TeacherSection | None = None
+    """`rl` distillation (distill, gold, auto) only: the teacher."""

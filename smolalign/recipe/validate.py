@@ -17,13 +17,15 @@ from smolalign.recipe.schema import (
     PairsSection,
     Recipe,
     RewardSection,
+    TeacherSection,
     TemplateSection,
 )
 from smolalign.recipe.typecheck import build, check_config_section, reject_unknown
 
 SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train")
-STAGE_SECTIONS = {"po": ("method", "reference", "pairs"), "rl": ("method", "rewards", "generation")}
-RL_METHODS = ("grpo",)
+STAGE_SECTIONS = {"po": ("method", "reference", "pairs"), "rl": ("method", "rewards", "generation", "teacher")}
+RL_METHODS = ("grpo", "distill", "gold", "auto")
+DISTILL_METHODS = ("distill", "gold", "auto")
 RL_TRAIN_KEYS_OWNED = {
     "reward_weights": "give each reward a weight in rewards:",
     "chat_template_kwargs": "set them in template.kwargs",
@@ -34,7 +36,8 @@ PACKING_STRATEGIES = ("bfd", "bfd_split", "wrapped")
 
 
 def trl_config_class(stage: str, method=None) -> type:
-    """The TRL dataclass that a stage's `train:` section becomes."""
+    """The TRL dataclass that a stage's `train:` section becomes (for distillation `auto`, GOLD's, a superset of
+    what the same-tokenizer trainer takes)."""
     if stage == "sft":
         from trl import SFTConfig
 
@@ -43,6 +46,17 @@ def trl_config_class(stage: str, method=None) -> type:
         from smolalign.recipe.method import trainer_config_class
 
         return trainer_config_class(method)
+    if method is not None and method.trainer == "distill":
+        from trl import DistillationConfig
+
+        return DistillationConfig
+    if method is not None and method.trainer in ("gold", "auto"):
+        import os
+
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+        from trl.experimental.gold import GOLDConfig
+
+        return GOLDConfig
     from trl import GRPOConfig
 
     return GRPOConfig
@@ -105,10 +119,10 @@ def validate_recipe(raw: dict, stage: str, source: str) -> Recipe:
     peft = _section(raw, "peft")
     if peft is not None:
         check_config_section(lora_config_class(), peft, "peft")
-    method = reference = generation = None
+    method = reference = generation = teacher = None
     rewards: tuple = ()
     if stage == "rl":
-        method, rewards, generation = _rl_sections(raw)
+        method, rewards, generation, teacher = _rl_sections(raw)
     if stage == "po":
         from smolalign.recipe.method import parse_method, parse_reference
 
@@ -121,11 +135,11 @@ def validate_recipe(raw: dict, stage: str, source: str) -> Recipe:
     resolved = {**raw, "train": train}
     return Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
                   source=source, description=str(raw.get("description") or ""), method=method,
-                  reference=reference, pairs=pairs, rewards=rewards, generation=generation)
+                  reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher)
 
 
 def _rl_sections(raw: dict):
-    """(method, rewards, generation) of an rl recipe; each reward is built once here so a bad name, file or
+    """(method, rewards, generation, teacher) of an rl recipe; each reward is built once here so a bad name, file or
     parameter fails before anything loads."""
     from rewards.registry import resolve_reward
     from smolalign.recipe.schema import Method
@@ -135,6 +149,16 @@ def _rl_sections(raw: dict):
     if name not in RL_METHODS:
         raise SmolalignError(f"method: {name!r} is not an rl method{suggest(str(name), RL_METHODS)}; one of "
                              f"{', '.join(RL_METHODS)}")
+    generation = build(GenerationSection, raw.get("generation"), "generation")
+    if name in DISTILL_METHODS:
+        if raw.get("rewards"):
+            raise SmolalignError(f"rewards: method {name} learns from a teacher, not from rewards; remove rewards: "
+                                 "(or use method: grpo)")
+        if not raw.get("teacher"):
+            raise SmolalignError(f"teacher is required for method {name} (teacher.source: a model source)")
+        return Method(name, name), (), generation, build(TeacherSection, raw["teacher"], "teacher")
+    if raw.get("teacher"):
+        raise SmolalignError("teacher: method grpo learns from rewards; use method: distill, gold or auto")
     listed = raw.get("rewards")
     if not isinstance(listed, list) or not listed:
         raise SmolalignError("rewards: an rl recipe needs a list of rewards, e.g. [{name: math_accuracy}]")
@@ -144,8 +168,7 @@ def _rl_sections(raw: dict):
             resolve_reward(reward.name, reward.params)
         except SmolalignError as exc:
             raise SmolalignError(f"rewards.{index}: {exc}") from None
-    generation = build(GenerationSection, raw.get("generation"), "generation")
-    return Method(name, "grpo"), rewards, generation
+    return Method(name, "grpo"), rewards, generation, None
 
 
 def _data_mapping(raw: dict, pairs: PairsSection | None) -> dict:
@@ -192,7 +215,10 @@ def recipe_to_dict(recipe: Recipe) -> dict:
             out["reference"] = reference.kind
     if recipe.rewards:
         out["rewards"] = [dataclasses.asdict(r) for r in recipe.rewards]
+    if recipe.generation is not None:
         out["generation"] = dataclasses.asdict(recipe.generation)
+    if recipe.teacher is not None:
+        out["teacher"] = dataclasses.asdict(recipe.teacher)
     if recipe.pairs is not None:
         from smolalign.pairs.output import pairs_path
 
@@ -212,7 +238,7 @@ def recipe_stage(name_or_path: str, overrides: list[str]) -> str:
     declared = raw.get("stage")
     if declared:
         return str(declared)
-    if "rewards" in raw or "generation" in raw:
+    if "rewards" in raw or "generation" in raw or "teacher" in raw:
         return "rl"
     return "po" if "method" in raw or "pairs" in raw else "sft"
 

@@ -150,6 +150,10 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         overwrite: bool = False) -> Path | None:
     from smolalign.stages.rl_server import served_generation
 
+    if recipe.method.trainer != "grpo":
+        from smolalign.stages import distill
+
+        return distill.run(recipe, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
     hardware = detect_hardware()
     plan, prompts, rewards = check_before_loading(recipe, hardware)
     print(plan.render())

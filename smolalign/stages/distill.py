@@ -1,0 +1,205 @@
+"""On-policy distillation in `smolalign rl`: `method: distill` (TRL's DistillationTrainer, same tokenizer),
+`gold` (TRL's GOLDTrainer; Universal Logit Distillation across tokenizers) and `auto` (GOLD, with ULD exactly when
+the tokenizers differ).
+
+What smolalign adds: both tokenizers are loaded and compared before any weights (the plan reports both vocabularies,
+how many teacher tokens map one-to-one onto student tokens, and the sampling budget); a cross-tokenizer run
+without ULD is refused (GOLD would silently resize the teacher's embeddings and train on garbage); a teacher larger
+than `teacher.max_memory_gb` is refused; the teacher is any model source, loaded for inference in its own dtype; and
+learning-rate defaults that learn in a few hundred steps replace TRL's 1e-7 / 1e-6.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
+from smolalign.models.size import describe_bytes, describe_count
+from smolalign.plan import make_plan
+from smolalign.recipe.schema import ModelSection, Recipe
+from smolalign.recipe.validate import recipe_to_dict
+from smolalign.recipe.yamlio import dump_yaml
+from smolalign.stages.common import open_run, peft_config, train_and_save, trl_config
+from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+
+DEFAULT_LEARNING_RATE = {"full": 1e-5, "lora": 1e-4}
+"""TRL defaults to 1e-7 (GOLD) and 1e-6 (Distillation): a 135M student barely moves in a few hundred steps at
+those. 1e-5 for full fine-tuning (the SFT range) and 1e-4 for LoRA learn in that budget on the quickstart."""
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@dataclass
+class Pairing:
+    """What comparing the two tokenizers found."""
+
+    trainer: str
+    """distill or gold."""
+    uld: bool
+    student_vocab: int
+    teacher_vocab: int
+    shared: int
+    """Teacher tokens whose string is also a student token."""
+    same_tokenizer: bool
+
+
+def teacher_section(recipe: Recipe) -> ModelSection:
+    teacher = recipe.teacher
+    return ModelSection(source=teacher.source, revision=teacher.revision, dtype=teacher.dtype,
+                        trust_remote_code=teacher.trust_remote_code)
+
+
+def load_teacher_tokenizer(recipe: Recipe):
+    from smolalign.models.load import load_tokenizer
+
+    try:
+        return load_tokenizer(teacher_section(recipe), recipe.template.name)[0]
+    except SmolalignError as exc:
+        raise SmolalignError(f"teacher: its tokenizer cannot be loaded ({exc})") from None
+    except Exception as exc:  # a broken tokenizer file raises whatever its parser raises
+        raise SmolalignError(f"teacher: its tokenizer cannot be loaded ({type(exc).__name__}: {exc})") from None
+
+
+def pair_tokenizers(recipe: Recipe, student, teacher) -> Pairing:
+    student_vocab, teacher_vocab = student.get_vocab(), teacher.get_vocab()
+    same = student_vocab == teacher_vocab
+    shared = sum(1 for token in teacher_vocab if token in student_vocab)
+    method = recipe.method.trainer
+    uld_setting = recipe.train.get("use_uld_loss")
+    if method == "distill":
+        if not same:
+            raise SmolalignError("method distill needs the teacher's tokenizer: theirs differ "
+                                 f"({len(student_vocab):,} vs {len(teacher_vocab):,} tokens); use method: gold or "
+                                 "auto (GOLD with ULD distills across tokenizers)")
+        return Pairing("distill", False, len(student_vocab), len(teacher_vocab), shared, True)
+    if not same and uld_setting is False:
+        raise SmolalignError("train.use_uld_loss: false with different tokenizers: GOLD would resize the teacher's "
+                             "embeddings to the student's vocabulary and train on garbage; remove the setting (ULD "
+                             "is switched on for you) or use the teacher's tokenizer")
+    uld = bool(uld_setting) if same else True
+    return Pairing("gold", uld, len(student_vocab), len(teacher_vocab), shared, same)
+
+
+def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None, str]:
+    """(bytes of the teacher's weights or None, its dtype); refuses a teacher over teacher.max_memory_gb."""
+    from smolalign.stages.po import _parameters
+
+    dtype = resolve_dtype(recipe.teacher.dtype, hardware)
+    count = _parameters(recipe.teacher.source)
+    size = count * DTYPE_BYTES.get(dtype, 4) if count else None
+    limit = recipe.teacher.max_memory_gb
+    if limit is not None and size is not None and size > limit * 1024**3:
+        raise SmolalignError(f"teacher {recipe.teacher.source}: {describe_bytes(size)} of weights in {dtype} "
+                             f"({describe_count(count)} parameters) exceed teacher.max_memory_gb {limit:g}")
+    return size, dtype
+
+
+def check_before_loading(recipe: Recipe, hardware: Hardware):
+    """Sources, tokenizers, data and memory; returns (plan, pairing, prompts, student tokenizer, teacher tokenizer)."""
+    from smolalign.models.load import load_tokenizer
+    from smolalign.models.sources import resolve_source
+
+    resolve_source(recipe.model.source, recipe.model.revision)
+    resolve_source(recipe.teacher.source, recipe.teacher.revision)
+    template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
+    student, _ = load_tokenizer(recipe.model, recipe.template.name)
+    teacher = load_teacher_tokenizer(recipe)
+    pairing = pair_tokenizers(recipe, student, teacher)
+    size, teacher_dtype = check_teacher_memory(recipe, hardware)
+    prompts = load_distill_data(recipe, pairing)
+    plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")
+    for key in ("packing", "loss", "tokens per step"):
+        plan.rows.pop(key, None)
+    train = recipe.train
+    lmbda = 1.0 if pairing.trainer == "distill" else train.get("lmbda", 0.5)
+    completion = train.get("max_completion_length", 512 if pairing.trainer == "distill" else 128)
+    batch = plan.rows["global batch"]
+    loss = ("ULD (" + ("hybrid: exact on matched tokens, ULD on the rest" if train.get("uld_use_hybrid_loss")
+                       else "sorted-probability distance across tokenizers") + ")") if pairing.uld else \
+        f"generalized JSD, beta {train.get('beta', 1.0 if pairing.trainer == 'distill' else 0.5):g}"
+    plan.rows["method"] = f"{recipe.method.name} -> {pairing.trainer} ({loss})"
+    plan.rows["vocabularies"] = (f"student {pairing.student_vocab:,}, teacher {pairing.teacher_vocab:,}; "
+                                 f"{pairing.shared:,} teacher tokens map one-to-one onto student tokens"
+                                 + (" (same tokenizer)" if pairing.same_tokenizer else ""))
+    plan.rows["sampling"] = (f"{lmbda:.0%} on-policy: ≤ {int(batch * lmbda * completion):,} student-sampled tokens "
+                             f"per step ({batch} sequences × {lmbda:g} × max_completion_length {completion}), "
+                             f"temperature {train.get('temperature', 1.0 if pairing.trainer == 'distill' else 0.9):g}")
+    plan.rows["teacher"] = (f"{recipe.teacher.source} in {teacher_dtype}"
+                            + (f", {describe_bytes(size)} of weights" if size else ""))
+    plan.rows["learning rate"] = f"{learning_rate(recipe):g}" + ("" if "learning_rate" in train else " (smolalign default)")
+    return plan, pairing, prompts, student, teacher
+
+
+def learning_rate(recipe: Recipe) -> float:
+    return recipe.train.get("learning_rate", DEFAULT_LEARNING_RATE["lora" if recipe.peft else "full"])
+
+
+def load_distill_data(recipe: Recipe, pairing: Pairing):
+    """Prompts (and, for GOLD's off-policy share, completions), with each row's think mode in its prompt."""
+    from smolalign.stages.rl import load_prompts
+
+    prompts = load_prompts(recipe)
+    has_completion = "completion" in prompts.column_names
+    lmbda = recipe.train.get("lmbda", 0.5)
+    if pairing.trainer == "gold" and lmbda < 1.0 and not has_completion:
+        raise SmolalignError(f"train.lmbda {lmbda:g}: GOLD learns from the data's own completions {1 - lmbda:.0%} of "
+                             "the time, and the data has no completion column; add one or set train.lmbda: 1.0")
+    if has_completion:
+        def as_messages(row):
+            value = row["completion"]
+            return {"completion": [{"role": "assistant", "content": value}] if isinstance(value, str) else value}
+
+        prompts = prompts.map(as_messages, keep_in_memory=True)
+    keep = ["prompt", *(["completion"] if has_completion and pairing.trainer == "gold" else [])]
+    return prompts.select_columns(keep)
+
+
+def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: str, run_dir: Path, teacher_dir: str):
+    train = {k: v for k, v in recipe.train.items()}
+    train.setdefault("learning_rate", learning_rate(recipe))
+    if pairing.trainer == "distill":
+        from trl import DistillationConfig
+
+        fixed = {"chat_template_kwargs": dict(recipe.template.kwargs)} if recipe.template.kwargs else {}
+        return trl_config(DistillationConfig, train, hardware, dtype, run_dir, **fixed)
+    from trl.experimental.gold import GOLDConfig
+
+    fixed = {"use_uld_loss": pairing.uld}
+    if pairing.uld:
+        fixed["teacher_tokenizer_name_or_path"] = teacher_dir
+    return trl_config(GOLDConfig, train, hardware, dtype, run_dir, **fixed)
+
+
+def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
+        overwrite: bool = False) -> Path | None:
+    hardware = detect_hardware()
+    plan, pairing, prompts, tokenizer, _ = check_before_loading(recipe, hardware)
+    print(plan.render())
+    if dry_run:
+        print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
+        return None
+    from smolalign.models.load import load_model, local_dir
+    from smolalign.models.sources import resolve_source
+    from smolalign.runs.metrics import metrics_callback
+
+    run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
+    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    student = load_model(recipe.model, dtype, hardware, tokenizer)
+    teacher_tokenizer = load_teacher_tokenizer(recipe)
+    teacher = load_model(teacher_section(recipe), resolve_dtype(recipe.teacher.dtype, hardware), hardware,
+                         teacher_tokenizer)
+    teacher.eval()
+    teacher.requires_grad_(False)
+    teacher_dir = local_dir(resolve_source(recipe.teacher.source, recipe.teacher.revision))
+    config = distill_config(recipe, pairing, hardware, dtype, run_dir, teacher_dir)
+    if pairing.trainer == "distill":
+        from trl import DistillationTrainer as Trainer
+    else:
+        from trl.experimental.gold import GOLDTrainer as Trainer
+    trainer = Trainer(model=student, teacher_model=teacher, args=config, train_dataset=prompts,
+                      processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
+    model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
+    if trainer.is_world_process_zero():
+        from smolalign.stages.sft import loss_summary
+
+        print(f"{loss_summary(run_dir)}\nsaved {model_dir}")
+    return model_dir

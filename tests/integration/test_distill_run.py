@@ -1,0 +1,127 @@
+"""On-policy distillation from the CLI on tiny models: GOLD across tokenizers moves the student towards the
+teacher's answer, multi-byte text aligns, same-tokenizer distillation runs, and bad input exits 2."""
+
+import pytest
+import torch
+from tiny_models import build_model, build_tokenizer, write_jsonl
+
+from smolalign.cli import main
+from smolalign.runs.metrics import read_metrics
+
+ANSWER = "the answer is yes."
+MULTIBYTE = ("café déjà vu", "日本語の文字", "emoji 🙂🚀 done", "naïve façade ü")
+
+
+@pytest.fixture(scope="session")
+def fixed_teacher(tiny_dir, tmp_path_factory):
+    """The tiny model after SFT to answer every question the same way."""
+    import yaml
+
+    folder = tmp_path_factory.mktemp("teacher")
+    rows = [{"messages": [{"role": "user", "content": f"what is {i} plus {i + 1}"},
+                          {"role": "assistant", "content": ANSWER}]} for i in range(32)]
+    data = write_jsonl(folder / "fixed.jsonl", rows)
+    recipe = folder / "sft.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]},
+        "train": {"max_length": 128, "packing": "bfd", "per_device_train_batch_size": 8, "max_steps": 30,
+                  "learning_rate": 1e-2, "logging_steps": 10, "save_strategy": "no", "gradient_checkpointing": False}}))
+    try:
+        main(["sft", str(recipe), "-o", str(folder / "run")])
+    except SystemExit as exc:
+        assert not exc.code
+    return folder / "run" / "model"
+
+
+@pytest.fixture(scope="session")
+def other_student(tmp_path_factory):
+    """A random tiny student whose tokenizer differs from the teacher's: a smaller vocabulary, trained with
+    multi-byte words so it merges them where the teacher's falls back to bytes."""
+    folder = tmp_path_factory.mktemp("student")
+    tokenizer = build_tokenizer(folder, vocab_size=600, extra_lines=MULTIBYTE * 30)
+    build_model(folder, tokenizer, seed=1)
+    return folder
+
+
+def answer_loglik(model_dir) -> float:
+    """log p(ANSWER + end of turn | a question), with the model's own tokenizer and ChatML."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(model_dir), AutoModelForCausalLM.from_pretrained(model_dir)
+    head = "<|im_start|>user\nwhat is 3 plus 4<|im_end|>\n<|im_start|>assistant\n"
+    ids = tokenizer(head + ANSWER + "<|im_end|>", add_special_tokens=False, return_tensors="pt")["input_ids"]
+    start = len(tokenizer(head, add_special_tokens=False)["input_ids"])
+    with torch.no_grad():
+        logits = model(ids).logits[0, :-1]
+    return torch.log_softmax(logits, -1).gather(1, ids[0, 1:, None])[start - 1:].sum().item()
+
+
+@pytest.fixture
+def distill_recipe(write_recipe, tmp_path, fixed_teacher, other_student):
+    def make(completions=None, method="auto", **extra) -> str:
+        rows = [{"prompt": f"what is {i} plus {i + 1}", "completion": (completions or [ANSWER])[i % len(completions or [ANSWER])]}
+                for i in range(16)]
+        data = write_jsonl(tmp_path / "distill.jsonl", rows)
+        train = {"per_device_train_batch_size": 4, "max_completion_length": 16, "max_length": 128, "max_steps": 20,
+                 "learning_rate": 5e-3, "lmbda": 0.5, "uld_use_hybrid_loss": True, "logging_steps": 1,
+                 "save_strategy": "no", "gradient_checkpointing": False, **extra.pop("train", {})}
+        train = {k: v for k, v in train.items() if v is not None}
+        return str(write_recipe({"model": {"source": str(extra.pop("student", other_student))},
+                                 "template": {"name": "chatml"}, "method": method,
+                                 "teacher": {"source": str(fixed_teacher), **extra.pop("teacher", {})},
+                                 "data": {"sources": [{"path": str(data)}]}, "train": train, **extra}))
+
+    return make
+
+
+def test_gold_across_tokenizers_moves_the_student_to_the_teachers_answer(cli, distill_recipe, tmp_path, other_student):
+    before = answer_loglik(other_student)
+    code, out, err = cli("rl", distill_recipe(), "-o", tmp_path / "run")
+    assert code == 0, err
+    assert "auto -> gold (ULD (hybrid" in out and "student 600, teacher 512" in out
+    after = answer_loglik(tmp_path / "run" / "model")
+    assert after > before + 5  # nats, over the answer's ~6 tokens
+    losses = [m["loss"] for m in read_metrics(tmp_path / "run") if "loss" in m]
+    assert len(losses) == 20 and sum(losses[-3:]) < sum(losses[:3])
+
+
+def test_multibyte_text_aligns_across_tokenizers(cli, distill_recipe, tmp_path, fixed_teacher, other_student):
+    from transformers import AutoTokenizer
+
+    student, teacher = AutoTokenizer.from_pretrained(other_student), AutoTokenizer.from_pretrained(fixed_teacher)
+    assert all(student.tokenize(text) != teacher.tokenize(text) for text in MULTIBYTE)  # split differently
+    code, out, err = cli("rl", distill_recipe(list(MULTIBYTE), train={"max_steps": 6}), "-o", tmp_path / "run")
+    assert code == 0, err
+    losses = [m["loss"] for m in read_metrics(tmp_path / "run") if "loss" in m]
+    assert len(losses) == 6 and all(loss == loss and abs(loss) < 1e4 for loss in losses)  # finite
+
+
+def test_same_tokenizer_distillation(cli, distill_recipe, tmp_path, tiny_dir):
+    train = {"max_steps": 3, "lmbda": None, "uld_use_hybrid_loss": None, "max_length": None}
+    code, out, err = cli("rl", distill_recipe(method="distill", student=tiny_dir, train=train), "-o", tmp_path / "run")
+    assert code == 0, err
+    assert "distill -> distill (generalized JSD" in out and "(same tokenizer)" in out
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"train": {"use_uld_loss": False}}, "GOLD would resize the teacher's embeddings"),
+    ({"teacher": {"max_memory_gb": 0.0001}}, "exceed teacher.max_memory_gb"),
+    ({"method": "distill", "train": {"lmbda": None, "uld_use_hybrid_loss": None, "max_length": None}},
+     "method distill needs the teacher's tokenizer"),
+    ({"method": "gold", "rewards": [{"name": "math_accuracy"}]}, "learns from a teacher, not from rewards"),
+])
+def test_bad_distillation_input_is_exit_2(cli, distill_recipe, extra, message):
+    method = extra.pop("method", "auto")
+    train = {k: v for k, v in extra.pop("train", {}).items()}
+    code, out, err = cli("rl", distill_recipe(method=method, train=train, **extra), "--dry-run")
+    assert code == 2 and message in err, err
+
+
+def test_a_teacher_whose_tokenizer_cannot_load_is_exit_2(cli, distill_recipe, tmp_path, fixed_teacher):
+    import shutil
+
+    broken = tmp_path / "broken-teacher"
+    shutil.copytree(fixed_teacher, broken)
+    (broken / "tokenizer.json").write_text("{not json")
+    code, out, err = cli("rl", distill_recipe(teacher={"source": str(broken)}), "--dry-run")
+    assert code == 2 and "its tokenizer cannot be loaded" in err and "Traceback" not in err
