@@ -1,6 +1,7 @@
 # Two commands do all the set-up (each creates .venv on first use):
 #   make quickstart   SFT of the bundled SmolLM2-135M-Instruct on CPU, then APO-zero on strong-vs-weak pairs,
-#                     then GRPO with verifiable rewards, and a chat with each result
+#                     then GRPO with verifiable rewards (a chat with each result), then GOLD distillation of the
+#                     result into a tiny student with its own tokenizer
 #   make test         the test suite (fast tier; `make test-slow` adds the real-model tests)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -18,6 +19,8 @@ quickstart: $(STAMP)
 	$(BIN)/smolalign chat runs/quickstart/po/model --message "$(QUESTION)" --no-think
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign rl quickstart/rl --overwrite
 	$(BIN)/smolalign chat runs/quickstart/rl/model --message "$(QUESTION)" --no-think
+	$(BIN)/python scripts/make_quickstart_student.py
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign rl quickstart/distill --overwrite
 
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
@@ -29,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sft_data.py
 	$(BIN)/python benchmarks/pairs.py
 	$(BIN)/python benchmarks/rewards.py
+	$(BIN)/python benchmarks/distill.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check smolalign tests benchmarks scripts rewards

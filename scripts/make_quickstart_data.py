@@ -4,7 +4,8 @@ data does it: a /think or /no_think flag in the system message, or a per-row cha
 
 Also writes arithmetic_prompts.jsonl: questions alone (another seed, so mostly unseen in SFT), the prompts the
 quickstart's preference stage generates pairs for; and arithmetic_rl.jsonl: questions with their answer in a
-`solution` column (a third seed), the prompts of the quickstart's GRPO stage.
+`solution` column (a third seed), the prompts of the quickstart's GRPO stage; and arithmetic_distill.jsonl:
+questions with a reference answer as `completion`, for the distillation stage's off-policy share.
 
     python scripts/make_quickstart_data.py [--rows 400] [--prompts 64] [--rl-prompts 64] [--seed 0]
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 OUT = Path(__file__).resolve().parent.parent / "recipes" / "quickstart" / "data" / "arithmetic.jsonl"
 PROMPTS_OUT = OUT.with_name("arithmetic_prompts.jsonl")
 RL_OUT = OUT.with_name("arithmetic_rl.jsonl")
+DISTILL_OUT = OUT.with_name("arithmetic_distill.jsonl")
 SYSTEMS = ["You are a careful calculator.", "Answer arithmetic questions.", "You help with sums and products."]
 QUESTIONS = ["What is {a} {op} {b}?", "Compute {a} {op} {b}.", "{a} {op} {b} = ?", "Please work out {a} {op} {b}."]
 
@@ -73,6 +75,12 @@ def main() -> None:
             solution = chat[2]["content"].rsplit("= ", 1)[1].rstrip(".")
             stream.write(json.dumps({"prompt": [chat[1]], "solution": solution}, ensure_ascii=False) + "\n")
     print(f"wrote {args.rl_prompts} prompts with solutions to {RL_OUT}")
+    distill_rng = random.Random(args.seed + 3)
+    with DISTILL_OUT.open("w") as stream:
+        for _ in range(args.rl_prompts):
+            chat = row(distill_rng, think=False, by_flag=False)["messages"]
+            stream.write(json.dumps({"prompt": [chat[1]], "completion": chat[2]["content"]}, ensure_ascii=False) + "\n")
+    print(f"wrote {args.rl_prompts} prompts with answers to {DISTILL_OUT}")
 
 
 if __name__ == "__main__":
