@@ -94,3 +94,21 @@ def test_quickstart_grpo_logs_every_reward(quickstart_rl_run):
     for name in ("math_accuracy", "think_format", "soft_overlong"):
         assert all(f"rewards/{name}/mean" in m for m in logged)
     assert (quickstart_rl_run / "model" / "config.json").is_file()
+
+
+def test_quickstart_distillation_into_a_student_with_its_own_tokenizer(quickstart_rl_run, tmp_path):
+    import subprocess
+    import sys
+
+    from smolalign.cli import main
+
+    student = tmp_path / "student-init"
+    subprocess.run([sys.executable, "scripts/make_quickstart_student.py", "--out", str(student)], check=True)
+    run_dir = tmp_path / "distill"
+    try:
+        main(["rl", "quickstart/distill", "--output-dir", str(run_dir), "--set", f"model.source={student}",
+              "--set", f"teacher.source={quickstart_rl_run / 'model'}"])
+    except SystemExit as exc:
+        assert not exc.code, f"quickstart distill exited {exc.code}"
+    losses = [m["loss"] for m in read_metrics(run_dir) if "loss" in m]
+    assert len(losses) == 10 and losses[-1] < losses[0] * 0.5
