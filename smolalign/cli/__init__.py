@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> None:
     1 anything else (with its traceback)."""
     # bitsandbytes warns at import, on CPUs with AVX512-BF16, that an optional kernels package is missing.
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+    from smolalign import launch
+
+    launch.CURRENT_ARGV = list(argv) if argv is not None else sys.argv[1:]
     try:
         app(args=argv, standalone_mode=True)  # usage errors exit 2 inside typer
     except SmolalignError as exc:

@@ -10,11 +10,30 @@ from smolalign.errors import SmolalignError
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the resolved recipe and the plan, check the data, load no weights.")]
 Resume = Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in the run directory.")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Empty a non-empty run directory and start over.")]
+Launch = Annotated[str | None, typer.Option("--launch", help="Run on several processes under accelerate with a preset "
+                                                             "(ddp, zero2, zero3, zero3_offload, fsdp2) or an "
+                                                             "accelerate config file.")]
+NumProcesses = Annotated[int, typer.Option("--num-processes", help="Processes for --launch.")] 
+
+
+def _maybe_launch(launch: str | None, num_processes: int) -> bool:
+    """Re-run this command under accelerate when --launch is given (and this is not already a launched process)."""
+    from smolalign.launch import CURRENT_ARGV, is_launched, relaunch
+
+    if launch is None or is_launched():
+        return False
+    code = relaunch(launch, num_processes, CURRENT_ARGV)
+    if code:
+        raise typer.Exit(code)
+    return True
 
 
 def sft(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None, dry_run: DryRun = False,
-        resume: Resume = False, overwrite: Overwrite = False) -> None:
+        resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None, num_processes: NumProcesses = 1
+        ) -> None:
     """Supervised fine-tuning (assistant-only loss, packing, /think and /no_think templates)."""
+    if _maybe_launch(launch, num_processes):
+        return
     from smolalign.recipe.validate import load_recipe
     from smolalign.stages import sft as stage
 
@@ -31,9 +50,12 @@ Regenerate = Annotated[bool, typer.Option("--regenerate", help="pairs: generate 
 
 def po(target: PoTarget, pairs_recipe: PairsRecipe = None, set_: SetOption = None,
        output_dir: OutputDirOption = None, dry_run: DryRun = False, resume: Resume = False,
-       overwrite: Overwrite = False, regenerate: Regenerate = False) -> None:
+       overwrite: Overwrite = False, regenerate: Regenerate = False, launch: Launch = None,
+       num_processes: NumProcesses = 1) -> None:
     """Preference optimization (DPO and its loss variants, APO-zero, KTO, ORPO); `po pairs RECIPE` generates
     chosen/rejected pairs from a strong and a weak model."""
+    if target != "pairs" and _maybe_launch(launch, num_processes):
+        return
     from smolalign.recipe.validate import load_recipe
 
     if target == "pairs":
@@ -52,8 +74,12 @@ def po(target: PoTarget, pairs_recipe: PairsRecipe = None, set_: SetOption = Non
 
 
 def rl(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None, dry_run: DryRun = False,
-       resume: Resume = False, overwrite: Overwrite = False) -> None:
-    """On-policy training: GRPO with verifiable rewards (math, format, length, code in a sandbox)."""
+       resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None, num_processes: NumProcesses = 1
+       ) -> None:
+    """On-policy training: GRPO with verifiable rewards (math, format, length, code in a sandbox), or on-policy
+    distillation from a teacher (distill, gold, auto)."""
+    if _maybe_launch(launch, num_processes):
+        return
     from smolalign.recipe.validate import load_recipe
     from smolalign.stages import rl as stage
 

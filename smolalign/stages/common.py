@@ -38,7 +38,9 @@ def open_run(recipe: Recipe, hardware: Hardware, output_dir: Path | None, *, res
     from smolalign.runs.manifest import write_manifest
 
     run_dir = Path(output_dir or recipe.train.get("output_dir") or default_run_dir(recipe.source, recipe.stage))
-    state = PartialState()
+    # cpu=True: without a GPU, only this makes accelerate join the processes torchrun started (gloo); otherwise
+    # every process would think it is the main one.
+    state = PartialState(cpu=not hardware.on_gpu)
     with state.main_process_first():
         if state.is_main_process:
             checkpoint = prepare_run_dir(run_dir, resume=resume, overwrite=overwrite)

@@ -203,10 +203,10 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                                "losses": list(recipe.method.losses), "weights": recipe.method.weights,
                                "reference": reference_description(recipe, hardware)})
     dtype = resolve_dtype(recipe.model.dtype, hardware)
+    config = po_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the models load sharded
     model = load_model(recipe.model, dtype, hardware, tokenizer)
     reference = load_reference(recipe, dtype, hardware, tokenizer)
-    trainer = build_trainer(recipe, model, reference, tokenizer, data, po_config(recipe, hardware, dtype, run_dir),
-                            run_dir)
+    trainer = build_trainer(recipe, model, reference, tokenizer, data, config, run_dir)
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     if trainer.is_world_process_zero():
         print(f"{margin_summary(run_dir)}\nsaved {model_dir}")

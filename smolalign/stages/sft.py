@@ -66,8 +66,9 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         write_manifest(run_dir, template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
                        data={"fingerprint": data.fingerprint, "stats": data.stats})
     dtype = resolve_dtype(recipe.model.dtype, hardware)
+    config = sft_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the model load sharded
     model = load_model(recipe.model, dtype, hardware, tokenizer)
-    trainer = build_trainer(recipe, model, tokenizer, data, sft_config(recipe, hardware, dtype, run_dir), run_dir)
+    trainer = build_trainer(recipe, model, tokenizer, data, config, run_dir)
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     if trainer.is_world_process_zero():
         print(f"{loss_summary(run_dir)}\nsaved {model_dir}")

@@ -1,0 +1,119 @@
+"""Running a stage on several processes: `smolalign sft|po|rl RECIPE --launch PRESET --num-processes N` re-runs the
+same command under `accelerate launch` with a preset from recipes/accelerate/ (ddp, zero2, zero3, zero3_offload,
+fsdp2) or an accelerate config file. On a machine without a GPU, data parallel runs under torchrun on the CPU
+(gloo, float32): accelerate itself starts a single process when told to use the CPU. DeepSpeed and FSDP presets
+need GPUs here.
+
+Inside the launched processes `SMOLALIGN_LAUNCHED` is set, so the command runs the stage instead of launching again.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from smolalign.assets import asset_dir
+from smolalign.errors import SmolalignError
+from smolalign.recipe.typecheck import suggest
+
+LAUNCHED = "SMOLALIGN_LAUNCHED"
+CURRENT_ARGV: list[str] = []
+"""The arguments of the running `smolalign` command (set by `cli.main`), re-used to launch it again."""
+OPTIONS_WITH_VALUE = ("--launch", "--num-processes")
+
+
+def presets() -> dict[str, Path]:
+    return {p.stem: p for p in sorted((asset_dir("recipes") / "accelerate").glob("*.yaml"))}
+
+
+def preset_path(name_or_path: str) -> Path:
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return path.resolve()
+    known = presets()
+    if name_or_path in known:
+        return known[name_or_path]
+    raise SmolalignError(f"--launch {name_or_path}: no such accelerate config or preset{suggest(name_or_path, known)} "
+                         f"(presets: {', '.join(known)})")
+
+
+def is_launched() -> bool:
+    return os.environ.get(LAUNCHED) == "1"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def launch_config(preset: Path, num_processes: int) -> Path:
+    """The preset with this run's process count, as a temporary accelerate config file."""
+    import tempfile
+
+    import yaml
+
+    config = yaml.safe_load(preset.read_text()) or {}
+    config["num_processes"] = num_processes
+    handle, path = tempfile.mkstemp(prefix=f"smolalign-{preset.stem}-", suffix=".yaml")
+    with os.fdopen(handle, "w") as stream:
+        yaml.safe_dump(config, stream)
+    return Path(path)
+
+
+def distributed_type(preset: Path) -> str:
+    import yaml
+
+    return str((yaml.safe_load(preset.read_text()) or {}).get("distributed_type", "NO"))
+
+
+def launch_command(config: Path, argv: list[str]) -> list[str]:
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config),
+            "--main_process_port", str(free_port()), "-m", "smolalign", *strip_launch_options(argv)]
+
+
+def cpu_command(num_processes: int, argv: list[str]) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(num_processes),
+            "--master_port", str(free_port()), "-m", "smolalign", *strip_launch_options(argv)]
+
+
+def strip_launch_options(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in OPTIONS_WITH_VALUE:
+            skip = True
+            continue
+        if any(arg.startswith(option + "=") for option in OPTIONS_WITH_VALUE):
+            continue
+        out.append(arg)
+    return out
+
+
+def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
+    """Run `smolalign ARGV` under accelerate on `num_processes` processes; returns the launcher's exit code."""
+    if num_processes < 1:
+        raise SmolalignError("--num-processes must be at least 1")
+    preset = preset_path(preset_name)
+    from smolalign.hardware import detect_hardware
+
+    on_gpu = detect_hardware().on_gpu
+    env = {**os.environ, LAUNCHED: "1"}
+    if not on_gpu:
+        kind = distributed_type(preset)
+        if kind not in ("MULTI_GPU", "NO"):
+            raise SmolalignError(f"--launch {preset.stem}: {kind} needs GPUs here; on the CPU use --launch ddp")
+        command = cpu_command(num_processes, argv)
+        print(f"launching {num_processes} process(es) on the CPU (gloo): {' '.join(command[1:])}", file=sys.stderr)
+        return subprocess.run(command, env=env).returncode
+    config = launch_config(preset, num_processes)
+    command = launch_command(config, argv)
+    print(f"launching {num_processes} process(es) with {preset.name}: accelerate launch {' '.join(command[3:])}",
+          file=sys.stderr)
+    try:
+        return subprocess.run(command, env=env).returncode
+    finally:
+        config.unlink(missing_ok=True)

@@ -1,0 +1,46 @@
+"""`--launch PRESET --num-processes N`: the same command re-run on several processes (torchrun with gloo on the
+CPU), and presets named wrongly or needing GPUs refused."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from tiny_models import chat_rows, write_jsonl
+
+
+@pytest.fixture
+def sft_recipe(write_recipe, tiny_dir, tmp_path):
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(32))
+    return str(write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"},
+                             "data": {"sources": [{"path": str(data)}]},
+                             "train": {"max_length": 256, "packing": "bfd", "per_device_train_batch_size": 2,
+                                       "max_steps": 4, "learning_rate": 5e-3, "logging_steps": 1, "save_steps": 2,
+                                       "gradient_checkpointing": False}}))
+
+
+def smolalign(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "smolalign", *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU path")
+def test_two_processes_on_cpu(sft_recipe, tmp_path):
+    run_dir = tmp_path / "run"
+    done = smolalign("sft", sft_recipe, "-o", run_dir, "--launch", "ddp", "--num-processes", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("world size             2 (cpu)") == 2  # both ranks planned
+    assert "global batch           4" in done.stdout
+    assert json.loads((run_dir / "manifest.json").read_text())["result"]["global_step"] == 4
+    assert (run_dir / "model" / "config.json").is_file()
+
+
+@pytest.mark.parametrize(("preset", "message"), [
+    ("zer3", "no such accelerate config or preset (did you mean zero3?)"),
+    pytest.param("zero3", "DEEPSPEED needs GPUs here", marks=pytest.mark.skipif(torch.cuda.is_available(),
+                                                                                 reason="CPU only")),
+])
+def test_presets_are_checked(cli, sft_recipe, preset, message):
+    code, out, err = cli("sft", sft_recipe, "--launch", preset, "--num-processes", "2")
+    assert code == 2 and message in err
