@@ -38,6 +38,23 @@ def preset_path(name_or_path: str) -> Path:
                          f"(presets: {', '.join(known)})")
 
 
+def recipe_launch(argv: list[str], num_processes: int) -> tuple[str | None, int]:
+    """(preset, processes) from the recipe's `launch:` section (with --set applied), when --launch is not given."""
+    from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
+
+    overrides = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--set", "-s")]
+    if len(argv) < 2 or argv[1].startswith("-"):  # `smolalign STAGE RECIPE ...`: the recipe follows the stage
+        return None, num_processes
+    try:
+        raw = apply_overrides(read_recipe(recipe_path(argv[1])), overrides)
+    except SmolalignError:
+        return None, num_processes  # the stage itself reports what is wrong with the recipe
+    section = raw.get("launch") or {}
+    if not isinstance(section, dict) or not section.get("preset"):
+        return None, num_processes
+    return str(section["preset"]), int(section.get("num_processes") or num_processes)
+
+
 def is_launched() -> bool:
     return os.environ.get(LAUNCHED) == "1"
 

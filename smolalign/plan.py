@@ -37,6 +37,9 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
     rows["world size"] = f"{world} ({hardware.accelerator}{', ' + hardware.device_name if hardware.on_gpu else ''})"
     rows["per-device batch"] = per_device
     rows["gradient accumulation"] = accumulation
+    if recipe.launch is not None and recipe.launch.global_batch_size is not None:
+        rows["gradient accumulation"] = (f"{accumulation} (keeps launch.global_batch_size "
+                                         f"{recipe.launch.global_batch_size} over {world} process(es))")
     rows["global batch"] = global_batch
     sequences = packed_rows if packed_rows is not None else train_rows
     max_steps = train.get("max_steps", -1)

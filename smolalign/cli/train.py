@@ -18,10 +18,14 @@ NumProcesses = Annotated[int, typer.Option("--num-processes", help="Processes fo
 
 def _maybe_launch(launch: str | None, num_processes: int) -> bool:
     """Re-run this command under accelerate when --launch is given (and this is not already a launched process)."""
-    from smolalign.launch import CURRENT_ARGV, is_launched, relaunch
+    from smolalign.launch import CURRENT_ARGV, is_launched, recipe_launch, relaunch
 
-    if launch is None or is_launched():
+    if is_launched():
         return False
+    if launch is None:
+        launch, num_processes = recipe_launch(CURRENT_ARGV, num_processes)
+        if launch is None:
+            return False
     code = relaunch(launch, num_processes, CURRENT_ARGV)
     if code:
         raise typer.Exit(code)

@@ -189,6 +189,22 @@ class TeacherSection:
 
 
 @dataclass(frozen=True)
+class LaunchSection:
+    """How many processes a run uses, and the global batch to keep whatever that number is."""
+
+    preset: str | None = None
+    """An accelerate preset (ddp, zero2, zero3, zero3_offload, fsdp2) or config file; --launch overrides it."""
+    num_processes: int = 1
+    global_batch_size: int | None = None
+    """Sequences per optimizer step over all processes: gradient accumulation is derived from it, so the batch
+    stays the same on 1 or 64 processes."""
+
+    def __post_init__(self) -> None:
+        if self.num_processes < 1 or (self.global_batch_size is not None and self.global_batch_size < 1):
+            raise ValueError("num_processes and global_batch_size must be at least 1")
+
+
+@dataclass(frozen=True)
 class Recipe:
     """A validated recipe; `raw` is the resolved mapping written to the run directory."""
 
@@ -214,3 +230,4 @@ class Recipe:
     """`rl` only: the generation backend."""
     teacher: TeacherSection | None = None
     """`rl` distillation (distill, gold, auto) only: the teacher."""
+    launch: LaunchSection | None = None

@@ -13,6 +13,7 @@ from smolalign.recipe.schema import (
     STAGES,
     DataSection,
     GenerationSection,
+    LaunchSection,
     ModelSection,
     PairsSection,
     Recipe,
@@ -22,7 +23,7 @@ from smolalign.recipe.schema import (
 )
 from smolalign.recipe.typecheck import build, check_config_section, reject_unknown
 
-SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train")
+SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train", "launch")
 STAGE_SECTIONS = {"po": ("method", "reference", "pairs"), "rl": ("method", "rewards", "generation", "teacher")}
 RL_METHODS = ("grpo", "distill", "gold", "auto")
 DISTILL_METHODS = ("distill", "gold", "auto")
@@ -129,13 +130,35 @@ def validate_recipe(raw: dict, stage: str, source: str) -> Recipe:
         method = parse_method(raw.get("method"))
         reference = parse_reference(raw.get("reference"), method, peft is not None)
     train = normalize_train(_section(raw, "train") or {}, stage)
+    launch = build(LaunchSection, raw["launch"], "launch") if raw.get("launch") is not None else None
+    if launch is not None and launch.global_batch_size is not None:
+        train = {**train, "gradient_accumulation_steps": accumulation_for(launch, train)}
     check_config_section(trl_config_class(stage, method), train, "train")
     if model.quantization and peft is None:
         raise SmolalignError("model.quantization needs a peft: section (QLoRA trains adapters on a quantized base)")
     resolved = {**raw, "train": train}
     return Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
                   source=source, description=str(raw.get("description") or ""), method=method,
-                  reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher)
+                  reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher,
+                  launch=launch)
+
+
+def accumulation_for(launch, train: dict) -> int:
+    """Gradient accumulation that keeps launch.global_batch_size over the processes this run has (WORLD_SIZE when
+    launched, else launch.num_processes)."""
+    import os
+
+    world = int(os.environ.get("WORLD_SIZE") or launch.num_processes)
+    per_device = train.get("per_device_train_batch_size", 8)
+    steps, rest = divmod(launch.global_batch_size, per_device * world)
+    if rest or steps < 1:
+        raise SmolalignError(f"launch.global_batch_size {launch.global_batch_size} is not a multiple of "
+                             f"per-device batch {per_device} × {world} process(es); change one of them")
+    if "gradient_accumulation_steps" in train and train["gradient_accumulation_steps"] != steps:
+        print(f"note: gradient accumulation {steps} (not train.gradient_accumulation_steps "
+              f"{train['gradient_accumulation_steps']}) keeps the global batch of {launch.global_batch_size} over "
+              f"{world} process(es)", file=sys.stderr)
+    return steps
 
 
 def _rl_sections(raw: dict):
@@ -204,6 +227,8 @@ def recipe_to_dict(recipe: Recipe) -> dict:
     out["data"] = dataclasses.asdict(recipe.data)
     if recipe.peft is not None:
         out["peft"] = recipe.peft
+    if recipe.launch is not None:
+        out["launch"] = dataclasses.asdict(recipe.launch)
     if recipe.method is not None and recipe.stage == "rl":
         out["method"] = recipe.method.name
     elif recipe.method is not None:

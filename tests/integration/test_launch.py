@@ -44,3 +44,27 @@ def test_two_processes_on_cpu(sft_recipe, tmp_path):
 def test_presets_are_checked(cli, sft_recipe, preset, message):
     code, out, err = cli("sft", sft_recipe, "--launch", preset, "--num-processes", "2")
     assert code == 2 and message in err
+
+
+@pytest.mark.parametrize(("world", "per_device", "expected"), [("1", 2, 16), ("4", 2, 4), ("8", 4, 1)])
+def test_global_batch_is_kept_over_any_process_count(cli, sft_recipe, monkeypatch, world, per_device, expected):
+    monkeypatch.setenv("WORLD_SIZE", world)
+    code, out, err = cli("sft", sft_recipe, "--dry-run", "--set", "launch.global_batch_size=32",
+                         "--set", f"train.per_device_train_batch_size={per_device}")
+    assert code == 0, err
+    assert f"gradient accumulation  {expected} (keeps launch.global_batch_size 32 over {world} process(es))" in out
+    assert "global batch           32" in out
+
+
+def test_a_global_batch_that_does_not_divide_is_exit_2(cli, sft_recipe, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    code, out, err = cli("sft", sft_recipe, "--dry-run", "--set", "launch.global_batch_size=32")
+    assert code == 2 and "not a multiple of per-device batch 2 × 3 process(es)" in err
+
+
+def test_the_recipe_launch_section_launches(sft_recipe):
+    from smolalign.launch import recipe_launch
+
+    argv = ["sft", sft_recipe, "-o", "out", "--set", "launch.preset=ddp", "--set", "launch.num_processes=4"]
+    assert recipe_launch(argv, 1) == ("ddp", 4)
+    assert recipe_launch(["sft", sft_recipe], 1) == (None, 1)
