@@ -103,7 +103,7 @@ class Encoder:
                          special_tokens=self.special_tokens, **kwargs)
         text, spans = render(self.template, prompt + completion, tools=tools, special_tokens=self.special_tokens,
                              **kwargs)
-        start = _common_prefix(head, text)
+        start = common_prefix_length(head, text)
         completion_span = [(start, len(text))]
         trained = _intersect(spans, start) if self.template.has_generation_markers else completion_span
         problem = self.think_problem(prompt, kwargs, text)
@@ -186,8 +186,9 @@ def _row_kwargs(value: Any) -> dict:
     return {k: v for k, v in value.items() if v is not None}
 
 
-def _common_prefix(a: str, b: str) -> int:
-    if b.startswith(a):
+def common_prefix_length(a, b) -> int:
+    """How many leading items (characters, token ids) two sequences share."""
+    if b[:len(a)] == a:
         return len(a)
     n = 0
     for x, y in zip(a, b, strict=False):

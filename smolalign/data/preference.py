@@ -8,7 +8,7 @@ the prompt differently once an answer follows, an answer that does not end with 
 other than the one asked for, an empty answer, and identical chosen and rejected answers (no training signal).
 """
 
-from smolalign.data.encode import Encoder, _decoded, _row_kwargs, _tools
+from smolalign.data.encode import Encoder, _decoded, _row_kwargs, _tools, common_prefix_length
 from smolalign.data.mixture import ORIGIN
 from smolalign.errors import SmolalignError
 from smolalign.templates.render import render
@@ -93,7 +93,7 @@ class PreferenceEncoder(Encoder):
             stop = int(np.searchsorted(offsets[:, 0], end, side="left"))
             prompts.append(ids[:boundary].tolist())
             answers.append(ids[boundary:stop].tolist())
-        shared = min(_common_prefix_length(prompts[0], p) for p in prompts)
+        shared = min(common_prefix_length(prompts[0], p) for p in prompts)
         answers = [p[shared:] + a for p, a in zip(prompts, answers, strict=True)]
         prompt_ids = prompts[0][:shared]
         if any(not a for a in answers):
@@ -155,15 +155,6 @@ def _label(value) -> tuple[bool, str]:
 def _end_after_eos(text: str, eos: str, start: int) -> int:
     found = text.find(eos, start)
     return found + len(eos) if found >= 0 else len(text)
-
-
-def _common_prefix_length(a: list, b: list) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def check_rows(encoded, on_untrained: str):
