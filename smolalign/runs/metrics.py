@@ -19,3 +19,17 @@ def metrics_callback(run_dir: Path):
 def read_metrics(run_dir: Path) -> list[dict]:
     path = Path(run_dir) / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def summary(run_dir: Path, key: str = "loss", companions: tuple[str, ...] = ()) -> str:
+    """"loss 2.31 (step 2) -> 0.42 (step 16)": the first and last logged value of `key`, followed by those of the
+    first of `companions` the last entry has ("; rewards/margins 0.18 -> 5.3")."""
+    logged = [m for m in read_metrics(run_dir) if key in m]
+    if not logged:
+        return f"{key}: nothing logged (train.logging_steps is larger than the run)"
+    first, last = logged[0], logged[-1]
+    text = f"{key} {first[key]:.4g} (step {first['step']}) -> {last[key]:.4g} (step {last['step']})"
+    companion = next((k for k in companions if k in last), None)
+    if companion:
+        text += f"; {companion} {first.get(companion, float('nan')):.4g} -> {last[companion]:.4g}"
+    return text

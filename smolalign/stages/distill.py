@@ -199,7 +199,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                       processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     if trainer.is_world_process_zero():
-        from smolalign.stages.sft import loss_summary
+        from smolalign.runs.metrics import summary
 
-        print(f"{loss_summary(run_dir)}\nsaved {model_dir}")
+        print(f"{summary(run_dir)}\nsaved {model_dir}")
     return model_dir

@@ -209,20 +209,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     trainer = build_trainer(recipe, model, reference, tokenizer, data, config, run_dir)
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     if trainer.is_world_process_zero():
-        print(f"{margin_summary(run_dir)}\nsaved {model_dir}")
+        from smolalign.runs.metrics import summary
+
+        print(f"{summary(run_dir, companions=('rewards/margins', 'log_odds_ratio'))}\nsaved {model_dir}")
     return model_dir
-
-
-def margin_summary(run_dir: Path) -> str:
-    """First and last logged loss and reward margin, from the run's metrics file."""
-    from smolalign.runs.metrics import read_metrics
-
-    logged = [m for m in read_metrics(run_dir) if "loss" in m]
-    if not logged:
-        return "loss: nothing logged (train.logging_steps is larger than the run)"
-    first, last = logged[0], logged[-1]
-    text = f"loss {first['loss']:.4g} (step {first['step']}) -> {last['loss']:.4g} (step {last['step']})"
-    key = next((k for k in ("rewards/margins", "log_odds_ratio") if k in last), None)
-    if key:
-        text += f"; {key} {first.get(key, float('nan')):.4g} -> {last[key]:.4g}"
-    return text

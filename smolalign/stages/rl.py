@@ -181,15 +181,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                               callbacks=[metrics_callback(run_dir), watchdog.callback()])
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     if trainer.is_world_process_zero():
-        print(f"{reward_summary(run_dir)}\nsaved {model_dir}")
+        from smolalign.runs.metrics import summary
+
+        print(f"{summary(run_dir, 'reward')}\nsaved {model_dir}")
     return model_dir
-
-
-def reward_summary(run_dir: Path) -> str:
-    from smolalign.runs.metrics import read_metrics
-
-    logged = [m for m in read_metrics(run_dir) if "reward" in m]
-    if not logged:
-        return "reward: nothing logged (train.logging_steps is larger than the run)"
-    first, last = logged[0], logged[-1]
-    return f"reward {first['reward']:.4g} (step {first['step']}) -> {last['reward']:.4g} (step {last['step']})"

@@ -71,7 +71,9 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     trainer = build_trainer(recipe, model, tokenizer, data, config, run_dir)
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     if trainer.is_world_process_zero():
-        print(f"{loss_summary(run_dir)}\nsaved {model_dir}")
+        from smolalign.runs.metrics import summary
+
+        print(f"{summary(run_dir)}\nsaved {model_dir}")
     return model_dir
 
 
@@ -82,13 +84,3 @@ def build_trainer(recipe: Recipe, model, tokenizer, data, config, run_dir: Path)
 
     return SFTTrainer(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                       processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
-
-
-def loss_summary(run_dir: Path) -> str:
-    """"loss 2.31 (step 2) -> 0.42 (step 16)": first and last logged loss, from the run's metrics file."""
-    from smolalign.runs.metrics import read_metrics
-
-    losses = [(m["step"], m["loss"]) for m in read_metrics(run_dir) if "loss" in m]
-    if not losses:
-        return "loss: nothing logged (train.logging_steps is larger than the run)"
-    return f"loss {losses[0][1]:.4g} (step {losses[0][0]}) -> {losses[-1][1]:.4g} (step {losses[-1][0]})"
