@@ -5,6 +5,8 @@ import json
 import struct
 from pathlib import Path
 
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
 
 def parameter_count(location: str) -> int | None:
     """Parameters in a local model directory or GGUF file; None when they cannot be read without loading."""
@@ -16,6 +18,22 @@ def parameter_count(location: str) -> int | None:
         if files:
             return sum(_safetensors_count(f) for f in files)
     return None
+
+
+def source_parameter_count(spec: str) -> int | None:
+    """Parameters of a model source (a GGUF source counts its converted copy once there is one); None when they
+    cannot be read without loading (a hub id, say)."""
+    from smolalign.errors import SmolalignError
+    from smolalign.models.sources import gguf_cache_dir, resolve_source
+
+    try:
+        source = resolve_source(spec)
+    except SmolalignError:
+        return None
+    if source.kind == "gguf":
+        converted = gguf_cache_dir(source)
+        return parameter_count(str(converted)) if converted.is_dir() else parameter_count(source.location)
+    return parameter_count(source.location)
 
 
 def _safetensors_count(path: Path) -> int:

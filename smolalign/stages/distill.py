@@ -14,7 +14,7 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
-from smolalign.models.size import describe_bytes, describe_count
+from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.recipe.validate import recipe_to_dict
@@ -25,7 +25,6 @@ from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 DEFAULT_LEARNING_RATE = {"full": 1e-5, "lora": 1e-4}
 """TRL defaults to 1e-7 (GOLD) and 1e-6 (Distillation): a 135M student barely moves in a few hundred steps at
 those. 1e-5 for full fine-tuning (the SFT range) and 1e-4 for LoRA learn in that budget on the quickstart."""
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 @dataclass
@@ -81,10 +80,8 @@ def pair_tokenizers(recipe: Recipe, student, teacher) -> Pairing:
 
 def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None, str]:
     """(bytes of the teacher's weights or None, its dtype); refuses a teacher over teacher.max_memory_gb."""
-    from smolalign.stages.po import _parameters
-
     dtype = resolve_dtype(recipe.teacher.dtype, hardware)
-    count = _parameters(recipe.teacher.source)
+    count = source_parameter_count(recipe.teacher.source)
     size = count * DTYPE_BYTES.get(dtype, 4) if count else None
     limit = recipe.teacher.max_memory_gb
     if limit is not None and size is not None and size > limit * 1024**3:
@@ -172,7 +169,7 @@ def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
     hardware = detect_hardware()
-    plan, pairing, prompts, tokenizer, _ = check_before_loading(recipe, hardware)
+    plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(recipe, hardware)
     print(plan.render())
     if dry_run:
         print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
@@ -183,14 +180,13 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     dtype = resolve_dtype(recipe.model.dtype, hardware)
+    teacher_dir = local_dir(resolve_source(recipe.teacher.source, recipe.teacher.revision))
+    config = distill_config(recipe, pairing, hardware, dtype, run_dir, teacher_dir)  # first, as in sft and po
     student = load_model(recipe.model, dtype, hardware, tokenizer)
-    teacher_tokenizer = load_teacher_tokenizer(recipe)
     teacher = load_model(teacher_section(recipe), resolve_dtype(recipe.teacher.dtype, hardware), hardware,
                          teacher_tokenizer)
     teacher.eval()
     teacher.requires_grad_(False)
-    teacher_dir = local_dir(resolve_source(recipe.teacher.source, recipe.teacher.revision))
-    config = distill_config(recipe, pairing, hardware, dtype, run_dir, teacher_dir)
     if pairing.trainer == "distill":
         from trl import DistillationTrainer as Trainer
     else:

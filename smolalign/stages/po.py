@@ -9,7 +9,7 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
-from smolalign.models.size import describe_bytes, describe_count, parameter_count
+from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.recipe.validate import recipe_to_dict
@@ -17,7 +17,6 @@ from smolalign.recipe.yamlio import dump_yaml
 from smolalign.stages.common import open_run, peft_config, train_and_save, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 KTO_NEEDS_BATCH = ("kto",)
 """KTO loss types whose KL estimate pairs each completion with another prompt of the same batch."""
 
@@ -100,23 +99,10 @@ def reference_description(recipe: Recipe, hardware: Hardware) -> str:
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     location = recipe.model.source if kind == "policy" else recipe.reference.source
     label = "a frozen copy of the policy's source" if kind == "policy" else f"{location}"
-    count = _parameters(location)
+    count = source_parameter_count(location)
     cost = (f"{describe_bytes(count * DTYPE_BYTES.get(dtype, 4))} more ({describe_count(count)} parameters in {dtype})"
             if count else "one more model in memory (size unknown before loading)")
     return f"{label}: {cost}"
-
-
-def _parameters(spec: str) -> int | None:
-    from smolalign.models.sources import gguf_cache_dir, resolve_source
-
-    try:
-        source = resolve_source(spec)
-    except SmolalignError:
-        return None
-    if source.kind == "gguf":
-        converted = gguf_cache_dir(source)
-        return parameter_count(str(converted)) if converted.is_dir() else parameter_count(source.location)
-    return parameter_count(source.location)
 
 
 def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
