@@ -3,9 +3,8 @@ teacher's answer, multi-byte text aligns, same-tokenizer distillation runs, and 
 
 import pytest
 import torch
-from tiny_models import build_model, build_tokenizer, write_jsonl
+from tiny_models import build_model, build_tokenizer, sft_tiny, write_jsonl
 
-from smolalign.cli import main
 from smolalign.runs.metrics import read_metrics
 
 ANSWER = "the answer is yes."
@@ -15,22 +14,9 @@ MULTIBYTE = ("café déjà vu", "日本語の文字", "emoji 🙂🚀 done", "na
 @pytest.fixture(scope="session")
 def fixed_teacher(tiny_dir, tmp_path_factory):
     """The tiny model after SFT to answer every question the same way."""
-    import yaml
-
-    folder = tmp_path_factory.mktemp("teacher")
     rows = [{"messages": [{"role": "user", "content": f"what is {i} plus {i + 1}"},
                           {"role": "assistant", "content": ANSWER}]} for i in range(32)]
-    data = write_jsonl(folder / "fixed.jsonl", rows)
-    recipe = folder / "sft.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]},
-        "train": {"max_length": 128, "packing": "bfd", "per_device_train_batch_size": 8, "max_steps": 30,
-                  "learning_rate": 1e-2, "logging_steps": 10, "save_strategy": "no", "gradient_checkpointing": False}}))
-    try:
-        main(["sft", str(recipe), "-o", str(folder / "run")])
-    except SystemExit as exc:
-        assert not exc.code
-    return folder / "run" / "model"
+    return sft_tiny(tiny_dir, tmp_path_factory.mktemp("teacher"), rows, steps=30)
 
 
 @pytest.fixture(scope="session")

@@ -13,34 +13,19 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from tiny_models import write_jsonl
-
-from smolalign.cli import main
+from tiny_models import sft_tiny, write_jsonl
 
 
 @pytest.fixture(scope="session")
 def talker_dir(tiny_dir, tmp_path_factory):
     """The tiny model after a few dozen SFT steps on short sums: it answers and then ends its turn."""
-    import yaml
-
-    folder = tmp_path_factory.mktemp("talker")
     rng = random.Random(0)
     rows = []
     for _ in range(64):
         a, b = rng.randint(1, 20), rng.randint(1, 20)
         rows.append({"messages": [{"role": "user", "content": f"what is {a} plus {b}"},
                                   {"role": "assistant", "content": f"{a} + {b} = {a + b}."}]})
-    data = write_jsonl(folder / "sums.jsonl", rows)
-    recipe = folder / "sft.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]},
-        "train": {"max_length": 128, "packing": "bfd", "per_device_train_batch_size": 8, "max_steps": 40,
-                  "learning_rate": 1e-2, "logging_steps": 10, "save_strategy": "no", "gradient_checkpointing": False}}))
-    try:
-        main(["sft", str(recipe), "-o", str(folder / "run")])
-    except SystemExit as exc:
-        assert not exc.code
-    return folder / "run" / "model"
+    return sft_tiny(tiny_dir, tmp_path_factory.mktemp("talker"), rows, steps=40)
 
 
 @pytest.fixture
