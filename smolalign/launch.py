@@ -1,12 +1,17 @@
 """Running a stage on several processes: `smolalign sft|po|rl RECIPE --launch PRESET --num-processes N` re-runs the
 same command under `accelerate launch` with a preset from recipes/accelerate/ (ddp, zero2, zero3, zero3_offload,
-fsdp2) or an accelerate config file. On a machine without a GPU, data parallel runs under torchrun on the CPU
-(gloo, float32): accelerate itself starts a single process when told to use the CPU. DeepSpeed and FSDP presets
-need GPUs here.
+fsdp2) or an accelerate config file.
+
+On a machine without a GPU the processes are started by torchrun on the CPU (gloo, float32), because accelerate
+starts a single process when told to use the CPU. Data parallel needs nothing more. For the DeepSpeed presets the
+preset becomes a DeepSpeed JSON config handed to the trainer (`SMOLALIGN_DEEPSPEED_CONFIG`) and DeepSpeed's CPU
+accelerator: real ZeRO partitioning over gloo, the way a CI machine can test it. FSDP presets need GPUs here.
 
 Inside the launched processes `SMOLALIGN_LAUNCHED` is set, so the command runs the stage instead of launching again.
 """
 
+import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -18,6 +23,7 @@ from smolalign.errors import SmolalignError
 from smolalign.recipe.typecheck import suggest
 
 LAUNCHED = "SMOLALIGN_LAUNCHED"
+DEEPSPEED_CONFIG = "SMOLALIGN_DEEPSPEED_CONFIG"
 CURRENT_ARGV: list[str] = []
 """The arguments of the running `smolalign` command (set by `cli.main`), re-used to launch it again."""
 OPTIONS_WITH_VALUE = ("--launch", "--num-processes")
@@ -55,6 +61,15 @@ def recipe_launch(argv: list[str], num_processes: int) -> tuple[str | None, int]
     return str(section["preset"]), int(section.get("num_processes") or num_processes)
 
 
+def write_temp_json(data: dict, prefix: str) -> Path:
+    import tempfile
+
+    handle, path = tempfile.mkstemp(prefix=prefix, suffix=".json")
+    with os.fdopen(handle, "w") as stream:
+        json.dump(data, stream, indent=2)
+    return Path(path)
+
+
 def is_launched() -> bool:
     return os.environ.get(LAUNCHED) == "1"
 
@@ -83,6 +98,35 @@ def distributed_type(preset: Path) -> str:
     import yaml
 
     return str((yaml.safe_load(preset.read_text()) or {}).get("distributed_type", "NO"))
+
+
+def deepspeed_config(preset: Path) -> dict:
+    """The DeepSpeed JSON config an accelerate DeepSpeed preset stands for, with the batch sizes, clipping and
+    precision left to the trainer ("auto"), so the recipe's `train:` stays the one source of them."""
+    import yaml
+
+    section = (yaml.safe_load(preset.read_text()) or {}).get("deepspeed_config") or {}
+    if section.get("deepspeed_config_file"):
+        return json.loads(Path(section["deepspeed_config_file"]).expanduser().read_text())
+    stage = int(section.get("zero_stage", 2))
+    zero: dict = {"stage": stage, "overlap_comm": False, "contiguous_gradients": True}
+    for kind in ("param", "optimizer"):
+        device = section.get(f"offload_{kind}_device", "none")
+        if device not in (None, "none") and (kind == "optimizer" or stage == 3):
+            zero[f"offload_{kind}"] = {"device": device, "pin_memory": False}
+    if stage == 3:
+        zero["stage3_gather_16bit_weights_on_model_save"] = bool(section.get("zero3_save_16bit_model", True))
+        # "auto" sizes these from the model's hidden size (the trainer fills them in); DeepSpeed's fixed defaults
+        # keep every tensor under 100k elements whole on every rank, which for small models means no sharding.
+        zero.update({"stage3_param_persistence_threshold": "auto", "stage3_prefetch_bucket_size": "auto",
+                     "reduce_bucket_size": "auto"})
+    config = {"zero_optimization": zero, "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+              "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+              "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}}
+    if "offload_optimizer" in zero:
+        # DeepSpeed's CPUAdam is a C++ extension compiled at first use; torch's AdamW needs no build.
+        config["zero_force_ds_cpu_optimizer"] = False
+    return config
 
 
 def launch_command(config: Path, argv: list[str]) -> list[str]:
@@ -121,11 +165,23 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
     env = {**os.environ, LAUNCHED: "1"}
     if not on_gpu:
         kind = distributed_type(preset)
-        if kind not in ("MULTI_GPU", "NO"):
-            raise SmolalignError(f"--launch {preset.stem}: {kind} needs GPUs here; on the CPU use --launch ddp")
+        if kind not in ("MULTI_GPU", "NO", "DEEPSPEED"):
+            raise SmolalignError(f"--launch {preset.stem}: {kind} needs GPUs here; on the CPU use --launch ddp "
+                                 "or a DeepSpeed preset")
         command = cpu_command(num_processes, argv)
-        print(f"launching {num_processes} process(es) on the CPU (gloo): {' '.join(command[1:])}", file=sys.stderr)
-        return subprocess.run(command, env=env).returncode
+        config_file = None
+        if kind == "DEEPSPEED":
+            if importlib.util.find_spec("deepspeed") is None:
+                raise SmolalignError(f"--launch {preset.stem} needs DeepSpeed: pip install 'smolalign[deepspeed]'")
+            config_file = write_temp_json(deepspeed_config(preset), prefix=f"smolalign-{preset.stem}-")
+            env.update({DEEPSPEED_CONFIG: str(config_file), "DS_ACCELERATOR": "cpu"})
+        print(f"launching {num_processes} process(es) on the CPU (gloo{', DeepSpeed ' + preset.stem if config_file else ''}): "
+              f"{' '.join(command[1:])}", file=sys.stderr)
+        try:
+            return subprocess.run(command, env=env).returncode
+        finally:
+            if config_file is not None:
+                config_file.unlink(missing_ok=True)
     config = launch_config(preset, num_processes)
     command = launch_command(config, argv)
     print(f"launching {num_processes} process(es) with {preset.name}: accelerate launch {' '.join(command[3:])}",

@@ -3,6 +3,7 @@ template and dtype. `--dry-run` prints it; a real run prints it too before it st
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.recipe.schema import Recipe
@@ -21,6 +22,27 @@ class Plan:
         return "plan:\n" + "\n".join(lines)
 
 
+def _sharding() -> str | None:
+    """How the weights are spread over the processes, from what the launcher handed them."""
+    import json
+    import os
+
+    from smolalign.launch import DEEPSPEED_CONFIG
+
+    if os.environ.get(DEEPSPEED_CONFIG):
+        zero = json.loads(Path(os.environ[DEEPSPEED_CONFIG]).read_text()).get("zero_optimization", {})
+    elif os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":
+        zero = {"stage": os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "?"),
+                "offload_param": {"device": os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "none")}}
+    elif os.environ.get("ACCELERATE_USE_FSDP") == "true":
+        return f"FSDP (version {os.environ.get('FSDP_VERSION', '1')})"
+    else:
+        return None
+    offload = [kind for kind in ("param", "optimizer") if (zero.get(f"offload_{kind}") or {}).get("device") not in
+               (None, "none")]
+    return f"DeepSpeed ZeRO-{zero.get('stage')}" + (f", {' and '.join(offload)} offloaded to CPU" if offload else "")
+
+
 def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None, train_rows: int | None,
               packed_rows: int | None = None, data_format: str | None = None) -> Plan:
     """Everything derivable from the recipe and the hardware; `train_rows` from the data when it was read."""
@@ -35,6 +57,9 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
     plan = Plan()
     rows = plan.rows
     rows["world size"] = f"{world} ({hardware.accelerator}{', ' + hardware.device_name if hardware.on_gpu else ''})"
+    sharding = _sharding()
+    if sharding:
+        rows["sharding"] = sharding
     rows["per-device batch"] = per_device
     rows["gradient accumulation"] = accumulation
     if recipe.launch is not None and recipe.launch.global_batch_size is not None:

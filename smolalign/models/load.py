@@ -123,7 +123,21 @@ def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer)
     with _source_errors(source):
         model = AutoModelForCausalLM.from_pretrained(local_dir(source), **kwargs)
     sync_special_tokens(model, tokenizer)
+    report_zero3_sharding(model)
     return model
+
+
+def report_zero3_sharding(model) -> None:
+    """Under ZeRO-3 the weights are split across processes as they load (never whole on any one of them): say how
+    much this process holds, so a run that silently materialised the full model on every rank shows it."""
+    sharded = [p for p in model.parameters() if hasattr(p, "ds_tensor")]
+    if not sharded:
+        return
+    held = sum(p.ds_tensor.numel() for p in sharded)
+    total = sum(p.ds_numel for p in sharded)
+    rank = os.environ.get("RANK", "0")
+    print(f"rank {rank}: {model.config.model_type} sharded as it loaded (ZeRO-3): this process holds {held:,} of "
+          f"{total:,} parameters")
 
 
 def sync_special_tokens(model, tokenizer) -> None:
@@ -135,12 +149,14 @@ def sync_special_tokens(model, tokenizer) -> None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
 
 
-def save_for_inference(model, tokenizer, directory: Path) -> None:
-    """Weights, tokenizer (with the chat template) and a generation config whose EOS is the template's end of turn."""
-    if hasattr(model, "merge_and_unload") and not getattr(model, "is_loaded_in_4bit", False) \
+def save_for_inference(model, tokenizer, directory: Path, state_dict: dict | None = None) -> None:
+    """Weights, tokenizer (with the chat template) and a generation config whose EOS is the template's end of turn.
+    `state_dict` is the gathered weights of a sharded (ZeRO-3) model, whose own parameters are empty slices here;
+    a LoRA model is then saved as its adapter, since its base cannot be merged slice by slice."""
+    if state_dict is None and hasattr(model, "merge_and_unload") and not getattr(model, "is_loaded_in_4bit", False) \
             and not getattr(model, "is_loaded_in_8bit", False):
         model = model.merge_and_unload()
     sync_special_tokens(model, tokenizer)
     model.config.use_cache = True
-    model.save_pretrained(directory)
+    model.save_pretrained(directory, state_dict=state_dict)
     tokenizer.save_pretrained(directory)

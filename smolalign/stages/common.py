@@ -24,10 +24,33 @@ def trl_config(config_class: type, train: dict, hardware: Hardware, dtype: str, 
         train.update(flags)
     train.update(output_dir=str(run_dir), **fixed)
     train.setdefault("report_to", "none")
+    deepspeed = deepspeed_from_launcher()
+    if deepspeed is not None:
+        train["deepspeed"] = deepspeed
     try:
-        return config_class(**train)
+        config = config_class(**train)
     except (ValueError, TypeError) as exc:
         raise SmolalignError(f"train: {exc}") from None
+    if deepspeed is not None and not hardware.on_gpu:
+        # With use_cpu the trainer joins the processes through a plain gloo group and never starts DeepSpeed's
+        # communication layer; ZeRO-3's load-time sharding would then see a world of 1. Start it here, after the
+        # config (which switches on zero.Init) and before any model is built.
+        import deepspeed as ds
+
+        ds.init_distributed(dist_backend="gloo")
+    return config
+
+
+def deepspeed_from_launcher() -> dict | None:
+    """The DeepSpeed config `--launch zero2|zero3...` handed to these processes on a CPU machine (on GPUs accelerate
+    passes it itself)."""
+    import json
+    import os
+
+    from smolalign.launch import DEEPSPEED_CONFIG
+
+    path = os.environ.get(DEEPSPEED_CONFIG)
+    return json.loads(Path(path).read_text()) if path else None
 
 
 def open_run(recipe: Recipe, hardware: Hardware, output_dir: Path | None, *, resume: bool, overwrite: bool):
@@ -59,11 +82,21 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
 
     result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     model_dir = run_dir / MODEL_DIR
+    state_dict = None
+    if is_zero3(trainer):
+        # Under ZeRO-3 each rank holds a slice of every large tensor: every rank takes part in gathering them, and
+        # the main process writes the whole.
+        state_dict = trainer.accelerator.get_state_dict(trainer.model_wrapped)
     if trainer.is_world_process_zero():
-        save_for_inference(trainer.model, tokenizer, model_dir)
+        save_for_inference(trainer.model, tokenizer, model_dir, state_dict=state_dict)
         write_manifest(run_dir, result={"global_step": result.global_step, "train_loss": result.training_loss,
                                         "model": str(model_dir), "resumed_from": str(checkpoint) if checkpoint else None})
     return model_dir
+
+
+def is_zero3(trainer) -> bool:
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    return plugin is not None and plugin.zero_stage == 3
 
 
 def peft_config(recipe: Recipe):

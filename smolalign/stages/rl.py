@@ -169,15 +169,15 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    model = load_model(recipe.model, dtype, hardware, tokenizer)
     stall = recipe.generation.stall_timeout
     if stall is None and recipe.generation.backend != "transformers":
         stall = DEFAULT_VLLM_STALL_TIMEOUT
     with served_generation(recipe, state) as server, stall_watchdog(stall, server) as watchdog:
-        base_url = server.base_url if server else None
-        trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=grpo_config(recipe, hardware, dtype, run_dir,
-                                                                                  base_url),
-                              train_dataset=prompts, processing_class=tokenizer, peft_config=peft_config(recipe),
+        # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
+        args = grpo_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
+        model = load_model(recipe.model, dtype, hardware, tokenizer)
+        trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=prompts,
+                              processing_class=tokenizer, peft_config=peft_config(recipe),
                               callbacks=[metrics_callback(run_dir), watchdog.callback()])
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     if trainer.is_world_process_zero():

@@ -38,8 +38,8 @@ def test_two_processes_on_cpu(sft_recipe, tmp_path):
 
 @pytest.mark.parametrize(("preset", "message"), [
     ("zer3", "no such accelerate config or preset (did you mean zero3?)"),
-    pytest.param("zero3", "DEEPSPEED needs GPUs here", marks=pytest.mark.skipif(torch.cuda.is_available(),
-                                                                                 reason="CPU only")),
+    pytest.param("fsdp2", "FSDP needs GPUs here", marks=pytest.mark.skipif(torch.cuda.is_available(),
+                                                                            reason="CPU only")),
 ])
 def test_presets_are_checked(cli, sft_recipe, preset, message):
     code, out, err = cli("sft", sft_recipe, "--launch", preset, "--num-processes", "2")
