@@ -1,0 +1,32 @@
+"""DeepSpeed ZeRO (stage 1-3) checkpoints consolidated into full weights with DeepSpeed's own
+`zero_to_fp32.get_fp32_state_dict_from_zero_checkpoint` (lazy mode: each tensor is gathered from the partitions
+when it is written). What is ours: the tag from `latest`, the `module.` prefix dropped, the duplicated tied lm_head
+dropped, and the weights checked against the architecture before anything is written."""
+
+from smolalign.checkpoints.detect import Detected
+from smolalign.checkpoints.plan import TensorPlan
+from smolalign.errors import SmolalignError
+
+INSTALL_HINT = "pip install 'smolalign[deepspeed]'"
+
+
+def deepspeed_plan(detected: Detected, tied: bool) -> tuple[list[TensorPlan], str]:
+    """(plan, layout) for a ZeRO checkpoint: fp32 master weights, HF names as the HF Trainer saved them."""
+    try:
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+    except ImportError:
+        raise SmolalignError(f"DeepSpeed checkpoint {detected.path}: consolidating ZeRO partitions needs deepspeed, "
+                             f"which is not installed: {INSTALL_HINT}") from None
+    try:
+        state = get_fp32_state_dict_from_zero_checkpoint(str(detected.path), tag=detected.tag, lazy_mode=True)
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        raise SmolalignError(f"DeepSpeed checkpoint {detected.path} ({detected.tag}): {exc}") from None
+    ranks = len(list((detected.path / detected.tag).glob("*model_states.pt")))
+    plan = []
+    for key, value in state.items():
+        name = key.removeprefix("module.")
+        if tied and name == "lm_head.weight":
+            continue  # zero_to_fp32 rebuilds tied weights from shared_params; transformers ties them itself
+        plan.append(TensorPlan(name, tuple(value.shape), str(value.dtype).removeprefix("torch."),
+                               lambda value=value: value.contiguous()))
+    return plan, f"ZeRO, {ranks} model-state file(s), tag {detected.tag}"
