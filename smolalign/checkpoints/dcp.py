@@ -4,6 +4,7 @@ as torchtitan's own `Llama3StateDictAdapter.to_hf` does), or transformers names 
 possibly under a `model.` prefix. Optimizer, scheduler and data-loader entries are ignored."""
 
 import re
+import warnings
 from pathlib import Path
 
 from smolalign.checkpoints.plan import TensorPlan
@@ -40,7 +41,13 @@ def dcp_plan(path: Path, config, expected: set[str]) -> tuple[list[TensorPlan], 
     reader = FileSystemReader(str(path))
     metadata = reader.read_metadata()
     tensors = {k: v for k, v in metadata.state_dict_metadata.items() if isinstance(v, TensorStorageMetadata)}
-    mapping, style = _mapping(tensors, expected, path)
+    mapping, style, prefix = _mapping(tensors, expected, path)
+    head = prefix + ("output.weight" if style == "torchtitan" else "lm_head.weight")
+    if "lm_head.weight" not in mapping and head in tensors:
+        embedding = mapping["model.embed_tokens.weight"]
+        if not torch_equal(_load(path, head, tensors[head], None), _load(path, embedding, tensors[embedding], None)):
+            raise SmolalignError(f"DCP checkpoint {path}: it has its own output weights ({head}) but the config ties "
+                                 "them to the embedding; use a config with tie_word_embeddings false")
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     plan = []
@@ -71,7 +78,7 @@ def _mapping(tensors: dict, expected: set[str], path: Path) -> tuple[dict[str, s
         hf = {key[len(prefix):]: key for key in tensors if key.startswith(prefix) and key[len(prefix):] in expected}
         for style, found in (("torchtitan", titan), ("transformers", hf)):
             if expected <= set(found):
-                return {name: found[name] for name in sorted(expected, key=_natural)}, style
+                return {name: found[name] for name in sorted(expected, key=_natural)}, style, prefix
             tried.append((len(expected & set(found)), style, prefix, sorted(expected - set(found))))
     best = max(tried, key=lambda t: t[0])
     sample = ", ".join(list(tensors)[:6])
@@ -79,6 +86,12 @@ def _mapping(tensors: dict, expected: set[str], path: Path) -> tuple[dict[str, s
                          f"{best[1]} names{' under ' + repr(best[2]) if best[2] else ''}, {best[0]} of "
                          f"{len(expected)} weights; missing e.g. {', '.join(best[3][:3])}). It holds: {sample} ...; "
                          "is --config the model that was trained?")
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return a.shape == b.shape and bool(torch.equal(a, b))
 
 
 def _natural(name: str):
@@ -90,5 +103,7 @@ def _load(path: Path, key: str, meta, permute: int | None):
     from torch.distributed.checkpoint import FileSystemReader, load
 
     tensor = torch.empty(tuple(meta.size), dtype=meta.properties.dtype)
-    load({key: tensor}, storage_reader=FileSystemReader(str(path)), no_dist=True)
+    with warnings.catch_warnings():  # "torch.distributed is disabled ... single process": that is the intent
+        warnings.simplefilter("ignore", UserWarning)
+        load({key: tensor}, storage_reader=FileSystemReader(str(path)), no_dist=True)
     return unpermute_rope(tensor, permute) if permute else tensor

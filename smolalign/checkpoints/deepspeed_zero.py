@@ -21,12 +21,22 @@ def deepspeed_plan(detected: Detected, tied: bool) -> tuple[list[TensorPlan], st
         state = get_fp32_state_dict_from_zero_checkpoint(str(detected.path), tag=detected.tag, lazy_mode=True)
     except (ValueError, FileNotFoundError, KeyError) as exc:
         raise SmolalignError(f"DeepSpeed checkpoint {detected.path} ({detected.tag}): {exc}") from None
+    names = {key.removeprefix("module."): key for key in state}
+    if tied and "lm_head.weight" in names and "model.embed_tokens.weight" in names:
+        from smolalign.checkpoints.dcp import torch_equal
+
+        head, embedding = (state[names[n]].contiguous() for n in ("lm_head.weight", "model.embed_tokens.weight"))
+        if not torch_equal(head, embedding):
+            raise SmolalignError(f"DeepSpeed checkpoint {detected.path}: lm_head.weight differs from the embedding but "
+                                 "the config ties them; use the config the model was trained with "
+                                 "(tie_word_embeddings false)")
+        del head, embedding
     ranks = len(list((detected.path / detected.tag).glob("*model_states.pt")))
     plan = []
     for key, value in state.items():
         name = key.removeprefix("module.")
         if tied and name == "lm_head.weight":
-            continue  # zero_to_fp32 rebuilds tied weights from shared_params; transformers ties them itself
+            continue  # zero_to_fp32 rebuilds tied weights from shared_params (checked equal above)
         plan.append(TensorPlan(name, tuple(value.shape), str(value.dtype).removeprefix("torch."),
                                lambda value=value: value.contiguous()))
     return plan, f"ZeRO, {ranks} model-state file(s), tag {detected.tag}"
