@@ -127,7 +127,8 @@ def _has_tokenizer(path: Path) -> bool:
 
 def bundled_tokenizer(detected: Detected) -> Path | None:
     """A tokenizer directory the checkpoint names or carries: nanotron's config.yaml `tokenizer.tokenizer_name_or_path`
-    when it is a local directory; tokenizer files in the checkpoint folder (HF Trainer's checkpoint-N) or its parent."""
+    when it is a local directory; else tokenizer files in the checkpoint folder (HF Trainer's checkpoint-N) or its
+    parent (a nanotron run folder)."""
     if detected.format == "nanotron":
         config = detected.path / "config.yaml"
         if config.is_file():
@@ -139,7 +140,6 @@ def bundled_tokenizer(detected: Detected) -> Path | None:
                 name = None
             if name and _has_tokenizer(Path(name).expanduser()):
                 return Path(name).expanduser().resolve()
-        return None
     for candidate in (detected.path, detected.path.parent):
         if _has_tokenizer(candidate):
             return candidate
