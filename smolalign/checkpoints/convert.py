@@ -127,7 +127,7 @@ def _nanotron(detected: Detected, tokenizer):
 
     step_dir = detected.path
     layout = nanotron_layout(step_dir)
-    nanotron_shards._require_version(layout["version"], "checkpoint_metadata.json", step_dir)
+    nanotron_shards.require_version(layout["version"], "checkpoint_metadata.json", step_dir)
     model_config, full_config = nanotron_hf.read_model_config(step_dir)
     arch = nanotron_hf.architecture(model_config, step_dir)
     params = nanotron_shards.scan(step_dir)

@@ -102,7 +102,7 @@ def _parameter(name: str, shards: list[Shard], step_dir: Path) -> Parameter:
             raise SmolalignError(f"nanotron checkpoint {step_dir}: {shard.path.name} of {name} carries no slice "
                                  "metadata: checkpoints older than version 1.2 are not supported (re-save it with a "
                                  "recent nanotron)")
-        _require_version(version, f"{shard.path.relative_to(step_dir)}", step_dir)
+        require_version(version, f"{shard.path.relative_to(step_dir)}", step_dir)
         this = parse_shape(meta["unsharded_shape"])
         if shape is not None and this != shape:
             raise SmolalignError(f"nanotron checkpoint {step_dir}: shards of {name} disagree on its shape "
@@ -132,7 +132,7 @@ def _require_all_ranks(name: str, shards: list[Shard], step_dir: Path) -> None:
                              f"{missing} of {tp_size}: {', '.join(files)} not found (was the copy interrupted?)")
 
 
-def _require_version(version: str, where: str, step_dir: Path) -> None:
+def require_version(version: str, where: str, step_dir: Path) -> None:
     try:
         parts = tuple(int(p) for p in str(version).split(".")[:2])
     except ValueError:

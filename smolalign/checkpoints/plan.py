@@ -36,10 +36,7 @@ class TensorPlan:
 
 
 def slice_rows(name: str, parameter, start: int | None = None, stop: int | None = None) -> TensorPlan:
-    """Rows [start:stop) of a nanotron parameter (all of it when no range is given)."""
-    from smolalign.checkpoints.nanotron_shards import Parameter
-
-    assert isinstance(parameter, Parameter)
+    """Rows [start:stop) of a nanotron parameter (nanotron_shards.Parameter; all of it when no range is given)."""
     rows = parameter.shape[0]
     start, stop = start or 0, rows if stop is None else stop
     shape = (stop - start, *parameter.shape[1:]) if parameter.shape else ()
