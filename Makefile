@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/pairs.py
 	$(BIN)/python benchmarks/rewards.py
 	$(BIN)/python benchmarks/distill.py
+	$(BIN)/python benchmarks/convert.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check smolalign tests benchmarks scripts rewards

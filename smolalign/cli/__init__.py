@@ -19,7 +19,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from smolalign.cli import chat, data, recipes, rewards, template, train
+    from smolalign.cli import chat, convert, data, recipes, rewards, template, train
 
     train.register(app)
     app.add_typer(recipes.app, name="recipes", rich_help_panel="Recipes")
@@ -27,6 +27,7 @@ def _register() -> None:
     app.add_typer(data.app, name="data", rich_help_panel="Inspect")
     app.add_typer(rewards.app, name="rewards", rich_help_panel="Inspect")
     chat.register(app)
+    convert.register(app)
 
 
 _register()

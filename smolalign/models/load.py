@@ -14,7 +14,7 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware
-from smolalign.models.sources import ModelSource, gguf_cache_dir, resolve_source
+from smolalign.models.sources import ModelSource, checkpoint_cache_dir, gguf_cache_dir, resolve_model
 from smolalign.recipe.schema import ModelSection
 from smolalign.templates.registry import ChatTemplate, resolve_template
 from smolalign.templates.render import render
@@ -36,7 +36,10 @@ def _source_errors(source: ModelSource) -> Iterator[None]:
 
 
 def local_dir(source: ModelSource) -> str:
-    """A path or hub id that `from_pretrained` accepts; GGUF files are converted once into the cache."""
+    """A path or hub id that `from_pretrained` accepts; GGUF files and pretraining checkpoints are converted once
+    into the cache."""
+    if source.kind == "checkpoint":
+        return _converted_checkpoint(source)
     if source.kind != "gguf":
         return source.location
     target = gguf_cache_dir(source)
@@ -64,6 +67,19 @@ def local_dir(source: ModelSource) -> str:
     return str(target)
 
 
+def _converted_checkpoint(source: ModelSource) -> str:
+    """The checkpoint converted into the cache, once per content (see checkpoints.content_key)."""
+    from smolalign.checkpoints.convert import convert
+
+    target = checkpoint_cache_dir(source)
+    if (target / "config.json").is_file():
+        return str(target)
+    print(f"converting {source.location} to a transformers checkpoint in {target} (once)")
+    conversion = convert(source.location, target, tokenizer=source.tokenizer, overwrite=True)
+    print("\n".join("  " + line for line in conversion.describe().splitlines()))
+    return str(target)
+
+
 def end_of_turn_token(template: ChatTemplate, tokenizer) -> str | None:
     """The special token that closes an assistant turn in this template (`<|im_end|>` for ChatML-style ones)."""
     probe = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
@@ -81,7 +97,7 @@ def load_tokenizer(section: ModelSection, template_name: str):
     """The tokenizer with the recipe's chat template installed, EOS set to its end-of-turn token and a pad token."""
     from transformers import AutoTokenizer
 
-    source = resolve_source(section.source, section.revision)
+    source = resolve_model(section)
     with _source_errors(source):
         tokenizer = AutoTokenizer.from_pretrained(local_dir(source), revision=source.revision,
                                                   trust_remote_code=section.trust_remote_code)
@@ -103,7 +119,7 @@ def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer)
     import torch
     from transformers import AutoModelForCausalLM
 
-    source = resolve_source(section.source, section.revision)
+    source = resolve_model(section)
     kwargs: dict = {"dtype": getattr(torch, dtype), "trust_remote_code": section.trust_remote_code}
     if section.attn_implementation:
         kwargs["attn_implementation"] = section.attn_implementation

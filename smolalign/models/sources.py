@@ -1,8 +1,9 @@
-"""Where a model comes from, resolved without loading anything: a directory, a GGUF file, a bundled short name, a hub id.
+"""Where a model comes from, resolved without loading anything: a directory, a GGUF file, a pretraining checkpoint
+(nanotron, DeepSpeed ZeRO, torch DCP), a bundled short name, a hub id.
 
-GGUF files (the bundled SmolLM2 among them) are converted once into an ordinary transformers directory under the
-smolalign cache, so later loads are fast and every TRL code path that re-reads `_name_or_path` (DPO reference
-models, for one) sees a normal checkpoint.
+GGUF files (the bundled SmolLM2 among them) and pretraining checkpoints are converted once into an ordinary
+transformers directory under the smolalign cache, so later loads are fast and every TRL code path that re-reads
+`_name_or_path` (DPO reference models, for one) sees a normal checkpoint.
 """
 
 import hashlib
@@ -26,10 +27,12 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 @dataclass(frozen=True)
 class ModelSource:
-    kind: Literal["dir", "gguf", "hub"]
+    kind: Literal["dir", "gguf", "hub", "checkpoint"]
     location: str
-    """The directory, the .gguf file, or the hub id."""
+    """The directory, the .gguf file, the checkpoint folder holding the weights, or the hub id."""
     revision: str | None = None
+    tokenizer: str | None = None
+    """checkpoint: the tokenizer directory shipped with the converted model (given or found next to it)."""
 
     @property
     def label(self) -> str:
@@ -40,8 +43,21 @@ def cache_root() -> Path:
     return Path(os.environ.get("SMOLALIGN_CACHE", Path.home() / ".cache" / "smolalign"))
 
 
-def resolve_source(spec: str, revision: str | None = None) -> ModelSource:
-    """Classify a model source string; a missing file or package is a SmolalignError naming it."""
+def resolve_source(spec: str, revision: str | None = None, tokenizer: str | None = None,
+                   tokenizer_key: str | None = None) -> ModelSource:
+    """Classify a model source string; a missing file or package is a SmolalignError naming it. `tokenizer` is only
+    for pretraining checkpoints (which carry none) and is refused for sources that have their own."""
+    source = _resolve(spec, revision)
+    if source.kind != "checkpoint":
+        if tokenizer is not None:
+            tokenizer_key = tokenizer_key or "tokenizer"
+            raise SmolalignError(f"{tokenizer_key} is for pretraining checkpoints that carry no tokenizer; {spec} has "
+                                 f"its own, so remove {tokenizer_key}")
+        return source
+    return _with_tokenizer(source, spec, tokenizer, tokenizer_key)
+
+
+def _resolve(spec: str, revision: str | None) -> ModelSource:
     if spec in BUNDLED:
         package, filename, install = BUNDLED[spec]
         found = importlib.util.find_spec(package)
@@ -53,9 +69,14 @@ def resolve_source(spec: str, revision: str | None = None) -> ModelSource:
         return ModelSource("gguf", str(path))
     path = Path(spec).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
-            raise SmolalignError(f"model source {spec}: the directory has no config.json")
-        return ModelSource("dir", str(path.resolve()))
+        from smolalign.checkpoints.detect import MEGATRON_HINT, detect
+
+        detected = detect(path)
+        if detected.format == "hf":
+            return ModelSource("dir", str(path.resolve()))
+        if detected.format in ("megatron", "megatron_dist"):
+            raise SmolalignError(f"model source {spec}: {MEGATRON_HINT}")
+        return ModelSource("checkpoint", str(path.resolve()))
     if path.suffix == ".gguf":
         if not path.is_file():
             raise SmolalignError(f"model source {spec}: no such file")
@@ -63,6 +84,40 @@ def resolve_source(spec: str, revision: str | None = None) -> ModelSource:
     if spec.startswith((".", "/", "~")) or not _HUB_ID.match(spec):
         raise SmolalignError(f"model source {spec}: no such directory or file{suggest(spec, BUNDLED)}")
     return ModelSource("hub", spec, revision)
+
+
+def resolve_model(section) -> ModelSource:
+    """A recipe's `model:` section (a ModelSection) resolved, its `tokenizer` applied."""
+    return resolve_source(section.source, section.revision, section.tokenizer, "model.tokenizer")
+
+
+def _with_tokenizer(source: ModelSource, spec: str, tokenizer: str | None, key: str | None) -> ModelSource:
+    from smolalign.checkpoints.convert import resolve_tokenizer
+    from smolalign.checkpoints.detect import detect
+
+    detected = detect(source.location)
+    try:
+        found = resolve_tokenizer(detected, tokenizer)
+    except SmolalignError as exc:
+        raise SmolalignError(f"{key or 'tokenizer'}: {exc}") from None
+    if found is None:
+        fix = (f"set {key} to the tokenizer directory it was trained with" if key else
+               f"convert it once with `smolalign convert {spec} DIR --tokenizer TOKENIZER_DIR` and use DIR")
+        raise SmolalignError(f"model source {spec} is a {detected.format} checkpoint with no tokenizer of its own: {fix}")
+    return ModelSource("checkpoint", source.location, tokenizer=str(found))
+
+
+def checkpoint_cache_dir(source: ModelSource) -> Path:
+    """Where a checkpoint's converted transformers directory lives: keyed by the content of what it is made from."""
+    from smolalign.checkpoints.content_key import content_key
+    from smolalign.checkpoints.detect import detect
+
+    detected = detect(source.location)
+    models = cache_root() / "models"
+    tokenizer = Path(source.tokenizer) if source.tokenizer else None
+    key = content_key(detected, tokenizer, models / ".file-digests.json")[:16]
+    name = detected.path.name if detected.format != "nanotron" else f"{detected.path.parent.name}-{detected.path.name}"
+    return models / f"{name}-{key}"
 
 
 def gguf_cache_dir(source: ModelSource) -> Path:

@@ -9,9 +9,14 @@ STAGES = ("sft", "po", "rl")
 @dataclass(frozen=True)
 class ModelSection:
     source: str
-    """HF directory, hub id, GGUF file (`path/to/x.gguf`), or a bundled short name (`smollm2-135m-instruct`)."""
+    """HF directory, hub id, GGUF file (`path/to/x.gguf`), bundled short name (`smollm2-135m-instruct`), or a
+    pretraining checkpoint (nanotron step or run folder, DeepSpeed ZeRO folder, torch DCP folder), converted once into
+    the cache."""
     revision: str | None = None
     """Hub revision (branch, tag or commit) for a hub id."""
+    tokenizer: str | None = None
+    """Tokenizer directory for a pretraining checkpoint that carries none (it also trims a padded vocabulary, and
+    for DCP its config.json may give the architecture); refused for sources that have their own tokenizer."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """auto follows the hardware: float32 on CPU, bfloat16 on a GPU that supports it."""
     attn_implementation: str | None = None

@@ -115,6 +115,7 @@ def validate_recipe(raw: dict, stage: str, source: str) -> Recipe:
     if "data" not in raw and pairs is None:
         raise SmolalignError("data is required (data.sources: a list of datasets)")
     model = build(ModelSection, raw["model"], "model")
+    _check_model_source(model)
     template = build(TemplateSection, raw.get("template"), "template")
     data = build(DataSection, _data_mapping(raw, pairs), "data")
     peft = _section(raw, "peft")
@@ -141,6 +142,17 @@ def validate_recipe(raw: dict, stage: str, source: str) -> Recipe:
                   source=source, description=str(raw.get("description") or ""), method=method,
                   reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher,
                   launch=launch)
+
+
+def _check_model_source(model: ModelSection) -> None:
+    """A local directory source is classified now (a pretraining checkpoint needs a tokenizer, a Megatron one is
+    refused); `model.tokenizer` is only accepted for checkpoints. Hub ids and files are checked by the stages."""
+    from pathlib import Path
+
+    from smolalign.models.sources import resolve_model
+
+    if Path(model.source).expanduser().is_dir() or model.tokenizer is not None:
+        resolve_model(model)
 
 
 def accumulation_for(launch, train: dict) -> int:

@@ -93,9 +93,9 @@ def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Sources, tokenizers, data and memory; returns (plan, pairing, prompts, student tokenizer, teacher tokenizer)."""
     from smolalign.models.load import load_tokenizer
-    from smolalign.models.sources import resolve_source
+    from smolalign.models.sources import resolve_model, resolve_source
 
-    resolve_source(recipe.model.source, recipe.model.revision)
+    resolve_model(recipe.model)
     resolve_source(recipe.teacher.source, recipe.teacher.revision)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     student, _ = load_tokenizer(recipe.model, recipe.template.name)

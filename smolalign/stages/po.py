@@ -36,11 +36,11 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Template, data (unless the pairs are still to be generated), batch rules; returns (plan, mixture or None)."""
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare_preference import require_preference_format
-    from smolalign.models.sources import resolve_source
+    from smolalign.models.sources import resolve_model, resolve_source
     from smolalign.pairs.build import is_up_to_date
 
     check_recipe(recipe)
-    resolve_source(recipe.model.source, recipe.model.revision)
+    resolve_model(recipe.model)
     if recipe.reference.kind == "source":
         resolve_source(recipe.reference.source)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)

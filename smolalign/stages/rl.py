@@ -100,9 +100,9 @@ def check_batch(recipe: Recipe, hardware: Hardware) -> None:
 
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
-    from smolalign.models.sources import resolve_source
+    from smolalign.models.sources import resolve_model
 
-    resolve_source(recipe.model.source, recipe.model.revision)
+    resolve_model(recipe.model)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     check_batch(recipe, hardware)
     rewards = build_rewards(recipe)

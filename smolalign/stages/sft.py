@@ -24,9 +24,9 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     from smolalign.data.encode import require_generation_markers
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare import Layout
-    from smolalign.models.sources import resolve_source
+    from smolalign.models.sources import resolve_model
 
-    resolve_source(recipe.model.source, recipe.model.revision)
+    resolve_model(recipe.model)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     mixture = build_mixture(recipe.data)
     if template is not None:

@@ -1,0 +1,99 @@
+"""`smolalign convert` end to end, and a nanotron run folder as a recipe's model.source: validated (a tokenizer is
+required), converted once into the cache, reused while unchanged, converted again once rewritten."""
+
+import json
+
+import pytest
+import torch
+from nanotron_writer import write_nanotron
+from tiny_models import chat_rows, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def nanotron_run(tiny_dir, tmp_path_factory):
+    """The tiny Llama saved by nanotron with TP 2 (vocabulary padded), and the model itself."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir).eval()
+    run = tmp_path_factory.mktemp("pretrain") / "tiny-run"
+    write_nanotron(model, run, tp=2, step=500, pad_vocab_to=48)
+    return run, model
+
+
+def test_convert_command(cli, nanotron_run, tiny_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    run, model = nanotron_run
+    code, out, err = cli("convert", run, tmp_path / "hf", "--tokenizer", tiny_dir)
+    assert code == 0, err
+    assert f"format: nanotron ({run / '500'})" in out
+    assert "layout: nanotron 1.5, TP 2, PP 1" in out
+    assert "model: LlamaForCausalLM, 20 tensors" in out and "note: latest.txt -> step 500" in out
+    assert "vocabulary trimmed from 576 padded rows to the tokenizer's 512" in out and "wrote " in out
+    converted = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    ids = torch.arange(12).reshape(1, 12)
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=ids).logits, converted(input_ids=ids).logits)
+    code, _, err = cli("convert", run, tmp_path / "hf", "--tokenizer", tiny_dir)
+    assert code == 2 and "exists and is not empty; pass --overwrite" in err
+    code, _, err = cli("convert", run, tmp_path / "hf", "--tokenizer", tiny_dir, "--overwrite", "--dtype", "bfloat16")
+    assert code == 0, err
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["dtype"] == "bfloat16"
+    code, _, err = cli("convert", run, tmp_path / "x", "--dtype", "int4")
+    assert code == 2 and "--dtype must be one of float32, bfloat16, float16" in err
+    (tmp_path / "megatron").mkdir()
+    (tmp_path / "megatron" / "latest_checkpointed_iteration.txt").write_text("1000")
+    code, _, err = cli("convert", tmp_path / "megatron", tmp_path / "y")
+    assert code == 2 and "Megatron-Bridge" in err and "Traceback" not in err
+    code, _, err = cli("convert", tiny_dir, tmp_path / "z")
+    assert code == 2 and "already a transformers directory" in err
+
+
+def sft_recipe(write_recipe, tmp_path, model: dict) -> str:
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    return str(write_recipe({
+        "model": model, "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]},
+        "train": {"max_length": 128, "max_steps": 1, "per_device_train_batch_size": 2, "save_strategy": "no",
+                  "gradient_checkpointing": False}}))
+
+
+def test_checkpoint_as_model_source(cli, write_recipe, nanotron_run, tiny_dir, tmp_path):
+    from smolalign.models.sources import cache_root
+
+    run, _ = nanotron_run
+    code, _, err = cli("sft", sft_recipe(write_recipe, tmp_path, {"source": str(run)}), "--dry-run")
+    assert code == 2 and "is a nanotron checkpoint with no tokenizer of its own: set model.tokenizer" in err
+    code, _, err = cli("sft", sft_recipe(write_recipe, tmp_path, {"source": str(tiny_dir), "tokenizer": str(tiny_dir)}),
+                       "--dry-run")
+    assert code == 2 and "model.tokenizer is for pretraining checkpoints" in err
+
+    recipe = sft_recipe(write_recipe, tmp_path, {"source": str(run), "tokenizer": str(tiny_dir)})
+    code, out, err = cli("sft", recipe, "-o", tmp_path / "a")
+    assert code == 0, err
+    assert out.count("converting ") == 1 and "(once)" in out
+    converted = sorted((cache_root() / "models").glob("tiny-run-500-*"))
+    assert len(converted) == 1 and (converted[0] / "tokenizer.json").is_file()
+    code, out, err = cli("sft", recipe, "-o", tmp_path / "b")
+    assert code == 0, err
+    assert "converting " not in out and (tmp_path / "b" / "model" / "config.json").is_file()
+
+
+def test_rewritten_checkpoint_is_converted_again(tiny_dir, tmp_path, capsys):
+    from transformers import AutoModelForCausalLM
+
+    from smolalign.models.load import local_dir
+    from smolalign.models.sources import resolve_source
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    run = tmp_path / "run"
+    write_nanotron(model, run, tp=1, step=7)
+    source = resolve_source(str(run), tokenizer=str(tiny_dir))
+    first = local_dir(source)
+    assert local_dir(source) == first and capsys.readouterr().out.count("converting") == 1
+    with torch.no_grad():
+        model.model.norm.weight.add_(1.0)
+    write_nanotron(model, run, tp=1, step=7)  # the same step saved again, other weights
+    second = local_dir(source)
+    assert second != first and "converting" in capsys.readouterr().out
+    reloaded = AutoModelForCausalLM.from_pretrained(second)
+    assert torch.equal(reloaded.model.norm.weight, model.model.norm.weight)
