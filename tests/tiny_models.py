@@ -113,3 +113,18 @@ def sft_tiny(source: Path, folder: Path, conversations: list[dict], steps: int) 
     except SystemExit as exc:
         assert not exc.code, f"sft of the tiny model exited {exc.code}"
     return folder / "run" / "model"
+
+
+def deepspeed_skip_reason() -> str | None:
+    """Why DeepSpeed cannot run on this CPU machine, or None. Its CPU accelerator JIT-builds a shared-memory
+    communication op on first use (~45 s, cached in ~/.cache/torch_extensions), which needs g++."""
+    import importlib.util
+    import os
+    import shutil
+
+    if importlib.util.find_spec("deepspeed") is None:
+        return "needs deepspeed (pip install 'smolalign[deepspeed]')"
+    extensions = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
+    if shutil.which("g++") is None and not any(extensions.glob("*/deepspeed_shm_comm")):
+        return "DeepSpeed needs g++ to build its CPU communication op"
+    return None

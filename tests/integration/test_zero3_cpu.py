@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from tiny_models import chat_rows, pair_rows, write_jsonl
+from tiny_models import chat_rows, deepspeed_skip_reason, pair_rows, write_jsonl
 
 pytestmark = [
     pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path (on GPUs accelerate launches DeepSpeed)"),
-    pytest.mark.skipif(__import__("importlib").util.find_spec("deepspeed") is None, reason="needs deepspeed"),
+    pytest.mark.skipif(deepspeed_skip_reason() is not None, reason=str(deepspeed_skip_reason())),
 ]
 
 
@@ -136,3 +136,17 @@ def test_zero3_dpo_trains_resumes_and_exports(dpo_runs):
     assert result["resumed_from"].endswith("checkpoint-2")
     assert_same(weights(folder / "dpo-resumed" / "model"), weights(folder / "dpo-zero3" / "model"), atol=1e-6)
     AutoModelForCausalLM.from_pretrained(folder / "dpo-zero3" / "model")
+
+
+def test_convert_exports_a_zero3_checkpoint_from_its_shards(sft_runs, tmp_path):
+    """`smolalign convert` on the run's last checkpoint with its gathered weights removed: only the two ranks'
+    ZeRO shards remain, and they consolidate to the run's final model."""
+    from transformers import AutoModelForCausalLM
+
+    checkpoint = tmp_path / "checkpoint-4"
+    shutil.copytree(sft_runs["dir"] / "sft-zero3" / "checkpoint-4", checkpoint)
+    (checkpoint / "model.safetensors").unlink()
+    done = smolalign("convert", checkpoint, tmp_path / "hf")
+    assert "deepspeed" in done.stdout
+    assert_same(weights(tmp_path / "hf"), weights(sft_runs["dir"] / "sft-zero3" / "model"), atol=0.0)
+    AutoModelForCausalLM.from_pretrained(tmp_path / "hf")

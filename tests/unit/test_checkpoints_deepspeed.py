@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import deepspeed_skip_reason
 
 from smolalign.checkpoints.convert import convert
 from smolalign.checkpoints.detect import detect
@@ -17,12 +18,7 @@ from smolalign.checkpoints.nanotron_shards import read_header
 from smolalign.errors import SmolalignError
 
 HERE = Path(__file__).resolve().parent.parent
-_EXTENSIONS = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
-# DeepSpeed's CPU accelerator JIT-builds its shm communication op on first use (~45 s); once built, the whole
-# module runs in ~15 s, so it stays in the fast tier only where the op is already cached.
-_COLD = not any(_EXTENSIONS.glob("*/deepspeed_shm_comm"))
-pytestmark = [pytest.mark.skipif(shutil.which("g++") is None and _COLD, reason="DeepSpeed needs g++ to build its op"),
-              *([pytest.mark.slow] if _COLD else [])]
+pytestmark = pytest.mark.skipif(deepspeed_skip_reason() is not None, reason=str(deepspeed_skip_reason()))
 
 
 def free_port() -> int:
