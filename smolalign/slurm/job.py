@@ -27,6 +27,7 @@ from smolalign.slurm.options import (
 from smolalign.slurm.script import SlurmJob, VllmServer, render_script
 
 _UNSAFE_PATH = re.compile(r"[\s'\"$`\\]")
+MULTI_NODE_TYPES = ("MULTI_GPU", "DEEPSPEED", "FSDP")
 
 
 def write_job(request: SlurmRequest) -> Path | None:
@@ -70,6 +71,11 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
     launch = apply_overrides(read_recipe(path), overrides).get("launch")
     named = launch.get("preset") if isinstance(launch, dict) else None
     preset = preset_path(request.preset or named or DEFAULT_PRESET, "--preset")
+    kind = distributed_type(preset)
+    if kind not in MULTI_NODE_TYPES:
+        raise SmolalignError(f"--preset {preset}: distributed_type {kind} does not run one process per GPU on several "
+                             f"nodes; use a {', '.join(MULTI_NODE_TYPES)} config (presets ddp, zero2, zero3, "
+                             "zero3_offload, fsdp2)")
     hardware = cluster_hardware(request)
     with world_size(hardware.world_size):  # launch.global_batch_size is divided over the cluster's processes
         recipe = load_recipe(str(path), overrides, stage)
@@ -87,7 +93,7 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
     job = SlurmJob(
         job_name=job_name, stage=stage, recipe=str(path), train_args=tuple(train_args), nodes=request.nodes,
         gpus_per_node=request.gpus_per_node, accelerate_config=str(preset),
-        deepspeed=distributed_type(preset) == "DEEPSPEED", main_process_port=request.main_process_port,
+        deepspeed=kind == "DEEPSPEED", main_process_port=request.main_process_port,
         workdir=str(Path.cwd()), activate=environment_activation(), log_dir=str(log_dir(request, job_name)),
         sbatch=tuple([(k, v) for k, v in extra if v is not None] + sbatch_options(request.sbatch)),
         signal_seconds=request.signal_before, overwrite=request.overwrite, vllm=server, setup=tuple(request.setup),

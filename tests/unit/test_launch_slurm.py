@@ -253,6 +253,23 @@ def test_script_to_stdout_and_submit(cli, cluster, sft_recipe, tmp_path, monkeyp
     assert [c["args"] for c in calls(cluster, "sbatch")] == [[str(tmp_path / "slurm" / "mine.sbatch")]]
 
 
+def test_a_single_process_accelerate_config_is_refused(cli, cluster, sft_recipe, tmp_path):
+    config = tmp_path / "single.yaml"
+    config.write_text("distributed_type: 'NO'\nnum_processes: 1\n")
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "2", "--preset", str(config))
+    assert code == 2 and "distributed_type NO does not run one process per GPU" in err
+
+
+def test_every_node_activates_the_environment_that_wrote_the_script():
+    from smolalign.slurm.job import environment_activation
+
+    line = environment_activation()
+    if sys.prefix != sys.base_prefix:
+        assert line.startswith(f"set +u; source {sys.prefix}/bin/activate; set -u")
+    else:
+        assert line.startswith(f"export PATH={Path(sys.executable).parent}:")
+
+
 def test_the_recipe_preset_is_the_default(cli, cluster, sft_recipe):
     code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "1", "--script", "-", "--set", "launch.preset=fsdp2")
     assert code == 0, err
