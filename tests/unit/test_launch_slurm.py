@@ -91,6 +91,30 @@ def option(args: list[str], name: str) -> str:
     return args[args.index(name) + 1]
 
 
+def torchrun_settings(accelerate_args: list[str]) -> dict:
+    """What accelerate's own argument handling makes of one node's `accelerate launch` arguments: the settings it
+    hands torchrun (the launchers are replaced by a capture, nothing starts)."""
+    from unittest import mock
+
+    import accelerate.commands.launch as launch
+    from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
+
+    captured: dict = {}
+
+    def multi_gpu(args):
+        prepare_multi_gpu_env(args)
+        captured.update(vars(args), launcher="torchrun")
+
+    def deepspeed(args):
+        command, _ = prepare_deepspeed_cmd_env(args)
+        captured.update(vars(args), launcher="torchrun" if command is None else command[0])
+
+    with mock.patch.object(launch, "multi_gpu_launcher", multi_gpu), \
+            mock.patch.object(launch, "deepspeed_launcher", deepspeed):
+        launch.launch_command(launch.launch_command_parser().parse_args(accelerate_args[1:]))
+    return captured
+
+
 @pytest.fixture
 def sft_recipe(write_recipe, tmp_path):
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
@@ -166,6 +190,11 @@ def test_training_nodes_meet_at_a_c10d_rendezvous_on_the_first_node(cli, cluster
         assert env["NCCL_ASYNC_ERROR_HANDLING"] == "1" and env["OMP_NUM_THREADS"] == "8"  # 32 CPUs / 4 GPUs
     assert sorted(c["env"]["SLURM_PROCID"] for c in launches) == ["0", "1"]
     assert calls(cluster, "trl") == [] and calls(cluster, "curl") == []
+    for launch in launches:  # read by accelerate itself: every node joins gpu-a:29555 with 4 of the 8 processes
+        settings = torchrun_settings(launch["args"])
+        assert settings["launcher"] == "torchrun" and settings["rdzv_backend"] == "c10d"
+        assert settings["rdzv_endpoint"] == "gpu-a:29555" and settings["nnodes"] == "2"
+        assert settings["nproc_per_node"] == "4" and settings["node_rank"] == int(launch["env"]["SLURM_PROCID"])
 
 
 def test_gradient_accumulation_keeps_the_global_batch_over_all_gpus(cli, cluster, sft_recipe):
