@@ -18,7 +18,7 @@ VLLM_OPTIONS_OWNED = {"model": "it is the recipe's model.source", "host": "the s
                       "port": "set generation.server.port", "tensor_parallel_size": "set generation.server.tensor_parallel",
                       "revision": "it is the recipe's model.revision"}
 SBATCH_OWNED = {"nodes": "--nodes and --vllm-nodes", "job-name": "--job-name", "partition": "--partition",
-                "time": "--time", "account": "--account", "gres": "--gpus-per-node", "ntasks-per-node": "the script",
+                "time": "--time", "account": "--account", "ntasks-per-node": "the script",
                 "signal": "--signal-before", "requeue": "the script", "output": "--log-dir", "error": "--log-dir"}
 
 
@@ -72,7 +72,11 @@ def check_request(request: SlurmRequest) -> None:
         if limit is not None and limit <= request.signal_before:
             raise SmolalignError(f"--time {request.time} is not longer than --signal-before {request.signal_before} s: "
                                  "the job would requeue itself as soon as it starts")
-    sbatch_options(request.sbatch)
+    for key, value in sbatch_options(request.sbatch):
+        gpus = re.fullmatch(r"gpu(?::[\w.-]+)?:(\d+)", value) if key == "gres" else None
+        if key == "gres" and (gpus is None or int(gpus.group(1)) != request.gpus_per_node):
+            raise SmolalignError(f"--sbatch gres={value}: ask for gpu[:TYPE]:{request.gpus_per_node} (one process "
+                                 f"per GPU, --gpus-per-node {request.gpus_per_node})")
     for line in request.setup:
         if "\n" in line:
             raise SmolalignError("--setup: one shell line per option (repeat --setup for more)")

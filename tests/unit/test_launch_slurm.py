@@ -161,6 +161,12 @@ def test_header_asks_slurm_for_the_nodes_gpus_requeue_and_logs(cli, cluster, sft
                       f"#SBATCH --error={tmp_path}/slurm/logs/%x-%j.err", "#SBATCH --partition=gpu",
                       "#SBATCH --time=2-00:00:00", "#SBATCH --account=lab", "#SBATCH --qos=high"]
     assert (tmp_path / "slurm" / "logs").is_dir()  # sbatch would not create it, and the job would have no logs
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "1", "-G", "4", "--sbatch", "gres=gpu:h100:4",
+                         "--sbatch", "mem-per-gpu=80G", "--script", "-")
+    assert code == 0, err
+    header = [line for line in out.splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --gres=gpu:h100:4" in header and "#SBATCH --gres=gpu:4" not in header
+    assert "#SBATCH --mem-per-gpu=80G" in header and "#SBATCH --mem=0" not in header  # sbatch refuses both
 
 
 def test_training_nodes_meet_at_a_c10d_rendezvous_on_the_first_node(cli, cluster, sft_recipe, tmp_path):
@@ -315,6 +321,7 @@ def test_the_recipe_preset_is_the_default(cli, cluster, sft_recipe):
     (["--nodes", "2", "-t", "soon"], "--time 'soon': expected minutes"),
     (["--nodes", "2", "--sbatch", "nodes=3"], "--sbatch nodes: set by --nodes and --vllm-nodes"),
     (["--nodes", "2", "-J", "my job"], "--job-name 'my job'"),
+    (["--nodes", "2", "-G", "4", "--sbatch", "gres=gpu:h100:8"], "ask for gpu[:TYPE]:4"),
 ])
 def test_bad_input_exits_2_before_writing(cli, cluster, sft_recipe, tmp_path, args, message):
     code, out, err = cli("launch", "slurm", sft_recipe, *args)
