@@ -33,14 +33,14 @@ def presets() -> dict[str, Path]:
     return {p.stem: p for p in sorted((asset_dir("recipes") / "accelerate").glob("*.yaml"))}
 
 
-def preset_path(name_or_path: str) -> Path:
+def preset_path(name_or_path: str, option: str = "--launch") -> Path:
     path = Path(name_or_path).expanduser()
     if path.is_file():
         return path.resolve()
     known = presets()
     if name_or_path in known:
         return known[name_or_path]
-    raise SmolalignError(f"--launch {name_or_path}: no such accelerate config or preset{suggest(name_or_path, known)} "
+    raise SmolalignError(f"{option} {name_or_path}: no such accelerate config or preset{suggest(name_or_path, known)} "
                          f"(presets: {', '.join(known)})")
 
 

@@ -2,6 +2,7 @@
 
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
@@ -11,6 +12,7 @@ CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 RECIPE_FILE = "recipe.yaml"
 MANIFEST_FILE = "manifest.json"
 MODEL_DIR = "model"
+TRAINER_STATE = "trainer_state.json"
 
 
 def default_run_dir(recipe_source: str, stage: str) -> Path:
@@ -24,8 +26,14 @@ def default_run_dir(recipe_source: str, stage: str) -> Path:
 
 
 def last_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint. The trainer writes trainer_state.json last, so a folder without it was cut
+    off while saving (a preempted or requeued job) and would fail to load."""
     found = [(int(m.group(1)), p) for p in run_dir.glob("checkpoint-*") if (m := CHECKPOINT.match(p.name)) and p.is_dir()]
-    return max(found)[1] if found else None
+    for _, path in sorted(found, reverse=True):
+        if (path / TRAINER_STATE).is_file():
+            return path
+        print(f"note: skipping {path}: it has no {TRAINER_STATE} (its save was interrupted)", file=sys.stderr)
+    return None
 
 
 def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> Path | None:
@@ -37,9 +45,16 @@ def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> Path | N
     non_empty = run_dir.is_dir() and any(run_dir.iterdir())
     if resume:
         checkpoint = last_checkpoint(run_dir) if run_dir.is_dir() else None
-        if checkpoint is None:
-            raise SmolalignError(f"--resume: no checkpoint-* folder in {run_dir} to resume from")
-        return checkpoint
+        if checkpoint is not None:
+            return checkpoint
+        # A job requeued before its first checkpoint runs the same `--resume` command again: it starts over. A
+        # finished run without checkpoints is not restarted behind the user's back.
+        if (run_dir / MODEL_DIR).exists():
+            raise SmolalignError(f"--resume: {run_dir} holds a finished model and no checkpoint-* folder to resume "
+                                 "from; pass --overwrite to train again")
+        print(f"note: --resume: no checkpoint in {run_dir} yet, starting from the beginning", file=sys.stderr)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return None
     if non_empty:
         if not overwrite:
             raise SmolalignError(

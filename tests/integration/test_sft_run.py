@@ -71,8 +71,10 @@ def test_non_empty_run_dir_needs_resume_or_overwrite(cli, sft_recipe, tmp_path):
     code, _, err = cli("sft", recipe, "-o", run_dir, "--overwrite")
     assert code == 0, err
     assert not (run_dir / "recipe.yaml.previous").exists()
+    # A requeued cluster job passes --resume before its first checkpoint too: it starts from the beginning.
     code, _, err = cli("sft", recipe, "-o", tmp_path / "fresh", "--resume")
-    assert code == 2 and "no checkpoint" in err
+    assert code == 0 and "no checkpoint in" in err and "starting from the beginning" in err
+    assert json.loads((tmp_path / "fresh" / "manifest.json").read_text())["result"]["resumed_from"] is None
 
 
 def test_lora_run_saves_a_merged_model(cli, sft_recipe, tmp_path, write_recipe, tiny_dir):

@@ -1,0 +1,239 @@
+"""From `smolalign launch slurm RECIPE --nodes N [--vllm-nodes 1]` to a written (and optionally submitted) sbatch
+script. The recipe is checked first as its stage's --dry-run checks it, for the cluster's world size (nodes × GPUs
+per node) and without loading weights, so a bad recipe costs no queue time; the vLLM node's settings come from the
+recipe's generation.server section; every node runs the Python environment that runs smolalign now.
+"""
+
+import contextlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.hardware import Hardware
+from smolalign.recipe.schema import Recipe
+from smolalign.slurm.options import (
+    DEFAULT_PRESET,
+    SlurmRequest,
+    check_request,
+    default_job_name,
+    sbatch_options,
+    vllm_serve_options,
+)
+from smolalign.slurm.script import SlurmJob, VllmServer, render_script
+
+_UNSAFE_PATH = re.compile(r"[\s'\"$`\\]")
+MULTI_NODE_TYPES = ("MULTI_GPU", "DEEPSPEED", "FSDP")
+
+
+def write_job(request: SlurmRequest) -> Path | None:
+    """Check, render and write the script (stdout for `--script -`); returns the file written, if any."""
+    if request.submit and request.script == "-":
+        raise SmolalignError("--submit needs a script file; drop --script - or --submit")
+    job, plan, notes = build_job(request)
+    to_stdout = request.script == "-"
+    report = sys.stderr if to_stdout else sys.stdout
+    if plan is not None:
+        print(plan.render(), file=report)
+    for note in notes:
+        print(f"note: {note}", file=report)
+    text = render_script(job)
+    Path(job.log_dir).mkdir(parents=True, exist_ok=True)  # sbatch does not create it: without it, no logs at all
+    if to_stdout:
+        sys.stdout.write(text)
+        return None
+    path = script_path(request, job.job_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    print(f"wrote {path} (logs in {job.log_dir})")
+    if request.submit:
+        print(submit(path))
+    else:
+        print(f"submit it with: sbatch {shlex.quote(str(path))}")
+    return path
+
+
+def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]]:
+    """(job, plan or None with --skip-data, notes) for a request; every check that can fail runs here."""
+    from smolalign.launch import distributed_type, preset_path
+    from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
+    from smolalign.recipe.validate import load_recipe, recipe_stage
+
+    check_request(request)
+    path = recipe_path(request.recipe)
+    overrides = list(request.overrides)
+    stage = recipe_stage(str(path), overrides)
+    launch = apply_overrides(read_recipe(path), overrides).get("launch")
+    named = launch.get("preset") if isinstance(launch, dict) else None
+    preset = preset_path(request.preset or named or DEFAULT_PRESET, "--preset")
+    kind = distributed_type(preset)
+    if kind not in MULTI_NODE_TYPES:
+        raise SmolalignError(f"--preset {preset}: distributed_type {kind} does not run one process per GPU on several "
+                             f"nodes; use a {', '.join(MULTI_NODE_TYPES)} config (presets ddp, zero2, zero3, "
+                             "zero3_offload, fsdp2)")
+    hardware = cluster_hardware(request)
+    with world_size(hardware.world_size):  # launch.global_batch_size is divided over the cluster's processes
+        recipe = load_recipe(str(path), overrides, stage)
+        server, notes = vllm_server(recipe, request)
+        if server is not None:  # the plan names the server node the job will start
+            recipe = load_recipe(str(path), [*overrides, f"generation.server.base_url=http://VLLM_NODE:{server.port}"],
+                                 stage)
+        plan = check_stage(recipe, hardware, skip_data=request.skip_data)
+    notes += run_dir_notes(recipe, request)
+    train_args = [word for item in overrides for word in ("--set", item)]
+    if request.output_dir is not None:
+        train_args += ["--output-dir", str(request.output_dir.expanduser().resolve())]
+    extra = [("partition", request.partition), ("time", request.time), ("account", request.account)]
+    job_name = request.job_name or default_job_name(str(path), stage)
+    job = SlurmJob(
+        job_name=job_name, stage=stage, recipe=str(path), train_args=tuple(train_args), nodes=request.nodes,
+        gpus_per_node=request.gpus_per_node, accelerate_config=str(preset),
+        deepspeed=kind == "DEEPSPEED", main_process_port=request.main_process_port,
+        workdir=str(Path.cwd()), activate=environment_activation(), log_dir=str(log_dir(request, job_name)),
+        sbatch=tuple([(k, v) for k, v in extra if v is not None] + sbatch_options(request.sbatch)),
+        signal_seconds=request.signal_before, overwrite=request.overwrite, vllm=server, setup=tuple(request.setup),
+        command=shlex.join(["smolalign", *request.argv]) if request.argv else "")
+    return job, plan, notes
+
+
+def cluster_hardware(request: SlurmRequest) -> Hardware:
+    """The hardware the plan is made for: the job's GPUs (assumed to compute in bf16), not this login node's."""
+    nodes, gpus = request.nodes, request.gpus_per_node
+    return Hardware("cuda", gpus, f"{nodes} node(s) × {gpus} GPU(s) under Slurm", True, nodes * gpus,
+                    os.cpu_count() or 1)
+
+
+@contextlib.contextmanager
+def world_size(processes: int) -> Iterator[None]:
+    before = os.environ.get("WORLD_SIZE")
+    os.environ["WORLD_SIZE"] = str(processes)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("WORLD_SIZE", None)
+        else:
+            os.environ["WORLD_SIZE"] = before
+
+
+def check_stage(recipe: Recipe, hardware: Hardware, *, skip_data: bool):
+    """The stage's own checks before loading (template, data, columns, rewards, batch rules); returns its plan."""
+    from smolalign.stages import distill, po, rl, sft
+
+    grpo = recipe.stage == "rl" and recipe.method.trainer == "grpo"
+    if skip_data:
+        if grpo:
+            rl.check_batch(recipe, hardware)
+        return None
+    module = {"sft": sft, "po": po}.get(recipe.stage) or (rl if grpo else distill)
+    return module.check_before_loading(recipe, hardware)[0]
+
+
+def vllm_server(recipe: Recipe, request: SlurmRequest) -> tuple[VllmServer | None, list[str]]:
+    """The server node's settings for --vllm-nodes 1; refuses a recipe that cannot use it, or needs one."""
+    generation = recipe.generation
+    grpo = recipe.stage == "rl" and recipe.method.trainer == "grpo"
+    backend = generation.backend if grpo else None
+    if not request.vllm_nodes:
+        if backend == "vllm_server" and not generation.server.base_url:
+            raise SmolalignError("generation.backend vllm_server: on Slurm the server gets a node of its own; pass "
+                                 "--vllm-nodes 1 (or set generation.server.base_url to a server that runs)")
+        return None, []
+    if not grpo:
+        what = f"smolalign {recipe.stage}" + (f" (method {recipe.method.name})" if recipe.stage == "rl" else "")
+        raise SmolalignError(f"--vllm-nodes: only GRPO recipes (smolalign rl, method grpo) generate with a vLLM "
+                             f"server; this recipe is for {what}")
+    if backend != "vllm_server":
+        raise SmolalignError(f"--vllm-nodes: generation.backend is {backend}; set it to vllm_server "
+                             "(--set generation.backend=vllm_server) to generate on the server node")
+    server = generation.server
+    if server.base_url:
+        raise SmolalignError(f"--vllm-nodes: generation.server.base_url already names a running server "
+                             f"({server.base_url}); drop --vllm-nodes to use it, or unset it "
+                             "(--set generation.server.base_url=null)")
+    if server.tensor_parallel > request.gpus_per_node:
+        raise SmolalignError(f"generation.server.tensor_parallel {server.tensor_parallel} needs more GPUs than a node "
+                             f"has (--gpus-per-node {request.gpus_per_node})")
+    notes = []
+    if server.gpus:
+        notes.append("generation.server.gpus is not used: the server has a node of its own")
+    if server.tensor_parallel < request.gpus_per_node:
+        notes.append(f"the vLLM node uses {server.tensor_parallel} of its {request.gpus_per_node} GPUs "
+                     "(generation.server.tensor_parallel)")
+    model, options = served_model(recipe)
+    return VllmServer(model=model, port=server.port, tensor_parallel=server.tensor_parallel,
+                      startup_timeout=server.startup_timeout,
+                      options=tuple(options + vllm_serve_options(request.vllm_set))), notes
+
+
+def served_model(recipe: Recipe) -> tuple[str, list[str]]:
+    """What `trl vllm-serve --model` loads (a GGUF policy is converted now, once) and the options that go with it."""
+    from smolalign.models.sources import resolve_source
+
+    model = recipe.model
+    source = resolve_source(model.source, model.revision)
+    options = ["--revision", source.revision] if source.kind == "hub" and source.revision else []
+    if model.trust_remote_code:
+        options.append("--trust_remote_code")
+    if model.dtype != "auto":
+        options += ["--dtype", model.dtype]
+    if source.kind == "gguf":
+        from smolalign.models.load import local_dir
+
+        return local_dir(source), options
+    return source.location, options
+
+
+def run_dir_notes(recipe: Recipe, request: SlurmRequest) -> list[str]:
+    from smolalign.runs.rundir import default_run_dir, last_checkpoint
+
+    run_dir = Path(request.output_dir or recipe.train.get("output_dir") or default_run_dir(recipe.source, recipe.stage))
+    run_dir = run_dir.expanduser().resolve()
+    notes = [f"run directory {run_dir}: every node must see it (a shared filesystem)"]
+    if str(recipe.train.get("save_strategy", "steps")).lower() == "no":
+        notes.append("train.save_strategy is no: a requeued job has no checkpoint to resume from and starts over")
+    checkpoint = last_checkpoint(run_dir) if run_dir.is_dir() and not request.overwrite else None
+    if checkpoint is not None:
+        notes.append(f"the job continues from {checkpoint} (pass --overwrite to start over)")
+    return notes
+
+
+def environment_activation() -> str:
+    """The shell line that gives every node the Python environment running this command."""
+    activate = Path(sys.prefix) / "bin" / "activate"
+    if sys.prefix != sys.base_prefix and activate.is_file():
+        return f"set +u; source {shlex.quote(str(activate))}; set -u  # the environment that wrote this script"
+    return f'export PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"  # the Python that wrote this script'
+
+
+def script_path(request: SlurmRequest, job_name: str) -> Path:
+    return Path(request.script).expanduser().resolve() if request.script else Path.cwd() / "slurm" / f"{job_name}.sbatch"
+
+
+def log_dir(request: SlurmRequest, job_name: str) -> Path:
+    """--log-dir, else logs/ next to the script; #SBATCH lines are not shell-parsed, so no spaces or quotes."""
+    if request.log_dir is not None:
+        directory = request.log_dir.expanduser().resolve()
+    elif request.script == "-":
+        directory = Path.cwd() / "slurm" / "logs"
+    else:
+        directory = script_path(request, job_name).parent / "logs"
+    if _UNSAFE_PATH.search(str(directory)):
+        raise SmolalignError(f"log directory {directory}: #SBATCH --output cannot hold spaces or quotes; pass --log-dir")
+    return directory
+
+
+def submit(path: Path) -> str:
+    try:
+        done = subprocess.run(["sbatch", str(path)], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise SmolalignError(f"--submit: sbatch is not on PATH (run this on a Slurm login node, or submit {path} "
+                             "there)") from None
+    if done.returncode:
+        raise SmolalignError(f"sbatch {path} failed: {(done.stderr or done.stdout).strip()}")
+    return done.stdout.strip()

@@ -1,0 +1,144 @@
+"""What `smolalign launch slurm` is asked for, checked before anything else: node and GPU counts, Slurm names,
+the time limit against the requeue signal, extra #SBATCH and `trl vllm-serve` options (the only check that
+imports trl: its option names)."""
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.recipe.typecheck import suggest
+
+DEFAULT_PRESET = "zero3"
+_NAME = re.compile(r"^[A-Za-z0-9_.:+,@-]+$")
+_SBATCH_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
+_TIME = re.compile(r"^(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
+                   r"|(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)|(?P<mm>\d+)(?::(?P<ss>\d+))?)$")
+VLLM_OPTIONS_OWNED = {"model": "it is the recipe's model.source", "host": "the server listens on 0.0.0.0",
+                      "port": "set generation.server.port", "tensor_parallel_size": "set generation.server.tensor_parallel",
+                      "revision": "it is the recipe's model.revision"}
+SBATCH_OWNED = {"nodes": "--nodes and --vllm-nodes", "job-name": "--job-name", "partition": "--partition",
+                "time": "--time", "account": "--account", "ntasks-per-node": "the script",
+                "signal": "--signal-before", "requeue": "the script", "output": "--log-dir", "error": "--log-dir"}
+
+
+@dataclass(frozen=True)
+class SlurmRequest:
+    recipe: str
+    nodes: int
+    vllm_nodes: int = 0
+    gpus_per_node: int = 8
+    preset: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    output_dir: Path | None = None
+    partition: str | None = None
+    time: str | None = None
+    account: str | None = None
+    job_name: str | None = None
+    script: str | None = None
+    """Where the script goes: a file, `-` for stdout, None for slurm/<job name>.sbatch."""
+    log_dir: Path | None = None
+    overwrite: bool = False
+    main_process_port: int = 29500
+    signal_before: int = 300
+    sbatch: list[str] = field(default_factory=list)
+    setup: list[str] = field(default_factory=list)
+    vllm_set: list[str] = field(default_factory=list)
+    skip_data: bool = False
+    submit: bool = False
+    argv: list[str] = field(default_factory=list)
+
+
+def check_request(request: SlurmRequest) -> None:
+    if request.nodes < 1:
+        raise SmolalignError(f"--nodes must be at least 1, got {request.nodes}")
+    if request.vllm_nodes < 0:
+        raise SmolalignError(f"--vllm-nodes must be 0 or 1, got {request.vllm_nodes}")
+    if request.vllm_nodes > 1:
+        raise SmolalignError(f"--vllm-nodes {request.vllm_nodes}: GRPO talks to one `trl vllm-serve` server, which runs "
+                             "on one node (tensor parallel within it); use --vllm-nodes 1")
+    if request.gpus_per_node < 1:
+        raise SmolalignError(f"--gpus-per-node must be at least 1, got {request.gpus_per_node}")
+    if not 1 <= request.main_process_port <= 65535:
+        raise SmolalignError(f"--main-process-port must be a TCP port (1-65535), got {request.main_process_port}")
+    if request.signal_before < 1:
+        raise SmolalignError(f"--signal-before must be at least 1 second, got {request.signal_before}")
+    for option, value in (("--partition", request.partition), ("--account", request.account),
+                          ("--job-name", request.job_name)):
+        if value is not None and not _NAME.match(value):
+            raise SmolalignError(f"{option} {value!r}: use letters, digits and . _ - : + , @ only")
+    if request.time is not None:
+        limit = time_limit_seconds(request.time)
+        if limit is not None and limit <= request.signal_before:
+            raise SmolalignError(f"--time {request.time} is not longer than --signal-before {request.signal_before} s: "
+                                 "the job would requeue itself as soon as it starts")
+    for key, value in sbatch_options(request.sbatch):
+        gpus = re.fullmatch(r"gpu(?::[\w.-]+)?:(\d+)", value) if key == "gres" else None
+        if key == "gres" and (gpus is None or int(gpus.group(1)) != request.gpus_per_node):
+            raise SmolalignError(f"--sbatch gres={value}: ask for gpu[:TYPE]:{request.gpus_per_node} (one process "
+                                 f"per GPU, --gpus-per-node {request.gpus_per_node})")
+    for line in request.setup:
+        if "\n" in line:
+            raise SmolalignError("--setup: one shell line per option (repeat --setup for more)")
+
+
+def time_limit_seconds(text: str) -> int | None:
+    """Slurm's --time formats in seconds (minutes, m:s, h:m:s, d-h, d-h:m, d-h:m:s); None for UNLIMITED."""
+    if text.upper() in ("UNLIMITED", "INFINITE"):
+        return None
+    match = _TIME.match(text)
+    if not match:
+        raise SmolalignError(f"--time {text!r}: expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
+    g = {k: int(v) for k, v in match.groupdict().items() if v is not None}
+    if "days" in g:
+        return ((g["days"] * 24 + g["dh"]) * 60 + g.get("dm", 0)) * 60 + g.get("ds", 0)
+    if "h" in g:
+        return (g["h"] * 60 + g["m"]) * 60 + g["s"]
+    return g["mm"] * 60 + g.get("ss", 0)
+
+
+def sbatch_options(items: list[str]) -> list[tuple[str, str]]:
+    """`--sbatch KEY=VALUE` (or a bare KEY for a flag) as (key, value), keys as sbatch spells them."""
+    out = []
+    for item in items:
+        key, _, value = item.partition("=")
+        key = key.strip().lstrip("-")
+        if not _SBATCH_KEY.match(key):
+            raise SmolalignError(f"--sbatch {item!r}: expected an sbatch option as KEY=VALUE, e.g. qos=high or mem=0")
+        if key in SBATCH_OWNED:
+            raise SmolalignError(f"--sbatch {key}: set by {SBATCH_OWNED[key]}")
+        if any(c.isspace() for c in value):
+            raise SmolalignError(f"--sbatch {item!r}: #SBATCH values cannot hold spaces")
+        out.append((key, value))
+    return out
+
+
+def vllm_serve_options(items: list[str]) -> list[str]:
+    """`--vllm-set KEY=VALUE` as `trl vllm-serve` arguments, keys checked against its ScriptArguments."""
+    if not items:
+        return []
+    import dataclasses
+
+    from trl.scripts.vllm_serve import ScriptArguments
+
+    known = [f.name for f in dataclasses.fields(ScriptArguments)]
+    words = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-").replace("-", "_")
+        if not sep:
+            raise SmolalignError(f"--vllm-set {item!r}: expected KEY=VALUE, e.g. max_model_len=8192")
+        if key in VLLM_OPTIONS_OWNED:
+            raise SmolalignError(f"--vllm-set {key}: {VLLM_OPTIONS_OWNED[key]}")
+        if key not in known:
+            raise SmolalignError(f"--vllm-set {key}: not a `trl vllm-serve` option{suggest(key, known)}")
+        words += [f"--{key}", value]
+    return words
+
+
+def default_job_name(recipe_source: str, stage: str) -> str:
+    """The run directory's name under runs/ (smollm3-sft for the shipped smollm3/sft), Slurm-safe."""
+    from smolalign.runs.rundir import default_run_dir
+
+    name = default_run_dir(recipe_source, stage).relative_to("runs").as_posix().replace("/", "-")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or f"smolalign-{stage}"

@@ -1,0 +1,230 @@
+"""The sbatch script of a multi-node run, rendered from a `SlurmJob`: node roles from the allocation, one
+`accelerate launch` per training node meeting at a c10d rendezvous on the first one, an optional `trl vllm-serve`
+node that training waits for, and a requeue when the time limit nears, after which the run resumes from its last
+checkpoint. Text only (stdlib), so every line of the wiring is testable without Slurm:
+`smolalign launch slurm RECIPE --nodes N` writes it.
+"""
+
+import shlex
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    """`trl vllm-serve` on the job's last node, for an rl recipe with `generation.backend: vllm_server`."""
+
+    model: str
+    """What vLLM loads: the policy's hub id or local directory (weights are synced from training afterwards)."""
+    port: int
+    tensor_parallel: int
+    startup_timeout: float
+    """Seconds training waits for the server's /health/ before the job fails."""
+    options: tuple[str, ...] = ()
+    """Further `trl vllm-serve` arguments (revision, dtype, max_model_len, ...), already as command-line words."""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    job_name: str
+    stage: str
+    recipe: str
+    """Absolute path of the recipe file."""
+    train_args: tuple[str, ...]
+    """What follows `smolalign STAGE RECIPE` (--set overrides, --output-dir), without --resume / --overwrite."""
+    nodes: int
+    """Training nodes."""
+    gpus_per_node: int
+    accelerate_config: str
+    deepspeed: bool
+    """The accelerate config is a DeepSpeed one: its multi-node launcher must be torchrun's (`standard`)."""
+    main_process_port: int
+    workdir: str
+    activate: str
+    """Shell line that puts smolalign's Python environment first on PATH."""
+    log_dir: str
+    sbatch: tuple[tuple[str, str], ...]
+    """#SBATCH options (name, value) beyond the ones every job gets; an empty value is a flag."""
+    signal_seconds: int
+    """USR1 reaches the batch shell this long before the time limit; it requeues the job."""
+    overwrite: bool = False
+    """The first run starts over (--overwrite); requeued runs resume."""
+    vllm: VllmServer | None = None
+    setup: tuple[str, ...] = ()
+    """Shell lines run before the environment is activated (module load ...)."""
+    command: str = ""
+    """The command line that wrote the script, recorded at its top."""
+
+    @property
+    def total_nodes(self) -> int:
+        return self.nodes + (1 if self.vllm else 0)
+
+    @property
+    def num_processes(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+def render_script(job: SlurmJob) -> str:
+    parts = [_header(job), _environment(job), _roles(job), _requeue(job)]
+    if job.vllm is not None:
+        parts.append(_vllm_server(job, job.vllm))
+    parts.append(_training(job))
+    return "\n\n".join(parts) + "\n"
+
+
+def _header(job: SlurmJob) -> str:
+    options = [("job-name", job.job_name), ("nodes", str(job.total_nodes)), ("ntasks-per-node", "1"),
+               ("gres", f"gpu:{job.gpus_per_node}"), ("exclusive", ""), ("mem", "0"), ("requeue", ""),
+               ("signal", f"B:USR1@{job.signal_seconds}"), ("open-mode", "append"),
+               ("output", f"{job.log_dir}/%x-%j.out"), ("error", f"{job.log_dir}/%x-%j.err")]
+    given = dict(job.sbatch)
+    if given.keys() & {"mem-per-cpu", "mem-per-gpu"}:  # sbatch refuses them next to --mem
+        options = [option for option in options if option[0] != "mem"]
+    options = [(name, given.pop(name, value)) for name, value in options] + list(given.items())
+    lines = ["#!/bin/bash"] + [f"#SBATCH --{name}" + (f"={value}" if value else "") for name, value in options]
+    roles = f"{job.nodes} training node(s) × {job.gpus_per_node} GPU(s)"
+    if job.vllm is not None:
+        roles += " + 1 vLLM server node (the last one)"
+    lines += [
+        "#",
+        f"# smolalign {job.stage}: {roles}; accelerate with {job.accelerate_config}, c10d rendezvous on the first node.",
+        "# USR1 (sent before the time limit) requeues the job; every run passes --resume, so a requeued job continues",
+        "# from the last checkpoint. Preempted jobs are requeued by Slurm itself (--requeue).",
+    ]
+    if job.command:
+        lines.append(f"# Written by: {job.command}")
+    return "\n".join(lines)
+
+
+def _environment(job: SlurmJob) -> str:
+    g = job.gpus_per_node
+    tools = ["scontrol", "srun", "accelerate"] + (["trl", "curl"] if job.vllm else [])
+    return "\n".join([
+        "set -euo pipefail",
+        f"cd {shlex.quote(job.workdir)}",
+        *job.setup,
+        job.activate,
+        f"for tool in {' '.join(tools)}; do",
+        '  command -v "$tool" > /dev/null || { echo "error: $tool is not on PATH" >&2; exit 1; }',
+        "done",
+        "",
+        "# The launched processes run the stage instead of launching again.",
+        "export SMOLALIGN_LAUNCHED=1",
+        "export PYTHONUNBUFFERED=1",
+        "# A rank that fails or hangs in a collective aborts the job instead of blocking every other rank.",
+        "export NCCL_ASYNC_ERROR_HANDLING=1 TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+        "# One task per node owns all of the node's CPUs; each of its processes gets an equal share of threads.",
+        "CPUS_PER_NODE=${SLURM_CPUS_PER_TASK:-${SLURM_CPUS_ON_NODE:-" + str(g) + "}}",
+        f"export OMP_NUM_THREADS=${{OMP_NUM_THREADS:-$(( CPUS_PER_NODE >= {g} ? CPUS_PER_NODE / {g} : 1 ))}}",
+    ])
+
+
+def _roles(job: SlurmJob) -> str:
+    lines = [
+        "# Node roles: the first nodes of the allocation train" + (", the last one serves vLLM." if job.vllm else "."),
+        'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        f"if (( ${{#NODES[@]}} != {job.total_nodes} )); then",
+        f'  echo "error: expected {job.total_nodes} nodes in $SLURM_JOB_NODELIST, got ${{#NODES[@]}}" >&2',
+        "  exit 1",
+        "fi",
+        f'TRAIN_NODES=("${{NODES[@]:0:{job.nodes}}}")',
+        'TRAIN_NODELIST=$(IFS=,; echo "${TRAIN_NODES[*]}")',
+        'export MAIN_PROCESS_IP="${TRAIN_NODES[0]}"',
+        f"export MAIN_PROCESS_PORT={job.main_process_port}",
+    ]
+    if job.vllm is not None:
+        lines += [f'VLLM_NODE="${{NODES[{job.nodes}]}}"', f'export VLLM_URL="http://$VLLM_NODE:{job.vllm.port}"']
+    lines.append('echo "smolalign: job $SLURM_JOB_ID (run ${SLURM_RESTART_COUNT:-0}): training on $TRAIN_NODELIST, '
+                 'rendezvous $MAIN_PROCESS_IP:$MAIN_PROCESS_PORT' + (', vLLM on $VLLM_NODE' if job.vllm else '')
+                 + '"')
+    return "\n".join(lines)
+
+
+def _requeue(job: SlurmJob) -> str:
+    lines = [
+        "REQUEUED=0",
+        "requeue() {",
+        '  echo "smolalign: USR1: the time limit is near (or the job is preempted); requeueing job $SLURM_JOB_ID,'
+        ' which resumes from the last checkpoint" >&2',
+        '  if scontrol requeue "$SLURM_JOB_ID"; then REQUEUED=1; else',
+        '    echo "smolalign: scontrol requeue failed; the job runs until its time limit" >&2',
+        "  fi",
+        "}",
+        "trap requeue USR1",
+        "",
+        "# A trapped signal interrupts `wait`: wait again while the step still runs.",
+        "wait_step() {",
+        "  local pid=$1 status",
+        "  while true; do",
+        "    status=0",
+        '    wait "$pid" || status=$?',
+        '    if (( status > 128 )) && kill -0 "$pid" 2> /dev/null; then continue; fi',
+        '    return "$status"',
+        "  done",
+        "}",
+    ]
+    if job.overwrite:
+        lines += ["", "# --overwrite starts the first run over; a requeued run continues what it started.",
+                  'if (( ${SLURM_RESTART_COUNT:-0} > 0 )); then export RUN_MODE=--resume; '
+                  "else export RUN_MODE=--overwrite; fi"]
+    return "\n".join(lines)
+
+
+def _vllm_server(job: SlurmJob, server: VllmServer) -> str:
+    serve = ["trl", "vllm-serve", "--model", server.model, "--tensor_parallel_size", str(server.tensor_parallel),
+             "--host", "0.0.0.0", "--port", str(server.port), *server.options]
+    timeout = int(server.startup_timeout)
+    return "\n".join([
+        f'VLLM_LOG={shlex.quote(job.log_dir)}/"$SLURM_JOB_NAME-$SLURM_JOB_ID-vllm.log"',
+        'srun --nodes=1 --ntasks=1 --nodelist="$VLLM_NODE" --cpus-per-task="$CPUS_PER_NODE" --output="$VLLM_LOG" '
+        "--open-mode=append \\",
+        "  " + " ".join(shlex.quote(word) for word in serve) + " &",
+        "VLLM_PID=$!",
+        "trap 'kill \"$VLLM_PID\" 2> /dev/null || true' EXIT",
+        'echo "smolalign: waiting for the vLLM server at $VLLM_URL/health/ (log: $VLLM_LOG)"',
+        f"VLLM_DEADLINE=$(( SECONDS + {timeout} ))",
+        'until curl -sf -o /dev/null "$VLLM_URL/health/"; do',
+        '  if ! kill -0 "$VLLM_PID" 2> /dev/null; then',
+        '    echo "error: the vLLM server on $VLLM_NODE exited before answering; see $VLLM_LOG" >&2',
+        "    exit 1",
+        "  fi",
+        "  if (( SECONDS >= VLLM_DEADLINE )); then",
+        f'    echo "error: the vLLM server on $VLLM_NODE did not answer /health/ within {timeout} s '
+        '(generation.server.startup_timeout); see $VLLM_LOG" >&2',
+        "    exit 1",
+        "  fi",
+        "  sleep 5",
+        "done",
+    ])
+
+
+def _training(job: SlurmJob) -> str:
+    launcher = [
+        ["accelerate", "launch", "--config_file", shlex.quote(job.accelerate_config)],
+        ["--num_machines", str(job.nodes), "--num_processes", str(job.num_processes)],
+        ["--machine_rank", '"$SLURM_PROCID"'],
+        ["--main_process_ip", '"$MAIN_PROCESS_IP"', "--main_process_port", '"$MAIN_PROCESS_PORT"'],
+        ["--rdzv_backend", "c10d"],
+    ]
+    if job.deepspeed:
+        launcher.append(["--deepspeed_multinode_launcher", "standard"])
+    stage = ["-m", "smolalign", job.stage, shlex.quote(job.recipe), *map(shlex.quote, job.train_args)]
+    if job.vllm is not None:
+        stage += ["--set", '"generation.server.base_url=$VLLM_URL"']
+    stage.append('"$RUN_MODE"' if job.overwrite else "--resume")
+    launcher.append(stage)
+    # Expanded by each task's own shell: SLURM_PROCID is the task's rank within this step, 0 .. nodes-1.
+    per_node = "exec " + " \\\n    ".join(" ".join(words) for words in launcher)
+    return "\n".join([
+        f"srun --nodes={job.nodes} --ntasks={job.nodes} --ntasks-per-node=1 --nodelist=\"$TRAIN_NODELIST\" "
+        '--cpus-per-task="$CPUS_PER_NODE" --kill-on-bad-exit=1 --wait=60 \\',
+        "  bash -c " + _single_quoted(per_node) + " &",
+        "TRAIN_PID=$!",
+        "TRAIN_STATUS=0",
+        'wait_step "$TRAIN_PID" || TRAIN_STATUS=$?',
+        "if (( REQUEUED )); then exit 0; fi",
+        'exit "$TRAIN_STATUS"',
+    ])
+
+
+def _single_quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"

@@ -1,0 +1,364 @@
+"""`smolalign launch slurm`: the sbatch script is valid bash; run against fake `scontrol`, `srun`, `accelerate`,
+`trl` and `curl`, it gives the nodes their roles, wires the c10d rendezvous, starts vLLM on the last node only and
+waits for it, and requeues itself on USR1; bad input exits 2 before any script is written."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tiny_models import chat_rows, write_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "some-org/some-model"  # a hub id: resolved without a download, and what vLLM is told to serve
+
+SHIM = """#!{python}
+import json, os, sys, time
+from pathlib import Path
+name, args = Path(sys.argv[0]).name, sys.argv[1:]
+fake = Path(os.environ["FAKE_DIR"])
+keep = ("SLURM_PROCID", "SLURMD_NODENAME", "SMOLALIGN_LAUNCHED", "OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+        "NCCL_ASYNC_ERROR_HANDLING", "MAIN_PROCESS_IP", "MAIN_PROCESS_PORT", "VLLM_URL", "RUN_MODE")
+with open(fake / "calls.jsonl", "a") as log:
+    log.write(json.dumps({{"tool": name, "args": args, "env": {{k: os.environ.get(k) for k in keep}}}}) + "\\n")
+if name == "scontrol" and args[:2] == ["show", "hostnames"]:
+    print("\\n".join(os.environ["FAKE_NODES"].split()))
+elif name == "scontrol" and args[0] == "requeue":
+    (fake / "requeued").touch()
+elif name == "srun":
+    options = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+    command = args[next(i for i, a in enumerate(args) if not a.startswith("--")):]
+    nodes = options["nodelist"].split(",")
+    assert len(nodes) == int(options["ntasks"]), options
+    envs = [{{**os.environ, "SLURM_PROCID": str(rank), "SLURMD_NODENAME": node}} for rank, node in enumerate(nodes)]
+    if len(nodes) == 1:  # one task: srun's signals reach it, as they would through a real srun
+        os.execvpe(command[0], command, envs[0])
+    tasks = [__import__("subprocess").Popen(command, env=env) for env in envs]
+    sys.exit(max(task.wait() for task in tasks))
+elif name == "trl":
+    if os.environ.get("FAKE_VLLM_FAILS"):
+        sys.exit(1)
+    (fake / "vllm-up").touch()
+    time.sleep(60)
+elif name == "curl":
+    sys.exit(0 if (fake / "vllm-up").exists() else 7)
+elif name == "accelerate" and os.environ.get("FAKE_TRAIN_UNTIL_REQUEUED"):
+    (fake / "training").touch()
+    deadline = time.monotonic() + 30
+    while not (fake / "requeued").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sys.exit(143)  # what scontrol requeue does to the running step
+elif name == "sbatch":
+    print("Submitted batch job 4242")
+"""
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """A fake environment whose `activate` puts the Slurm, accelerate, trl and curl shims first on PATH."""
+    fake = tmp_path / "fake"
+    bin_dir = fake / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool in ("scontrol", "srun", "accelerate", "trl", "curl", "sbatch"):
+        (bin_dir / tool).write_text(SHIM.format(python=sys.executable))
+        (bin_dir / tool).chmod(0o755)
+    (bin_dir / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
+    monkeypatch.setattr("smolalign.slurm.job.environment_activation",
+                        lambda: f"set +u; source {bin_dir / 'activate'}; set -u")
+    monkeypatch.chdir(tmp_path)
+    return fake
+
+
+def run_script(script: Path, fake: Path, nodes: str, background: bool = False, **env):
+    environment = {"PATH": "/usr/bin:/bin", "FAKE_DIR": str(fake), "FAKE_NODES": nodes, "SLURM_JOB_ID": "4242",
+                   "SLURM_JOB_NAME": "test", "SLURM_JOB_NODELIST": "node[1-9]", "SLURM_CPUS_ON_NODE": "32", **env}
+    if background:
+        return subprocess.Popen(["bash", str(script)], env=environment, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    return subprocess.run(["bash", str(script)], env=environment, capture_output=True, text=True, timeout=60)
+
+
+def calls(fake: Path, tool: str) -> list[dict]:
+    lines = (fake / "calls.jsonl").read_text().splitlines() if (fake / "calls.jsonl").exists() else []
+    return [c for c in map(json.loads, lines) if c["tool"] == tool]
+
+
+def option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def torchrun_settings(accelerate_args: list[str]) -> dict:
+    """What accelerate's own argument handling makes of one node's `accelerate launch` arguments: the settings it
+    hands torchrun (the launchers are replaced by a capture, nothing starts)."""
+    from unittest import mock
+
+    import accelerate.commands.launch as launch
+    from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
+
+    captured: dict = {}
+
+    def multi_gpu(args):
+        prepare_multi_gpu_env(args)
+        captured.update(vars(args), launcher="torchrun")
+
+    def deepspeed(args):
+        command, _ = prepare_deepspeed_cmd_env(args)
+        captured.update(vars(args), launcher="torchrun" if command is None else command[0])
+
+    with mock.patch.object(launch, "multi_gpu_launcher", multi_gpu), \
+            mock.patch.object(launch, "deepspeed_launcher", deepspeed):
+        launch.launch_command(launch.launch_command_parser().parse_args(accelerate_args[1:]))
+    return captured
+
+
+@pytest.fixture
+def sft_recipe(write_recipe, tmp_path):
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
+    return str(write_recipe({"stage": "sft", "model": {"source": MODEL}, "data": {"sources": [{"path": str(data)}]},
+                             "train": {"per_device_train_batch_size": 2, "max_length": 256, "save_steps": 10}},
+                            "tiny-sft.yaml"))
+
+
+@pytest.fixture
+def rl_recipe(write_recipe, tmp_path):
+    rows = [{"prompt": f"what is {i} plus {i}", "solution": str(2 * i)} for i in range(16)]
+    data = write_jsonl(tmp_path / "prompts.jsonl", rows)
+
+    def make(backend: str = "vllm_server", **server) -> str:
+        return str(write_recipe({
+            "stage": "rl", "method": "grpo", "model": {"source": MODEL, "revision": "v2"},
+            "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": "math_accuracy"}],
+            "generation": {"backend": backend, "server": {"port": 8123, "tensor_parallel": 2, **server}},
+            "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 16}},
+            "tiny-rl.yaml"))
+
+    return make
+
+
+def test_scripts_pass_bash_syntax_check(cli, cluster, sft_recipe, rl_recipe):
+    for args in ([sft_recipe, "--nodes", "2"], [sft_recipe, "--nodes", "1", "--overwrite", "--preset", "ddp"],
+                 [rl_recipe(), "--nodes", "2", "--vllm-nodes", "1"]):
+        code, out, err = cli("launch", "slurm", *args, "--script", "job.sbatch")
+        assert code == 0, err
+        assert subprocess.run(["bash", "-n", "job.sbatch"], capture_output=True).returncode == 0
+
+
+def test_header_asks_slurm_for_the_nodes_gpus_requeue_and_logs(cli, cluster, sft_recipe, tmp_path):
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "4", "--gpus-per-node", "4", "-p", "gpu",
+                         "-t", "2-00:00:00", "-A", "lab", "--sbatch", "qos=high", "--signal-before", "600")
+    assert code == 0, err
+    script = tmp_path / "slurm" / "tiny-sft.sbatch"
+    assert f"wrote {script}" in out and f"sbatch {script}" in out
+    header = [line for line in script.read_text().splitlines() if line.startswith("#SBATCH")]
+    assert header == ["#SBATCH --job-name=tiny-sft", "#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1",
+                      "#SBATCH --gres=gpu:4", "#SBATCH --exclusive", "#SBATCH --mem=0", "#SBATCH --requeue",
+                      "#SBATCH --signal=B:USR1@600", "#SBATCH --open-mode=append",
+                      f"#SBATCH --output={tmp_path}/slurm/logs/%x-%j.out",
+                      f"#SBATCH --error={tmp_path}/slurm/logs/%x-%j.err", "#SBATCH --partition=gpu",
+                      "#SBATCH --time=2-00:00:00", "#SBATCH --account=lab", "#SBATCH --qos=high"]
+    assert (tmp_path / "slurm" / "logs").is_dir()  # sbatch would not create it, and the job would have no logs
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "1", "-G", "4", "--sbatch", "gres=gpu:h100:4",
+                         "--sbatch", "mem-per-gpu=80G", "--script", "-")
+    assert code == 0, err
+    header = [line for line in out.splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --gres=gpu:h100:4" in header and "#SBATCH --gres=gpu:4" not in header
+    assert "#SBATCH --mem-per-gpu=80G" in header and "#SBATCH --mem=0" not in header  # sbatch refuses both
+
+
+def test_training_nodes_meet_at_a_c10d_rendezvous_on_the_first_node(cli, cluster, sft_recipe, tmp_path):
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "2", "--gpus-per-node", "4", "--set",
+                         "train.learning_rate=1e-5", "-o", "runs/x", "--script", "job.sbatch",
+                         "--main-process-port", "29555")
+    assert code == 0, err
+    done = run_script(tmp_path / "job.sbatch", cluster, "gpu-a gpu-b")
+    assert done.returncode == 0, done.stderr
+    [srun] = calls(cluster, "srun")
+    assert "--nodelist=gpu-a,gpu-b" in srun["args"] and "--ntasks=2" in srun["args"]
+    launches = calls(cluster, "accelerate")
+    assert sorted(c["env"]["SLURMD_NODENAME"] for c in launches) == ["gpu-a", "gpu-b"]  # one launcher per node
+    for launch in launches:
+        args, env = launch["args"], launch["env"]
+        assert args[0] == "launch"
+        assert option(args, "--config_file") == str(REPO / "recipes" / "accelerate" / "zero3.yaml")
+        assert option(args, "--num_machines") == "2" and option(args, "--num_processes") == "8"  # 2 nodes × 4 GPUs
+        assert option(args, "--machine_rank") == env["SLURM_PROCID"]
+        assert option(args, "--main_process_ip") == "gpu-a" and option(args, "--main_process_port") == "29555"
+        assert option(args, "--rdzv_backend") == "c10d"
+        assert option(args, "--deepspeed_multinode_launcher") == "standard"  # torchrun on each node, not pdsh
+        tail = args[args.index("-m"):]
+        assert tail == ["-m", "smolalign", "sft", sft_recipe, "--set", "train.learning_rate=1e-5", "--output-dir",
+                        str(tmp_path / "runs" / "x"), "--resume"]
+        assert env["SMOLALIGN_LAUNCHED"] == "1" and env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+        assert env["NCCL_ASYNC_ERROR_HANDLING"] == "1" and env["OMP_NUM_THREADS"] == "8"  # 32 CPUs / 4 GPUs
+    assert sorted(c["env"]["SLURM_PROCID"] for c in launches) == ["0", "1"]
+    assert calls(cluster, "trl") == [] and calls(cluster, "curl") == []
+    for launch in launches:  # read by accelerate itself: every node joins gpu-a:29555 with 4 of the 8 processes
+        settings = torchrun_settings(launch["args"])
+        assert settings["launcher"] == "torchrun" and settings["rdzv_backend"] == "c10d"
+        assert settings["rdzv_endpoint"] == "gpu-a:29555" and settings["nnodes"] == "2"
+        assert settings["nproc_per_node"] == "4" and settings["node_rank"] == int(launch["env"]["SLURM_PROCID"])
+
+
+def test_gradient_accumulation_keeps_the_global_batch_over_all_gpus(cli, cluster, sft_recipe):
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "2", "--gpus-per-node", "8",
+                         "--set", "launch.global_batch_size=128", "--script", "job.sbatch")
+    assert code == 0, err
+    # 128 sequences / (per-device 2 × 16 processes) = 4, independently of the recipe's launch.num_processes (1)
+    assert "gradient accumulation  4 (keeps launch.global_batch_size 128 over 16 process(es))" in out
+    assert "world size             16 (cuda, 2 node(s) × 8 GPU(s) under Slurm)" in out
+    assert "global batch           128" in out
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "3", "--set", "launch.global_batch_size=128")
+    assert code == 2 and "not a multiple of per-device batch 2 × 24 process(es)" in err
+
+
+def test_rl_with_a_vllm_node_serves_on_the_last_node_and_training_waits_for_it(cli, cluster, rl_recipe, tmp_path):
+    code, out, err = cli("launch", "slurm", rl_recipe(), "--nodes", "2", "--vllm-nodes", "1", "--gpus-per-node", "2",
+                         "--vllm-set", "max_model_len=4096", "--script", "job.sbatch")
+    assert code == 0, err
+    assert "#SBATCH --nodes=3" in (tmp_path / "job.sbatch").read_text()
+    assert "vLLM server (http://VLLM_NODE:8123)" in out  # the plan
+    done = run_script(tmp_path / "job.sbatch", cluster, "n1 n2 n3")
+    assert done.returncode == 0, done.stderr
+    vllm_srun, train_srun = calls(cluster, "srun")
+    assert "--nodelist=n3" in vllm_srun["args"] and "--ntasks=1" in vllm_srun["args"]
+    assert "--nodelist=n1,n2" in train_srun["args"]
+    [served] = calls(cluster, "trl")
+    assert served["env"]["SLURMD_NODENAME"] == "n3"
+    args = served["args"]
+    assert args[0] == "vllm-serve" and option(args, "--model") == MODEL and option(args, "--revision") == "v2"
+    assert option(args, "--tensor_parallel_size") == "2" and option(args, "--port") == "8123"
+    assert option(args, "--host") == "0.0.0.0" and option(args, "--max_model_len") == "4096"
+    assert {tuple(c["args"][-1:]) for c in calls(cluster, "curl")} == {("http://n3:8123/health/",)}
+    lines = (cluster / "calls.jsonl").read_text().splitlines()
+    first_launch = next(i for i, line in enumerate(lines) if '"tool": "accelerate"' in line)
+    last_probe = max(i for i, line in enumerate(lines) if '"tool": "curl"' in line)
+    assert last_probe < first_launch  # training starts only once /health/ answers
+    launches = calls(cluster, "accelerate")
+    assert sorted(c["env"]["SLURMD_NODENAME"] for c in launches) == ["n1", "n2"]
+    for launch in launches:
+        args = launch["args"]
+        assert option(args, "--num_machines") == "2" and option(args, "--num_processes") == "4"
+        assert option(args, "--main_process_ip") == "n1"
+        assert "generation.server.base_url=http://n3:8123" in args and args[-1] == "--resume"
+
+
+def test_a_vllm_server_that_dies_fails_the_job_before_training(cli, cluster, rl_recipe, tmp_path):
+    assert cli("launch", "slurm", rl_recipe(), "--nodes", "1", "--vllm-nodes", "1", "--script", "job.sbatch")[0] == 0
+    done = run_script(tmp_path / "job.sbatch", cluster, "n1 n2", FAKE_VLLM_FAILS="1")
+    assert done.returncode == 1 and "the vLLM server on n2 exited before answering" in done.stderr
+    assert calls(cluster, "accelerate") == []
+
+
+def test_usr1_requeues_the_job_and_the_next_run_resumes(cli, cluster, sft_recipe, tmp_path):
+    assert cli("launch", "slurm", sft_recipe, "--nodes", "2", "--script", "job.sbatch")[0] == 0
+    job = run_script(tmp_path / "job.sbatch", cluster, "a b", background=True, FAKE_TRAIN_UNTIL_REQUEUED="1")
+    deadline = time.monotonic() + 30
+    while not (cluster / "training").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job.send_signal(signal.SIGUSR1)  # what --signal=B:USR1@300 delivers to the batch shell
+    out, err = job.communicate(timeout=30)
+    assert job.returncode == 0, err  # a requeued job is not a failed one
+    assert [c["args"] for c in calls(cluster, "scontrol") if c["args"][0] == "requeue"] == [["requeue", "4242"]]
+    assert "requeueing job 4242" in err
+    assert all(c["args"][-1] == "--resume" for c in calls(cluster, "accelerate"))
+
+
+def test_overwrite_applies_to_the_first_run_only(cli, cluster, sft_recipe, tmp_path):
+    assert cli("launch", "slurm", sft_recipe, "--nodes", "1", "--overwrite", "--script", "job.sbatch")[0] == 0
+    for restarts, mode in (("0", "--overwrite"), ("1", "--resume")):
+        (cluster / "calls.jsonl").unlink(missing_ok=True)
+        done = run_script(tmp_path / "job.sbatch", cluster, "a", SLURM_RESTART_COUNT=restarts)
+        assert done.returncode == 0, done.stderr
+        assert [c["args"][-1] for c in calls(cluster, "accelerate")] == [mode]
+
+
+def test_script_to_stdout_and_submit(cli, cluster, sft_recipe, tmp_path, monkeypatch):
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "1", "--script", "-", "--preset", "ddp")
+    assert code == 0, err
+    assert out.startswith("#!/bin/bash\n") and "plan:" in err and "--deepspeed_multinode_launcher" not in out
+    monkeypatch.setenv("PATH", f"{cluster / 'venv' / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DIR", str(cluster))
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "1", "--submit", "-J", "mine")
+    assert code == 0, err
+    assert "Submitted batch job 4242" in out
+    assert [c["args"] for c in calls(cluster, "sbatch")] == [[str(tmp_path / "slurm" / "mine.sbatch")]]
+
+
+def test_a_single_process_accelerate_config_is_refused(cli, cluster, sft_recipe, tmp_path):
+    config = tmp_path / "single.yaml"
+    config.write_text("distributed_type: 'NO'\nnum_processes: 1\n")
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "2", "--preset", str(config))
+    assert code == 2 and "distributed_type NO does not run one process per GPU" in err
+
+
+def test_every_node_activates_the_environment_that_wrote_the_script():
+    from smolalign.slurm.job import environment_activation
+
+    line = environment_activation()
+    if sys.prefix != sys.base_prefix:
+        assert line.startswith(f"set +u; source {sys.prefix}/bin/activate; set -u")
+    else:
+        assert line.startswith(f"export PATH={Path(sys.executable).parent}:")
+
+
+def test_the_recipe_preset_is_the_default(cli, cluster, sft_recipe):
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "1", "--script", "-", "--set", "launch.preset=fsdp2")
+    assert code == 0, err
+    assert str(REPO / "recipes" / "accelerate" / "fsdp2.yaml") in out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--nodes", "0"], "--nodes must be at least 1"),
+    (["--nodes", "2", "--vllm-nodes", "1"], "--vllm-nodes: only GRPO recipes (smolalign rl, method grpo)"),
+    (["--nodes", "2", "--preset", "zer3"], "--preset zer3: no such accelerate config or preset (did you mean zero3?)"),
+    (["--nodes", "2", "--set", "train.learnin_rate=1"], "learnin_rate"),
+    (["--nodes", "2", "--gpus-per-node", "0"], "--gpus-per-node must be at least 1"),
+    (["--nodes", "2", "-t", "4"], "--time 4 is not longer than --signal-before 300 s"),
+    (["--nodes", "2", "-t", "soon"], "--time 'soon': expected minutes"),
+    (["--nodes", "2", "--sbatch", "nodes=3"], "--sbatch nodes: set by --nodes and --vllm-nodes"),
+    (["--nodes", "2", "-J", "my job"], "--job-name 'my job'"),
+    (["--nodes", "2", "-G", "4", "--sbatch", "gres=gpu:h100:8"], "ask for gpu[:TYPE]:4"),
+])
+def test_bad_input_exits_2_before_writing(cli, cluster, sft_recipe, tmp_path, args, message):
+    code, out, err = cli("launch", "slurm", sft_recipe, *args)
+    assert code == 2 and message in err, err
+    assert not (tmp_path / "slurm").exists()
+
+
+@pytest.mark.parametrize(("recipe_args", "args", "message"), [
+    ({}, ["--nodes", "1"], "pass --vllm-nodes 1"),
+    ({}, ["--nodes", "1", "--vllm-nodes", "2"], "GRPO talks to one `trl vllm-serve` server"),
+    ({"backend": "vllm_colocate"}, ["--nodes", "1", "--vllm-nodes", "1"], "generation.backend is vllm_colocate"),
+    ({"base_url": "http://elsewhere:8000"}, ["--nodes", "1", "--vllm-nodes", "1"], "already names a running server"),
+    ({}, ["--nodes", "1", "--vllm-nodes", "1", "-G", "1"], "tensor_parallel 2 needs more GPUs than a node has"),
+    ({}, ["--nodes", "1", "--vllm-nodes", "1", "--vllm-set", "max_model_lenght=4"], "did you mean max_model_len?"),
+    ({}, ["--nodes", "1", "--vllm-nodes", "1", "--vllm-set", "port=1"], "set generation.server.port"),
+])
+def test_vllm_nodes_are_checked_against_the_recipe(cli, cluster, rl_recipe, recipe_args, args, message):
+    backend = recipe_args.pop("backend", "vllm_server")
+    code, out, err = cli("launch", "slurm", rl_recipe(backend, **recipe_args), *args)
+    assert code == 2 and message in err, err
+
+
+def test_a_recipe_with_bad_data_is_refused(cli, cluster, write_recipe, tmp_path):
+    rows = write_jsonl(tmp_path / "rows.jsonl", [{"question": "hi"}])
+    recipe = write_recipe({"stage": "sft", "model": {"source": MODEL}, "data": {"sources": [{"path": str(rows)}]}})
+    code, out, err = cli("launch", "slurm", str(recipe), "--nodes", "1")
+    assert code == 2 and f"data source {rows}: cannot tell its format from columns question" in err, err
+    code, out, err = cli("launch", "slurm", str(recipe), "--nodes", "1", "--skip-data", "--script", "-")
+    assert code == 0 and out.startswith("#!/bin/bash"), err
+
+
+def test_plan_notes_an_existing_checkpoint_and_no_saves(cli, cluster, sft_recipe, tmp_path):
+    checkpoint = tmp_path / "runs" / "x" / "checkpoint-7"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text("{}")
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "1", "-o", "runs/x", "--set",
+                         "train.save_strategy='no'")
+    assert code == 0, err
+    assert f"the job continues from {checkpoint.resolve()}" in out
+    assert "train.save_strategy is no: a requeued job has no checkpoint" in out
