@@ -80,6 +80,8 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
     from smolalign.models.load import save_for_inference
     from smolalign.runs.manifest import write_manifest
 
+    if checkpoint is not None:
+        _plain_cpu_device(trainer.args)
     result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     model_dir = run_dir / MODEL_DIR
     state_dict = None
@@ -92,6 +94,15 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
         write_manifest(run_dir, result={"global_step": result.global_step, "train_loss": result.training_loss,
                                         "model": str(model_dir), "resumed_from": str(checkpoint) if checkpoint else None})
     return model_dir
+
+
+def _plain_cpu_device(args) -> None:
+    """On the CPU, the trainer names the device of process N `cpu:N` and, resuming, loads the optimizer state onto
+    that device, which torch refuses; every process's memory is just "cpu"."""
+    import torch
+
+    if args.device.type == "cpu" and args.device.index is not None:
+        args.__dict__["_setup_devices"] = torch.device("cpu")  # the cached value behind `args.device`
 
 
 def is_zero3(trainer) -> bool:

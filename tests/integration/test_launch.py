@@ -2,6 +2,7 @@
 CPU), and presets named wrongly or needing GPUs refused."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -34,6 +35,19 @@ def test_two_processes_on_cpu(sft_recipe, tmp_path):
     assert "global batch           4" in done.stdout
     assert json.loads((run_dir / "manifest.json").read_text())["result"]["global_step"] == 4
     assert (run_dir / "model" / "config.json").is_file()
+
+    # Cut back to the first checkpoint and resume on two processes: the same weights as the uninterrupted run.
+    from safetensors.torch import load_file
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(run_dir, resumed)
+    shutil.rmtree(resumed / "checkpoint-4")
+    shutil.rmtree(resumed / "model")
+    done = smolalign("sft", sft_recipe, "-o", resumed, "--resume", "--launch", "ddp", "--num-processes", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((resumed / "manifest.json").read_text())["result"]["resumed_from"].endswith("checkpoint-2")
+    final, again = load_file(run_dir / "model" / "model.safetensors"), load_file(resumed / "model" / "model.safetensors")
+    assert all(torch.allclose(final[k], again[k], atol=1e-6) for k in final)
 
 
 @pytest.mark.parametrize(("preset", "message"), [
