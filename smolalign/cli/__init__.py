@@ -19,9 +19,10 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from smolalign.cli import chat, data, recipes, rewards, template, train
+    from smolalign.cli import chat, data, evaluate, recipes, rewards, template, train
 
     train.register(app)
+    evaluate.register(app)
     app.add_typer(recipes.app, name="recipes", rich_help_panel="Recipes")
     app.add_typer(template.app, name="template", rich_help_panel="Inspect")
     app.add_typer(data.app, name="data", rich_help_panel="Inspect")
