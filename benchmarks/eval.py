@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+# This file's folder comes first on sys.path when it runs as a script, and benchmarks/rewards.py would shadow the
+# `rewards` package that the evaluation imports.
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 HELD_OUT = Path(__file__).resolve().parent.parent / "recipes" / "quickstart" / "data" / "arithmetic_eval.jsonl"
 
 
