@@ -81,7 +81,8 @@ def main() -> None:
     print(f"ratio batched / one at a time: {batched / one:.2f}")
     if torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None:
         vllm, rates = prompts_per_second(eval_inputs(args.model, "vllm", args, args.batch_size))
-        print(f"vLLM: {vllm:.3f} prompts/s ({describe(rates)}); ratio vLLM / batched transformers: {vllm / batched:.2f}")
+        print(f"vLLM: {vllm:.3f} prompts/s ({describe(rates)})")
+        print(f"ratio vLLM / batched transformers: {vllm / batched:.2f}")
     else:
         print("vLLM vs transformers: needs a GPU and vLLM (pip install 'smolalign[vllm]'); not measured here")
 

@@ -19,21 +19,29 @@ Data = Annotated[list[str], typer.Option("--data", help="Prompts: a .jsonl/.json
                                                         "read. Repeatable.")]
 Rewards = Annotated[list[str], typer.Option("--reward", help="NAME[,NAME...]: built-in rewards or "
                                                              "path/to/file.py:function. Repeatable.")]
+Params = Annotated[list[str] | None, typer.Option("--params", help="NAME=JSON: a reward's parameters, e.g. "
+                                                                 "'soft_overlong={\"max_length\": 64, \"cache\": 16}'. "
+                                                                 "Repeatable.")]
+Thresholds = Annotated[list[str] | None, typer.Option("--threshold", help="NAME=VALUE: the reward at which a sample "
+                                                                          "counts as solved for avg@K and pass@K "
+                                                                          "(default 1.0). Repeatable.")]
 Modes = Annotated[str, typer.Option("--modes", help="Reasoning modes, comma-separated: think, no_think.")]
 Samples = Annotated[int, typer.Option("--samples", "-k", help="K: answers per prompt and mode (avg@K, pass@K).")]
 
 
 def evaluate_command(
-    models: Models, data: Data, reward: Rewards, baseline: Baseline = None, modes: Modes = "think,no_think",
-    samples: Samples = 1,
+    models: Models, data: Data, reward: Rewards, baseline: Baseline = None, params: Params = None,
+    threshold: Thresholds = None, modes: Modes = "think,no_think", samples: Samples = 1,
     max_new_tokens: Annotated[int, typer.Option(help="Generation budget per answer.")] = 256,
-    backend: Annotated[str, typer.Option(help="transformers, vllm or openai (a running server, --base-url).")] = "transformers",
+    backend: Annotated[str, typer.Option(help="transformers, vllm or openai (a running server, --base-url).")
+                       ] = "transformers",
     base_url: Annotated[str | None, typer.Option(help="openai backend: http://127.0.0.1:8000/v1.")] = None,
     template: Annotated[str, typer.Option(help="Chat template for the prompts: smollm3, chatml, a .jinja file, or "
                                                "`model` (each tokenizer's own).")] = "smollm3",
     temperature: Annotated[float, typer.Option(help="Sampling temperature (0: greedy).")] = 0.6,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling.")] = 0.95,
     batch_size: Annotated[int, typer.Option(help="Sequences per generate call (requests in flight for openai).")] = 16,
+    split: Annotated[str, typer.Option(help="Split of a hub dataset given to --data.")] = "train",
     max_prompts: Annotated[int | None, typer.Option(help="Only the first N prompts.")] = None,
     seed: Annotated[int, typer.Option(help="Seeds the sampling and the bootstrap.")] = 0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report here (and the samples beside it, "
@@ -46,9 +54,9 @@ def evaluate_command(
     truncation and length, with bootstrap intervals; several models side by side, differences to a baseline."""
     from smolalign.evaluation.run import evaluate
 
-    settings = dict(data=data, reward=reward, modes=modes, samples=samples, max_new_tokens=max_new_tokens,
-                    backend=backend, base_url=base_url, temperature=temperature, top_p=top_p, batch_size=batch_size,
-                    max_prompts=max_prompts, seed=seed)
+    settings = dict(data=data, split=split, reward=reward, params=params or [], threshold=threshold or [],
+                    modes=modes, samples=samples, max_new_tokens=max_new_tokens, backend=backend, base_url=base_url,
+                    temperature=temperature, top_p=top_p, batch_size=batch_size, max_prompts=max_prompts, seed=seed)
     evaluate(inputs_from_options(models, baseline, template, settings), json_path=json_out, markdown_path=markdown,
              chart_path=chart)
 
@@ -59,10 +67,14 @@ def inputs_from_options(models: list[str], baseline: str | None, template: str, 
     from smolalign.recipe.schema import EvalRewardSection, EvalSection, SourceSection
 
     names = [name.strip() for spec in settings.pop("reward") for name in spec.split(",") if name.strip()]
+    params = {name: _json_object(name, text) for name, text in _named("--params", settings.pop("params"), names)}
+    thresholds = {name: _number(name, text) for name, text in _named("--threshold", settings.pop("threshold"), names)}
     modes = [mode.strip() for mode in settings.pop("modes").split(",") if mode.strip()]
+    sources = [SourceSection(path=path, split=settings["split"]) for path in settings.pop("data")]
+    del settings["split"]
+    rewards = [EvalRewardSection(name, params.get(name, {}), thresholds.get(name, 1.0)) for name in names]
     try:
-        section = EvalSection(data=[SourceSection(path=path) for path in settings.pop("data")],
-                              rewards=[EvalRewardSection(name) for name in names], modes=modes, **settings)
+        section = EvalSection(data=sources, rewards=rewards, modes=modes, **settings)
     except (ValueError, TypeError) as exc:
         raise SmolalignError(f"eval: {exc}") from None
     parsed = [parse_model(spec) for spec in models]
@@ -71,6 +83,37 @@ def inputs_from_options(models: list[str], baseline: str | None, template: str, 
         parsed = [base, *[m for m in parsed if m.source != base.source]]
     parsed = unique_labels(parsed)
     return prepare(section, parsed, parsed[0].label if base is not None else None, template)
+
+
+def _named(option: str, values: list[str], names: list[str]) -> list[tuple[str, str]]:
+    """NAME=VALUE pairs of a repeatable option, each NAME one of the --reward names."""
+    pairs = []
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or name.strip() not in names:
+            raise SmolalignError(f"{option} {value!r}: expected NAME=VALUE with NAME one of the rewards "
+                                 f"({', '.join(names)})")
+        pairs.append((name.strip(), text))
+    return pairs
+
+
+def _json_object(name: str, text: str) -> dict:
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SmolalignError(f"--params {name}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise SmolalignError(f"--params {name}: expected a JSON object, e.g. {name}={{\"key\": 1}}")
+    return value
+
+
+def _number(name: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise SmolalignError(f"--threshold {name}: {text!r} is not a number") from None
 
 
 def register(app: typer.Typer) -> None:

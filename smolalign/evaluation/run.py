@@ -48,8 +48,9 @@ def check_stage_eval(recipe: Recipe) -> EvalInputs | None:
     inputs = prepare(section, models, "before" if section.before else None, section.template or recipe.template.name,
                      recipe.template.kwargs)
     compared = "its input (before) and its output (after)" if section.before else "its output"
-    print(f"eval: when the stage ends, {len(inputs.prompts)} prompts × {section.samples} in {', '.join(section.modes)} "
-          f"on {compared}, rewards {', '.join(r.name for r in section.rewards)} -> eval.json")
+    rewards = ", ".join(r.name for r in section.rewards)
+    print(f"eval: when the stage ends, {len(inputs.prompts)} prompts × {section.samples} in "
+          f"{', '.join(section.modes)} on {compared}, rewards {rewards} -> eval.json")
     return inputs
 
 

@@ -266,6 +266,8 @@ class EvalSection:
             raise ValueError(f"max_prompts must be at least 1, got {self.max_prompts}")
         if self.temperature < 0 or not 0 < self.top_p <= 1:
             raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
+        if self.backend not in ("transformers", "vllm", "openai"):
+            raise ValueError(f"unknown backend {self.backend!r}; one of transformers, vllm, openai")
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend openai needs base_url (e.g. http://127.0.0.1:8000/v1)")
 

@@ -168,6 +168,12 @@ def no_model_loads(monkeypatch):
     (["--reward", "math_accuracy", "--samples", "0"], "samples (K) must be at least 1"),
     (["--reward", "math_acuracy"], "unknown reward 'math_acuracy' (did you mean math_accuracy?)"),
     (["--reward", "math_accuracy", "--template", "smolm3"], "unknown template 'smolm3'"),
+    (["--reward", "math_accuracy", "--params", 'math_accuracy={"gold": "x"}'], "unknown parameter 'gold'"),
+    (["--reward", "math_accuracy", "--params", "math_accuracy=[1]"], "expected a JSON object"),
+    (["--reward", "math_accuracy", "--params", "think_format={}"], "NAME one of the rewards (math_accuracy)"),
+    (["--reward", "math_accuracy", "--threshold", "math_accuracy=high"], "'high' is not a number"),
+    (["--reward", "math_accuracy", "--backend", "vllm2"], "unknown backend 'vllm2'"),
+    (["--reward", "math_accuracy", "--backend", "openai"], "backend openai needs base_url"),
 ])
 def test_bad_input_exits_2_before_any_model_loads(cli, tiny_dir, questions, tmp_path, no_model_loads, args, message):
     unsolved = write_jsonl(tmp_path / "unsolved.jsonl", [{"prompt": "What is 1 + 1?"}])
@@ -200,6 +206,26 @@ def test_seeded_reruns_on_cpu_give_identical_numbers(cli, tiny_dir, tmp_path):
     assert all(r["turn"].startswith("<think>\n\n</think>\n") for r in rows if r["mode"] == "no_think")
 
 
+def test_reward_parameters_thresholds_and_token_ids(cli, tiny_dir, tmp_path):
+    from rewards.length import soft_overlong
+
+    data = write_jsonl(tmp_path / "q.jsonl", [{"prompt": f"what is {i} plus {i}"} for i in range(4)])
+    code, _, err = cli("eval", f"q={tiny_dir}", "--data", data, "--reward", "soft_overlong", "--params",
+                       'soft_overlong={"max_length": 6, "cache": 3}', "--threshold", "soft_overlong=0",
+                       "--modes", "no_think", "--samples", "2", "--max-new-tokens", "8", "--temperature", "1.0",
+                       "--json", tmp_path / "e.json")
+    assert code == 0, err
+    rows = [json.loads(line) for line in (tmp_path / "e.samples.jsonl").read_text().splitlines()]
+    # The length reward counted the generated token ids (end of turn included), the same count as `tokens`.
+    expected = [soft_overlong(r["tokens"], 6, 3) for r in rows]
+    assert [r["rewards"]["soft_overlong"] for r in rows] == pytest.approx(expected)
+    report = json.loads((tmp_path / "e.json").read_text())
+    solved = sum(r["tokens"] <= 3 for r in rows) / len(rows)   # reward >= 0 up to max_length - cache tokens
+    assert report["results"]["q"]["no_think"]["soft_overlong avg@2"]["value"] == pytest.approx(solved)
+    assert report["settings"]["rewards"] == [{"name": "soft_overlong", "params": {"max_length": 6, "cache": 3},
+                                              "threshold": 0.0}]
+
+
 def test_eval_section_writes_before_and_after(cli, write_recipe, tiny_dir, tmp_path):
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
     held_out = write_jsonl(tmp_path / "held_out.jsonl", [{"prompt": f"what is {i} plus 1", "solution": str(i + 1)}
@@ -224,7 +250,8 @@ def test_eval_section_writes_before_and_after(cli, write_recipe, tiny_dir, tmp_p
 def test_eval_section_is_checked_before_training(cli, write_recipe, tiny_dir, tmp_path):
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(4))
     recipe = {"model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": str(data)}]},
-              "train": {"max_steps": 1}, "eval": {"data": [{"path": str(data)}], "rewards": [{"name": "math_accuracy"}]}}
+              "train": {"max_steps": 1},
+              "eval": {"data": [{"path": str(data)}], "rewards": [{"name": "math_accuracy"}]}}
     code, _, err = cli("sft", write_recipe(recipe), "--dry-run")
     assert code == 2 and "reads the column 'solution'" in err
     recipe["eval"]["modes"] = ["thinking"]

@@ -78,7 +78,8 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_mean():
     assert estimate(values, resample_indices(len(values), seed=8)) != first
     # By hand: the percentile interval of the means of the very same resamples.
     means = [np.nanmean(values[row]) for row in indices if not np.isnan(values[row]).all()]
-    assert first.low == pytest.approx(np.percentile(means, 2.5)) and first.high == pytest.approx(np.percentile(means, 97.5))
+    assert first.low == pytest.approx(np.percentile(means, 2.5))
+    assert first.high == pytest.approx(np.percentile(means, 97.5))
     assert estimate(np.array([float("nan")] * 3), resample_indices(3, 0)).value is None
 
 
