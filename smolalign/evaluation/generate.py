@@ -17,7 +17,7 @@ MODE_SEED_STRIDE = 1_000_003
 
 @dataclass
 class ModeSamples:
-    """One model's K samples per prompt in one mode: texts are whole turns (prefill + generated text)."""
+    """One model's K samples per prompt in one mode; `turns` are whole assistant turns (prefill + generated text)."""
 
     turns: list[list[str]]
     arrays: dict
@@ -31,11 +31,11 @@ def generator_section(inputs: EvalInputs, model: EvalModel) -> GeneratorSection:
                             max_new_tokens=section.max_new_tokens, batch_size=section.batch_size)
 
 
-def evaluate_models(inputs: EvalInputs, build=make_generator) -> dict[str, dict[str, ModeSamples]]:
+def evaluate_models(inputs: EvalInputs) -> dict[str, dict[str, ModeSamples]]:
     """label -> mode -> samples, for every model, one model loaded at a time."""
     results = {}
     for model in inputs.models:
-        generator = build("eval", generator_section(inputs, model), inputs.template_name, inputs.template_kwargs)
+        generator = make_generator("eval", generator_section(inputs, model), inputs.template_name, inputs.template_kwargs)
         try:
             results[model.label] = {mode: evaluate_mode(inputs, generator, model, mode)
                                     for mode in inputs.section.modes}
