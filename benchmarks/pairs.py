@@ -38,7 +38,7 @@ def pairs_per_second(model: str, items: list, batch_size: int, max_new_tokens: i
     for side, temperature in (("strong", 0.0), ("weak", 0.7)):
         section = GeneratorSection(source=model, temperature=temperature, max_new_tokens=max_new_tokens,
                                    batch_size=batch_size, template="chatml")
-        generator = TransformersGenerator(side, section, "chatml", {})
+        generator = TransformersGenerator(f"pairs.{side}", section, "chatml", {})
         start = time.perf_counter()
         for i in range(0, len(items), batch_size):
             answers += generator.generate(items[i:i + batch_size], seed=i)

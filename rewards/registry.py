@@ -93,3 +93,12 @@ def _from_file(spec: str, params: dict) -> Callable:
 def required_columns(reward: Callable) -> tuple[str, ...]:
     """Dataset columns a reward reads (declared by built-ins as `required_columns`)."""
     return tuple(getattr(reward, "required_columns", ()) or ())
+
+
+def check_reward_columns(named_rewards: list[tuple[str, Callable]], columns: list[str]) -> None:
+    """Every column each (name, reward) reads is among the data's `columns`; else a SmolalignError naming both."""
+    for name, reward in named_rewards:
+        for column in required_columns(reward):
+            if column not in columns:
+                raise SmolalignError(f"reward {name} reads the column {column!r}, which the data does not have "
+                                     f"(columns: {', '.join(columns)}; rename yours with columns:)")

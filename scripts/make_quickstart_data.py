@@ -5,9 +5,11 @@ data does it: a /think or /no_think flag in the system message, or a per-row cha
 Also writes arithmetic_prompts.jsonl: questions alone (another seed, so mostly unseen in SFT), the prompts the
 quickstart's preference stage generates pairs for; and arithmetic_rl.jsonl: questions with their answer in a
 `solution` column (a third seed), the prompts of the quickstart's GRPO stage; and arithmetic_distill.jsonl:
-questions with a reference answer as `completion`, for the distillation stage's off-policy share.
+questions with a reference answer as `completion`, for the distillation stage's off-policy share; and
+arithmetic_eval.jsonl: held-out questions with their `solution` (a fifth seed), none of which appears in any other
+file, for `smolalign eval` of each quickstart stage.
 
-    python scripts/make_quickstart_data.py [--rows 400] [--prompts 64] [--rl-prompts 64] [--seed 0]
+    python scripts/make_quickstart_data.py [--rows 400] [--prompts 64] [--rl-prompts 64] [--eval-prompts 32] [--seed 0]
 """
 
 import argparse
@@ -19,6 +21,7 @@ OUT = Path(__file__).resolve().parent.parent / "recipes" / "quickstart" / "data"
 PROMPTS_OUT = OUT.with_name("arithmetic_prompts.jsonl")
 RL_OUT = OUT.with_name("arithmetic_rl.jsonl")
 DISTILL_OUT = OUT.with_name("arithmetic_distill.jsonl")
+EVAL_OUT = OUT.with_name("arithmetic_eval.jsonl")
 SYSTEMS = ["You are a careful calculator.", "Answer arithmetic questions.", "You help with sums and products."]
 QUESTIONS = ["What is {a} {op} {b}?", "Compute {a} {op} {b}.", "{a} {op} {b} = ?", "Please work out {a} {op} {b}."]
 
@@ -54,6 +57,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=400)
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--rl-prompts", type=int, default=64)
+    parser.add_argument("--eval-prompts", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -81,6 +85,35 @@ def main() -> None:
             chat = row(distill_rng, think=False, by_flag=False)["messages"]
             stream.write(json.dumps({"prompt": [chat[1]], "completion": chat[2]["content"]}, ensure_ascii=False) + "\n")
     print(f"wrote {args.rl_prompts} prompts with answers to {DISTILL_OUT}")
+    write_held_out(args.eval_prompts, args.seed + 4)
+
+
+def problem(question: str) -> str:
+    """The arithmetic of a question, whatever its wording: "What is 12 + 30?" -> "12 + 30"."""
+    return " ".join(token for token in question.replace("?", " ").replace(".", " ").split()
+                    if token.isdigit() or token in ("+", "-", "×"))
+
+
+def write_held_out(n: int, seed: int) -> None:
+    """n questions with solutions whose arithmetic appears in no other quickstart file."""
+    seen = set()
+    for path in (OUT, PROMPTS_OUT, RL_OUT, DISTILL_OUT):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            messages = record.get("messages") or record["prompt"]
+            seen.add(problem(next(m["content"] for m in messages if m["role"] == "user")))
+    rng = random.Random(seed)
+    rows = []
+    while len(rows) < n:
+        chat = row(rng, think=False, by_flag=False)["messages"]
+        key = problem(chat[1]["content"])
+        if key in seen:
+            continue
+        seen.add(key)
+        rows.append({"prompt": [chat[1]], "solution": chat[2]["content"].rsplit("= ", 1)[1].rstrip(".")})
+    with EVAL_OUT.open("w") as stream:
+        stream.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    print(f"wrote {n} held-out prompts with solutions to {EVAL_OUT}")
 
 
 if __name__ == "__main__":

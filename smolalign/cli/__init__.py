@@ -19,10 +19,11 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from smolalign.cli import chat, convert, data, launch, recipes, rewards, template, train
+    from smolalign.cli import chat, convert, data, evaluate, launch, recipes, rewards, template, train
 
     train.register(app)
     app.add_typer(launch.app, name="launch", rich_help_panel="Train")
+    evaluate.register(app)
     app.add_typer(recipes.app, name="recipes", rich_help_panel="Recipes")
     app.add_typer(template.app, name="template", rich_help_panel="Inspect")
     app.add_typer(data.app, name="data", rich_help_panel="Inspect")

@@ -1,8 +1,9 @@
-"""Generators for pair generation: transformers `generate` (CPU or GPU, batched), vLLM in-process (GPU, the
+"""Generators for pair generation and evaluation: transformers `generate` (CPU or GPU, batched), vLLM in-process (GPU, the
 `[vllm]` extra), and any OpenAI-compatible chat server (a vLLM or TGI server already running).
 
 Every backend answers the same question for a batch of prompts: the answer's text, whether it ended with an
-end-of-turn (False = cut off by max_new_tokens), and how many tokens it took. The transformers and vLLM backends
+end-of-turn (False = cut off by max_new_tokens), and how many tokens it took; `sample` asks for K answers per prompt,
+and the chat-template kwargs (the think mode) can change from one call to the next without reloading the model. The transformers and vLLM backends
 render prompts with smolalign's template, exactly as training will; a server applies its own.
 """
 
@@ -24,15 +25,27 @@ class Answer:
     finished: bool
     """Ended with the end-of-turn token (or the server's finish_reason "stop")."""
     tokens: int
+    ids: list[int] | None = None
+    """The generated token ids, end-of-turn included (transformers, vLLM); a server reports only their count."""
 
 
 class Generator:
-    side: str
+    where: str
+    """The recipe key this generator was configured under (pairs.strong, eval), for messages."""
     section: GeneratorSection
     template_sha256: str | None = None
 
-    def generate(self, prompts: list[Prompt], seed: int) -> list[Answer]:
+    kwargs: dict
+
+    def generate(self, prompts: list[Prompt], seed: int, kwargs: dict | None = None) -> list[Answer]:
+        """One answer per prompt; `kwargs` replaces the chat-template kwargs the generator was built with."""
         raise NotImplementedError
+
+    def sample(self, prompts: list[Prompt], seed: int, k: int, kwargs: dict | None = None) -> list[list[Answer]]:
+        """`k` answers per prompt: each prompt repeated k times in one call, so the samples differ by the random
+        state (transformers) or by their request seed (servers)."""
+        answers = self.generate([p for p in prompts for _ in range(k)], seed, kwargs)
+        return [answers[i * k:(i + 1) * k] for i in range(len(prompts))]
 
     def close(self) -> None:
         """Free the model (GPU memory) before the other side loads."""
@@ -53,13 +66,13 @@ def template_kwargs(section: GeneratorSection, defaults: dict) -> dict:
 class TransformersGenerator(Generator):
     """Batched `model.generate` with left padding; stops at the template's end-of-turn token."""
 
-    def __init__(self, side: str, section: GeneratorSection, template_name: str, defaults: dict):
+    def __init__(self, where: str, section: GeneratorSection, template_name: str, defaults: dict):
         import torch
 
         from smolalign.hardware import detect_hardware, resolve_dtype
         from smolalign.models.load import load_model, load_tokenizer
 
-        self.side, self.section = side, section
+        self.where, self.section = where, section
         model_section = ModelSection(source=section.source)
         self.tokenizer, self.template = load_tokenizer(model_section, section.template or template_name)
         self.tokenizer.padding_side = "left"
@@ -71,16 +84,16 @@ class TransformersGenerator(Generator):
         self.kwargs = template_kwargs(section, defaults)
         self.specials = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
 
-    def render(self, prompt: Prompt) -> str:
+    def render(self, prompt: Prompt, kwargs: dict | None = None) -> str:
         from smolalign.templates.render import render
 
         return render(self.template, prompt.messages, add_generation_prompt=True, special_tokens=self.specials,
-                      **self.kwargs)[0]
+                      **(self.kwargs if kwargs is None else kwargs))[0]
 
-    def generate(self, prompts: list[Prompt], seed: int) -> list[Answer]:
+    def generate(self, prompts: list[Prompt], seed: int, kwargs: dict | None = None) -> list[Answer]:
         import torch
 
-        batch = self.tokenizer([self.render(p) for p in prompts], add_special_tokens=False, padding=True,
+        batch = self.tokenizer([self.render(p, kwargs) for p in prompts], add_special_tokens=False, padding=True,
                                return_tensors="pt").to(self.device)
         torch.manual_seed(seed)
         sampling = self.section.temperature > 0
@@ -96,27 +109,28 @@ class TransformersGenerator(Generator):
             finished = eos in row
             kept = row[:row.index(eos)] if finished else row
             text = self.tokenizer.decode(kept, skip_special_tokens=True)
-            answers.append(Answer(text.strip(), finished, len(kept) + int(finished)))
+            ids = kept + [eos] if finished else kept
+            answers.append(Answer(text.strip(), finished, len(ids), ids))
         return answers
 
     def close(self) -> None:
         del self.model
-        _free_accelerator_memory()
+        free_accelerator_memory()
 
 
 class VllmGenerator(Generator):
     """vLLM's offline engine in this process, fed the same templated prompt tokens as the transformers backend."""
 
-    def __init__(self, side: str, section: GeneratorSection, template_name: str, defaults: dict):
+    def __init__(self, where: str, section: GeneratorSection, template_name: str, defaults: dict):
         try:
             from vllm import LLM
         except ImportError:
-            raise SmolalignError(f"pairs.{side}: backend vllm needs vLLM (pip install 'smolalign[vllm]', on a GPU "
+            raise SmolalignError(f"{where}: backend vllm needs vLLM (pip install 'smolalign[vllm]', on a GPU "
                                  "machine)") from None
         from smolalign.models.load import load_tokenizer, local_dir
         from smolalign.models.sources import resolve_source
 
-        self.side, self.section = side, section
+        self.where, self.section = where, section
         model_section = ModelSection(source=section.source)
         self.tokenizer, self.template = load_tokenizer(model_section, section.template or template_name)
         self.template_sha256 = self.template.sha256
@@ -126,36 +140,41 @@ class VllmGenerator(Generator):
                        tensor_parallel_size=section.tensor_parallel,
                        gpu_memory_utilization=float(os.environ.get("SMOLALIGN_VLLM_GPU_MEMORY", "0.85")))
 
-    def generate(self, prompts: list[Prompt], seed: int) -> list[Answer]:
+    def generate(self, prompts: list[Prompt], seed: int, kwargs: dict | None = None) -> list[Answer]:
+        return [answers[0] for answers in self.sample(prompts, seed, 1, kwargs)]
+
+    def sample(self, prompts: list[Prompt], seed: int, k: int, kwargs: dict | None = None) -> list[list[Answer]]:
+        """k answers per prompt with SamplingParams.n: one seeded request per prompt yields k different samples
+        (k copies of a prompt under the same seed would yield k identical ones)."""
         from vllm import SamplingParams
 
         from smolalign.templates.render import render
 
         texts = [render(self.template, p.messages, add_generation_prompt=True, special_tokens=self.specials,
-                        **self.kwargs)[0] for p in prompts]
+                        **(self.kwargs if kwargs is None else kwargs))[0] for p in prompts]
         ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
-        params = SamplingParams(temperature=self.section.temperature, top_p=self.section.top_p,
+        params = SamplingParams(n=k, temperature=self.section.temperature, top_p=self.section.top_p,
                                 max_tokens=self.section.max_new_tokens, seed=seed,
                                 stop_token_ids=[self.tokenizer.eos_token_id], skip_special_tokens=True)
         outputs = self.llm.generate([{"prompt_token_ids": i} for i in ids], params, use_tqdm=False)
-        return [Answer(o.outputs[0].text.strip(), o.outputs[0].finish_reason == "stop", len(o.outputs[0].token_ids))
-                for o in outputs]
+        return [[Answer(o.text.strip(), o.finish_reason == "stop", len(o.token_ids), list(o.token_ids))
+                 for o in output.outputs] for output in outputs]
 
     def close(self) -> None:
         del self.llm
-        _free_accelerator_memory()
+        free_accelerator_memory()
 
 
 class OpenAIGenerator(Generator):
     """Chat completions from a server that speaks the OpenAI API; `batch_size` requests in flight at once."""
 
-    def __init__(self, side: str, section: GeneratorSection, template_name: str, defaults: dict):
-        self.side, self.section = side, section
+    def __init__(self, where: str, section: GeneratorSection, template_name: str, defaults: dict):
+        self.where, self.section = where, section
         self.base_url = section.base_url.rstrip("/")
         self.kwargs = template_kwargs(section, defaults)
         key = os.environ.get(section.api_key_env) if section.api_key_env else None
         if section.api_key_env and not key:
-            raise SmolalignError(f"pairs.{side}.api_key_env: the environment variable {section.api_key_env} is not set")
+            raise SmolalignError(f"{where}.api_key_env: the environment variable {section.api_key_env} is not set")
         self.headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
         self.check_reachable()
 
@@ -169,14 +188,15 @@ class OpenAIGenerator(Generator):
             pass  # it answered
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise SmolalignError(f"pairs.{self.side}: the server at {self.base_url} is unreachable ({reason}); start "
-                                 "it or fix pairs." + f"{self.side}.base_url") from None
+            raise SmolalignError(f"{self.where}: the server at {self.base_url} is unreachable ({reason}); start "
+                                 f"it or fix {self.where}.base_url") from None
 
-    def request(self, prompt: Prompt, seed: int) -> Answer:
+    def request(self, prompt: Prompt, seed: int, kwargs: dict | None = None) -> Answer:
         body = {"model": self.section.source, "messages": prompt.messages, "temperature": self.section.temperature,
                 "top_p": self.section.top_p, "max_tokens": self.section.max_new_tokens, "seed": seed}
-        if self.kwargs:
-            body["chat_template_kwargs"] = self.kwargs
+        kwargs = self.kwargs if kwargs is None else kwargs
+        if kwargs:
+            body["chat_template_kwargs"] = kwargs
         request = urllib.request.Request(f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
                                          headers=self.headers, method="POST")
         try:
@@ -184,15 +204,15 @@ class OpenAIGenerator(Generator):
                 reply = json.loads(response.read())
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:300].decode(errors="replace")
-            raise SmolalignError(f"pairs.{self.side}: the server at {self.base_url} answered {exc.code}: {detail}") from None
+            raise SmolalignError(f"{self.where}: the server at {self.base_url} answered {exc.code}: {detail}") from None
         except (urllib.error.URLError, OSError) as exc:
-            raise SmolalignError(f"pairs.{self.side}: no answer from {self.base_url} "
+            raise SmolalignError(f"{self.where}: no answer from {self.base_url} "
                                  f"({getattr(exc, 'reason', exc)})") from None
         try:
             choice = reply["choices"][0]
             message = choice["message"]
         except (KeyError, IndexError, TypeError):
-            raise SmolalignError(f"pairs.{self.side}: the server's reply is not a chat completion: "
+            raise SmolalignError(f"{self.where}: the server's reply is not a chat completion: "
                                  f"{str(reply)[:200]}") from None
         text = message.get("content") or ""
         reasoning = message.get("reasoning_content") or message.get("reasoning")
@@ -201,19 +221,19 @@ class OpenAIGenerator(Generator):
         tokens = (reply.get("usage") or {}).get("completion_tokens") or 0
         return Answer(text.strip(), choice.get("finish_reason") == "stop", int(tokens))
 
-    def generate(self, prompts: list[Prompt], seed: int) -> list[Answer]:
+    def generate(self, prompts: list[Prompt], seed: int, kwargs: dict | None = None) -> list[Answer]:
         with ThreadPoolExecutor(max_workers=self.section.batch_size) as pool:
-            return list(pool.map(lambda item: self.request(item[1], seed + item[0]), enumerate(prompts)))
+            return list(pool.map(lambda item: self.request(item[1], seed + item[0], kwargs), enumerate(prompts)))
 
 
 BACKENDS = {"transformers": TransformersGenerator, "vllm": VllmGenerator, "openai": OpenAIGenerator}
 
 
-def make_generator(side: str, section: GeneratorSection, template_name: str, defaults: dict) -> Generator:
-    return BACKENDS[section.backend](side, section, template_name, defaults)
+def make_generator(where: str, section: GeneratorSection, template_name: str, defaults: dict) -> Generator:
+    return BACKENDS[section.backend](where, section, template_name, defaults)
 
 
-def _free_accelerator_memory() -> None:
+def free_accelerator_memory() -> None:
     import gc
 
     gc.collect()

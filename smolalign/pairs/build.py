@@ -92,7 +92,7 @@ def _generate_side(recipe: Recipe, side: str, prompts: list, log: WorkLog) -> di
         return counts
     print(f"pairs: {side} ({section.source}, {section.backend}): {len(todo)} to generate, {counts['reused']} "
           "reused", file=sys.stderr)
-    generator = make_generator(side, section, recipe.template.name, recipe.template.kwargs)
+    generator = make_generator(f"pairs.{side}", section, recipe.template.name, recipe.template.kwargs)
     provenance = generator.provenance()
     try:
         for start in range(0, len(todo), section.batch_size):

@@ -114,6 +114,13 @@ def _absolutize_paths(data: dict, base: Path) -> None:
             generator = pairs.get(side)
             if isinstance(generator, dict) and "source" in generator:
                 generator["source"] = fix(generator["source"])
+    evaluation = data.get("eval")
+    if isinstance(evaluation, dict):
+        for source in evaluation.get("data") or []:
+            if isinstance(source, dict) and "path" in source:
+                source["path"] = fix(source["path"])
+        if isinstance(evaluation.get("template"), str):
+            evaluation["template"] = fix(evaluation["template"])
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:

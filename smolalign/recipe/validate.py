@@ -12,6 +12,7 @@ from smolalign.errors import SmolalignError
 from smolalign.recipe.schema import (
     STAGES,
     DataSection,
+    EvalSection,
     GenerationSection,
     LaunchSection,
     ModelSection,
@@ -23,7 +24,7 @@ from smolalign.recipe.schema import (
 )
 from smolalign.recipe.typecheck import build, check_config_section, reject_unknown
 
-SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train", "launch")
+SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train", "launch", "eval")
 STAGE_SECTIONS = {"po": ("method", "reference", "pairs"), "rl": ("method", "rewards", "generation", "teacher")}
 RL_METHODS = ("grpo", "distill", "gold", "auto")
 DISTILL_METHODS = ("distill", "gold", "auto")
@@ -137,11 +138,27 @@ def validate_recipe(raw: dict, stage: str, source: str) -> Recipe:
     check_config_section(trl_config_class(stage, method), train, "train")
     if model.quantization and peft is None:
         raise SmolalignError("model.quantization needs a peft: section (QLoRA trains adapters on a quantized base)")
+    evaluation = eval_section(raw.get("eval"))
     resolved = {**raw, "train": train}
     return Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
                   source=source, description=str(raw.get("description") or ""), method=method,
                   reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher,
-                  launch=launch)
+                  launch=launch, evaluation=evaluation)
+
+
+def eval_section(mapping: Any) -> EvalSection | None:
+    """The `eval:` section, its rewards built once so a bad name or parameter fails before anything loads."""
+    if mapping is None:
+        return None
+    from rewards.registry import resolve_reward
+
+    section = build(EvalSection, mapping, "eval")
+    for index, reward in enumerate(section.rewards):
+        try:
+            resolve_reward(reward.name, reward.params)
+        except SmolalignError as exc:
+            raise SmolalignError(f"eval.rewards.{index}: {exc}") from None
+    return section
 
 
 def _check_model_source(model: ModelSection) -> None:
@@ -264,6 +281,8 @@ def recipe_to_dict(recipe: Recipe) -> dict:
         generated = str(pairs_path(recipe.pairs))
         out["data"]["sources"] = [s for s in out["data"]["sources"] if s["path"] != generated]
     out["train"] = recipe.train
+    if recipe.evaluation is not None:
+        out["eval"] = dataclasses.asdict(recipe.evaluation)
     return out
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
+from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
 from smolalign.plan import make_plan
@@ -171,6 +172,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     hardware = detect_hardware()
     plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(recipe, hardware)
     print(plan.render())
+    evaluation = check_stage_eval(recipe)
     if dry_run:
         print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
         return None
@@ -198,4 +200,5 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         from smolalign.runs.metrics import summary
 
         print(f"{summary(run_dir)}\nsaved {model_dir}")
+        evaluate_stage(evaluation, run_dir, model_dir)
     return model_dir

@@ -8,6 +8,7 @@ the recipe names, and hands TRL prepared rows.
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
+from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
 from smolalign.plan import make_plan
@@ -166,6 +167,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     hardware = detect_hardware()
     plan, mixture = check_before_loading(recipe, hardware)
     print(plan.render())
+    evaluation = check_stage_eval(recipe)
     if dry_run:
         print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
         return None
@@ -198,4 +200,5 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         from smolalign.runs.metrics import summary
 
         print(f"{summary(run_dir, companions=('rewards/margins', 'log_odds_ratio'))}\nsaved {model_dir}")
+        evaluate_stage(evaluation, run_dir, model_dir)
     return model_dir

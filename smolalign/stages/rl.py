@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rewards.text import row_mode
 from smolalign.errors import SmolalignError
+from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
@@ -75,16 +76,6 @@ def with_mode_flag(messages: list[dict], flag: str) -> list[dict]:
     return [{"role": "system", "content": flag}, *messages]
 
 
-def check_reward_columns(recipe: Recipe, rewards: list, columns: list[str]) -> None:
-    from rewards.registry import required_columns
-
-    for section, reward in zip(recipe.rewards, rewards, strict=True):
-        for column in required_columns(reward):
-            if column not in columns:
-                raise SmolalignError(f"reward {section.name} reads the column {column!r}, which the data does not "
-                                     f"have (columns: {', '.join(columns)}; rename yours with columns:)")
-
-
 def check_batch(recipe: Recipe, hardware: Hardware) -> None:
     train = recipe.train
     generations = train.get("num_generations", 8)
@@ -100,6 +91,7 @@ def check_batch(recipe: Recipe, hardware: Hardware) -> None:
 
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
+    from rewards.registry import check_reward_columns
     from smolalign.models.sources import resolve_model
 
     resolve_model(recipe.model)
@@ -107,7 +99,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     check_batch(recipe, hardware)
     rewards = build_rewards(recipe)
     prompts = load_prompts(recipe)
-    check_reward_columns(recipe, rewards, prompts.column_names)
+    check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)], prompts.column_names)
     plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")
     add_rl_rows(plan, recipe)
     return plan, prompts, rewards
@@ -157,6 +149,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     hardware = detect_hardware()
     plan, prompts, rewards = check_before_loading(recipe, hardware)
     print(plan.render())
+    evaluation = check_stage_eval(recipe)
     if dry_run:
         print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
         return None
@@ -184,4 +177,5 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         from smolalign.runs.metrics import summary
 
         print(f"{summary(run_dir, 'reward')}\nsaved {model_dir}")
+        evaluate_stage(evaluation, run_dir, model_dir)
     return model_dir

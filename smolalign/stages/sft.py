@@ -6,6 +6,7 @@ skipped; TRL's collator and trainer do the rest, padding-free with per-document 
 
 from pathlib import Path
 
+from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
@@ -48,6 +49,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     hardware = detect_hardware()
     plan, mixture = check_before_loading(recipe, hardware)
     print(plan.render())
+    evaluation = check_stage_eval(recipe)
     if dry_run:
         print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
         return None
@@ -74,6 +76,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         from smolalign.runs.metrics import summary
 
         print(f"{summary(run_dir)}\nsaved {model_dir}")
+        evaluate_stage(evaluation, run_dir, model_dir)
     return model_dir
 
 

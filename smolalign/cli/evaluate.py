@@ -1,0 +1,120 @@
+"""`smolalign eval`: score models on local prompts with the verifiable rewards, in each reasoning mode, side by side
+and against a baseline (`smolalign eval runs/x/model --baseline smollm2-135m-instruct --data d.jsonl --reward
+math_accuracy`)."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from smolalign.errors import SmolalignError
+
+Models = Annotated[list[str], typer.Argument(
+    metavar="MODEL", help="Models to evaluate: a directory, .gguf file, bundled name or hub id (a served model's "
+                             "name with --backend openai); LABEL=MODEL names its column.")]
+Baseline = Annotated[str | None, typer.Option("--baseline", help="The model the others are compared with (paired "
+                                                                 "differences with intervals); listed first.")]
+Data = Annotated[list[str], typer.Option("--data", help="Prompts: a .jsonl/.json/.parquet file or folder, or a hub "
+                                                        "dataset; `prompt` or `messages`, plus the columns the rewards "
+                                                        "read. Repeatable.")]
+Rewards = Annotated[list[str], typer.Option("--reward", help="NAME[,NAME...]: built-in rewards or "
+                                                             "path/to/file.py:function. Repeatable.")]
+Params = Annotated[list[str] | None, typer.Option("--params", help="NAME=JSON: a reward's parameters, e.g. "
+                                                                 "'soft_overlong={\"max_length\": 64, \"cache\": 16}'. "
+                                                                 "Repeatable.")]
+Thresholds = Annotated[list[str] | None, typer.Option("--threshold", help="NAME=VALUE: the reward at which a sample "
+                                                                          "counts as solved for avg@K and pass@K "
+                                                                          "(default 1.0). Repeatable.")]
+Modes = Annotated[str, typer.Option("--modes", help="Reasoning modes, comma-separated: think, no_think.")]
+Samples = Annotated[int, typer.Option("--samples", "-k", help="K: answers per prompt and mode (avg@K, pass@K).")]
+
+
+def evaluate_command(
+    models: Models, data: Data, reward: Rewards, baseline: Baseline = None, params: Params = None,
+    threshold: Thresholds = None, modes: Modes = "think,no_think", samples: Samples = 1,
+    max_new_tokens: Annotated[int, typer.Option(help="Generation budget per answer.")] = 256,
+    backend: Annotated[str, typer.Option(help="transformers, vllm or openai (a running server, --base-url).")
+                       ] = "transformers",
+    base_url: Annotated[str | None, typer.Option(help="openai backend: http://127.0.0.1:8000/v1.")] = None,
+    template: Annotated[str, typer.Option(help="Chat template for the prompts: smollm3, chatml, a .jinja file, or "
+                                               "`model` (each tokenizer's own).")] = "smollm3",
+    temperature: Annotated[float, typer.Option(help="Sampling temperature (0: greedy).")] = 0.6,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling.")] = 0.95,
+    batch_size: Annotated[int, typer.Option(help="Sequences per generate call (requests in flight for openai).")] = 16,
+    split: Annotated[str, typer.Option(help="Split of a hub dataset given to --data.")] = "train",
+    max_prompts: Annotated[int | None, typer.Option(help="Only the first N prompts.")] = None,
+    seed: Annotated[int, typer.Option(help="Seeds the sampling and the bootstrap.")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report here (and the samples beside it, "
+                                                                 "NAME.samples.jsonl).")] = None,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Write the tables as Markdown.")] = None,
+    chart: Annotated[Path | None, typer.Option("--chart", help="Write a PNG chart of the main metrics (needs "
+                                                               "matplotlib).")] = None,
+) -> None:
+    """Generate K answers per prompt in each mode and report mean reward, avg@K / pass@K, mode compliance,
+    truncation and length, with bootstrap intervals; several models side by side, differences to a baseline."""
+    from smolalign.evaluation.run import evaluate
+
+    settings = dict(data=data, split=split, reward=reward, params=params or [], threshold=threshold or [],
+                    modes=modes, samples=samples, max_new_tokens=max_new_tokens, backend=backend, base_url=base_url,
+                    temperature=temperature, top_p=top_p, batch_size=batch_size, max_prompts=max_prompts, seed=seed)
+    evaluate(inputs_from_options(models, baseline, template, settings), json_path=json_out, markdown_path=markdown,
+             chart_path=chart)
+
+
+def inputs_from_options(models: list[str], baseline: str | None, template: str, settings: dict):
+    """The command line as checked evaluation inputs (exit 2 on any problem, before a model loads)."""
+    from smolalign.evaluation.inputs import parse_model, prepare, unique_labels
+    from smolalign.recipe.schema import EvalRewardSection, EvalSection, SourceSection
+
+    names = [name.strip() for spec in settings.pop("reward") for name in spec.split(",") if name.strip()]
+    params = {name: _json_object(name, text) for name, text in _named("--params", settings.pop("params"), names)}
+    thresholds = {name: _number(name, text) for name, text in _named("--threshold", settings.pop("threshold"), names)}
+    modes = [mode.strip() for mode in settings.pop("modes").split(",") if mode.strip()]
+    sources = [SourceSection(path=path, split=settings["split"]) for path in settings.pop("data")]
+    del settings["split"]
+    rewards = [EvalRewardSection(name, params.get(name, {}), thresholds.get(name, 1.0)) for name in names]
+    try:
+        section = EvalSection(data=sources, rewards=rewards, modes=modes, **settings)
+    except (ValueError, TypeError) as exc:
+        raise SmolalignError(f"eval: {exc}") from None
+    parsed = [parse_model(spec) for spec in models]
+    base = parse_model(baseline) if baseline is not None else None
+    if base is not None:
+        parsed = [base, *[m for m in parsed if m.source != base.source]]
+    parsed = unique_labels(parsed)
+    return prepare(section, parsed, parsed[0].label if base is not None else None, template)
+
+
+def _named(option: str, values: list[str], names: list[str]) -> list[tuple[str, str]]:
+    """NAME=VALUE pairs of a repeatable option, each NAME one of the --reward names."""
+    pairs = []
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or name.strip() not in names:
+            raise SmolalignError(f"{option} {value!r}: expected NAME=VALUE with NAME one of the rewards "
+                                 f"({', '.join(names)})")
+        pairs.append((name.strip(), text))
+    return pairs
+
+
+def _json_object(name: str, text: str) -> dict:
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SmolalignError(f"--params {name}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise SmolalignError(f"--params {name}: expected a JSON object, e.g. {name}={{\"key\": 1}}")
+    return value
+
+
+def _number(name: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise SmolalignError(f"--threshold {name}: {text!r} is not a number") from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="eval", rich_help_panel="Evaluate")(evaluate_command)

@@ -1,0 +1,103 @@
+"""Sampling K answers per prompt in each mode from each model (through the pair-generation backends), and scoring
+every sample: rewards on the whole turn (the rewards themselves score only the answer after the think block),
+compliance with the mode, whether it ended its turn, and its length in tokens."""
+
+import sys
+from dataclasses import dataclass
+
+from smolalign.errors import SmolalignError
+from smolalign.evaluation.compliance import answer_prefill, complies
+from smolalign.evaluation.inputs import EvalInputs, EvalModel
+from smolalign.pairs.backends import Answer, Generator, make_generator
+from smolalign.pairs.prompts import Prompt, prompt_key
+from smolalign.recipe.schema import GeneratorSection
+
+MODE_SEED_STRIDE = 1_000_003
+
+
+@dataclass
+class ModeSamples:
+    """One model's K samples per prompt in one mode; `turns` are whole assistant turns (prefill + generated text)."""
+
+    turns: list[list[str]]
+    arrays: dict
+    """(prompts, K) arrays: rewards {name: floats, NaN for None}, compliant, finished, tokens."""
+
+
+def generator_section(inputs: EvalInputs, model: EvalModel) -> GeneratorSection:
+    section = inputs.section
+    return GeneratorSection(source=model.source, backend=section.backend, base_url=section.base_url,
+                            template=inputs.template_name, temperature=section.temperature, top_p=section.top_p,
+                            max_new_tokens=section.max_new_tokens, batch_size=section.batch_size)
+
+
+def evaluate_models(inputs: EvalInputs) -> dict[str, dict[str, ModeSamples]]:
+    """label -> mode -> samples, for every model, one model loaded at a time."""
+    results = {}
+    for model in inputs.models:
+        generator = make_generator("eval", generator_section(inputs, model), inputs.template_name, inputs.template_kwargs)
+        try:
+            results[model.label] = {mode: evaluate_mode(inputs, generator, model, mode)
+                                    for mode in inputs.section.modes}
+        finally:
+            generator.close()
+    return results
+
+
+def evaluate_mode(inputs: EvalInputs, generator: Generator, model: EvalModel, mode: str) -> ModeSamples:
+    kwargs = {**inputs.template_kwargs, "enable_thinking": mode == "think"}
+    answers = sample_all(inputs, generator, kwargs, mode, model.label)
+    prefill = answer_prefill(getattr(generator, "template", None) or _local_template(inputs), kwargs,
+                             getattr(generator, "specials", None))
+    return score(inputs, answers, prefill, mode)
+
+
+def sample_all(inputs: EvalInputs, generator: Generator, kwargs: dict, mode: str, label: str) -> list[list[Answer]]:
+    """K answers for every prompt. transformers: calls of about batch_size sequences (a prompt's K samples stay in
+    one call); vLLM and servers: one call, they batch or run requests concurrently themselves. Seeds depend only on
+    the evaluation seed, the mode and the call's position, so every model sees the same seeds and reruns repeat."""
+    section = inputs.section
+    prompts = [Prompt(prompt_key(p.messages), p.messages, p.origin) for p in inputs.prompts]
+    k = section.samples
+    per_call = max(1, section.batch_size // k) if section.backend == "transformers" else len(prompts)
+    base = section.seed * MODE_SEED_STRIDE + section.modes.index(mode) * 100_003
+    answers: list[list[Answer]] = []
+    for call, start in enumerate(range(0, len(prompts), per_call)):
+        answers += generator.sample(prompts[start:start + per_call], base + call, k, kwargs)
+        print(f"eval: {label} {mode}: {len(answers)}/{len(prompts)} prompts × {k}", file=sys.stderr)
+    return answers
+
+
+def score(inputs: EvalInputs, answers: list[list[Answer]], prefill: str, mode: str) -> ModeSamples:
+    import numpy as np
+
+    k = inputs.section.samples
+    turns = [[prefill + a.text for a in group] for group in answers]
+    flat = [a for group in answers for a in group]
+    texts = [t for group in turns for t in group]
+    columns = {name: [p.columns.get(name) for p in inputs.prompts for _ in range(k)]
+               for name in {c for p in inputs.prompts for c in p.columns}}
+    columns["chat_template_kwargs"] = [{"enable_thinking": mode == "think"}] * len(texts)
+    columns["prompts"] = [p.messages for p in inputs.prompts for _ in range(k)]
+    if all(a.ids is not None for a in flat):
+        columns["completion_ids"] = [a.ids for a in flat]
+    shape = (len(inputs.prompts), k)
+    rewards = {}
+    for section, reward in inputs.rewards:
+        try:
+            values = reward(completions=texts, **columns)
+        except ValueError as exc:  # e.g. a length reward without token ids from a server: fix its parameters
+            raise SmolalignError(f"reward {section.name}: {exc}") from None
+        rewards[section.name] = np.array([np.nan if v is None else float(v) for v in values]).reshape(shape)
+    arrays = {"rewards": rewards,
+              "compliant": np.array([complies(t, mode) for t in texts], dtype=float).reshape(shape),
+              "finished": np.array([a.finished for a in flat], dtype=float).reshape(shape),
+              "tokens": np.array([a.tokens for a in flat], dtype=float).reshape(shape)}
+    return ModeSamples(turns, arrays)
+
+
+def _local_template(inputs: EvalInputs):
+    """The evaluation's template, for a server's answers (assumed to render as it does); None for `model`."""
+    from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+
+    return None if inputs.template_name == MODEL_TEMPLATE else resolve_template(inputs.template_name)

@@ -1,0 +1,67 @@
+"""Running an evaluation end to end: from checked inputs to the printed tables and the files; and the `eval:`
+section of a recipe, checked before its stage trains and run on the stage's output (and input) when it ends."""
+
+from pathlib import Path
+
+from smolalign.evaluation.inputs import EvalInputs, EvalModel, prepare
+from smolalign.recipe.schema import Recipe
+
+EVAL_FILE = "eval.json"
+
+
+def evaluate(inputs: EvalInputs, *, json_path: Path | None = None, markdown_path: Path | None = None,
+             chart_path: Path | None = None) -> dict:
+    """Generate, score, print the tables and write the files asked for; returns the report (eval.json's content)."""
+    from smolalign.evaluation.generate import evaluate_models
+    from smolalign.evaluation.report import (
+        build_report,
+        render_markdown,
+        render_text,
+        sample_rows,
+        write_chart,
+        write_outputs,
+    )
+
+    results = evaluate_models(inputs)
+    report = build_report(inputs, results)
+    print(render_text(report))
+    if json_path is not None:
+        samples = write_outputs(report, sample_rows(inputs, results), json_path)
+        print(f"wrote {json_path} and {samples}")
+    if markdown_path is not None:
+        markdown_path.parent.mkdir(parents=True, exist_ok=True)
+        markdown_path.write_text(render_markdown(report))
+        print(f"wrote {markdown_path}")
+    if chart_path is not None:
+        write_chart(report, chart_path)
+        print(f"wrote {chart_path}")
+    return report
+
+
+def check_stage_eval(recipe: Recipe) -> EvalInputs | None:
+    """The recipe's `eval:` section checked before training (data, columns, rewards, the input model); the stage's
+    output joins the models in `evaluate_stage`, once it exists."""
+    section = recipe.evaluation
+    if section is None:
+        return None
+    models = [EvalModel("before", recipe.model.source)] if section.before else []
+    inputs = prepare(section, models, "before" if section.before else None, section.template or recipe.template.name,
+                     recipe.template.kwargs)
+    compared = "its input (before) and its output (after)" if section.before else "its output"
+    rewards = ", ".join(r.name for r in section.rewards)
+    print(f"eval: when the stage ends, {len(inputs.prompts)} prompts × {section.samples} in "
+          f"{', '.join(section.modes)} on {compared}, rewards {rewards} -> eval.json")
+    return inputs
+
+
+def evaluate_stage(inputs: EvalInputs | None, run_dir: Path, model_dir: Path) -> dict | None:
+    """Evaluate the stage's saved model (after its input, when `before`), print the before/after table and write
+    eval.json (+ eval.samples.jsonl) into the run directory."""
+    if inputs is None:
+        return None
+    from smolalign.pairs.backends import free_accelerator_memory
+
+    free_accelerator_memory()  # the trainer's copy of the model may still hold GPU memory
+    inputs.models = [*inputs.models, EvalModel("after", str(model_dir))]
+    print(f"eval: {', '.join(m.label + ' = ' + m.source for m in inputs.models)}")
+    return evaluate(inputs, json_path=run_dir / EVAL_FILE)
