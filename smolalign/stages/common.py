@@ -11,6 +11,31 @@ from smolalign.recipe.validate import recipe_to_dict
 from smolalign.runs.rundir import MODEL_DIR, default_run_dir, last_checkpoint, prepare_run_dir, write_recipe
 
 
+def announce(recipe: Recipe, plan, dry_run: bool):
+    """Print the plan and check the recipe's `eval:` section (both before anything loads); a dry run also prints
+    the resolved recipe. Returns the checked evaluation inputs (None without an `eval:` section)."""
+    from smolalign.evaluation.run import check_stage_eval
+    from smolalign.recipe.yamlio import dump_yaml
+
+    print(plan.render())
+    evaluation = check_stage_eval(recipe)
+    if dry_run:
+        print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
+    return evaluation
+
+
+def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics: str, **summary_options) -> Path:
+    """On the main process: the run's summary (first and last value of its metrics), then the `eval:` section's
+    before/after evaluation of the saved model."""
+    if trainer.is_world_process_zero():
+        from smolalign.evaluation.run import evaluate_stage
+        from smolalign.runs.metrics import summary
+
+        print(f"{summary(run_dir, *metrics, **summary_options)}\nsaved {model_dir}")
+        evaluate_stage(evaluation, run_dir, model_dir)
+    return model_dir
+
+
 def trl_config(config_class: type, train: dict, hardware: Hardware, dtype: str, run_dir: Path, **fixed):
     """`config_class(**train)` with the hardware's precision (bf16 off on CPU whatever the recipe says), the run
     directory, and `fixed` values set by smolalign."""

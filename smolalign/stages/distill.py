@@ -13,14 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import ModelSection, Recipe
-from smolalign.recipe.validate import recipe_to_dict
-from smolalign.recipe.yamlio import dump_yaml
-from smolalign.stages.common import open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 DEFAULT_LEARNING_RATE = {"full": 1e-5, "lora": 1e-4}
@@ -171,10 +168,8 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         overwrite: bool = False) -> Path | None:
     hardware = detect_hardware()
     plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(recipe, hardware)
-    print(plan.render())
-    evaluation = check_stage_eval(recipe)
+    evaluation = announce(recipe, plan, dry_run)
     if dry_run:
-        print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
         return None
     from smolalign.models.load import load_model, local_dir
     from smolalign.models.sources import resolve_source
@@ -196,9 +191,4 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     trainer = Trainer(model=student, teacher_model=teacher, args=config, train_dataset=prompts,
                       processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    if trainer.is_world_process_zero():
-        from smolalign.runs.metrics import summary
-
-        print(f"{summary(run_dir)}\nsaved {model_dir}")
-        evaluate_stage(evaluation, run_dir, model_dir)
-    return model_dir
+    return finish(trainer, run_dir, model_dir, evaluation)

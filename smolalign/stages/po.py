@@ -8,14 +8,11 @@ the recipe names, and hands TRL prepared rows.
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import ModelSection, Recipe
-from smolalign.recipe.validate import recipe_to_dict
-from smolalign.recipe.yamlio import dump_yaml
-from smolalign.stages.common import open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 KTO_NEEDS_BATCH = ("kto",)
@@ -166,10 +163,8 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     """Generate pairs if needed, plan, prepare, train and save; returns the saved model's directory."""
     hardware = detect_hardware()
     plan, mixture = check_before_loading(recipe, hardware)
-    print(plan.render())
-    evaluation = check_stage_eval(recipe)
+    evaluation = announce(recipe, plan, dry_run)
     if dry_run:
-        print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
         return None
     from smolalign.data.prepare_preference import prepare_preference_data
     from smolalign.models.load import load_model, load_tokenizer
@@ -196,9 +191,4 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     reference = load_reference(recipe, dtype, hardware, tokenizer)
     trainer = build_trainer(recipe, model, reference, tokenizer, data, config, run_dir)
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    if trainer.is_world_process_zero():
-        from smolalign.runs.metrics import summary
-
-        print(f"{summary(run_dir, companions=('rewards/margins', 'log_odds_ratio'))}\nsaved {model_dir}")
-        evaluate_stage(evaluation, run_dir, model_dir)
-    return model_dir
+    return finish(trainer, run_dir, model_dir, evaluation, companions=("rewards/margins", "log_odds_ratio"))

@@ -12,13 +12,10 @@ from pathlib import Path
 
 from rewards.text import row_mode
 from smolalign.errors import SmolalignError
-from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
-from smolalign.recipe.validate import recipe_to_dict
-from smolalign.recipe.yamlio import dump_yaml
-from smolalign.stages.common import open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 DEFAULT_VLLM_STALL_TIMEOUT = 1800.0
@@ -148,10 +145,8 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         return distill.run(recipe, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
     hardware = detect_hardware()
     plan, prompts, rewards = check_before_loading(recipe, hardware)
-    print(plan.render())
-    evaluation = check_stage_eval(recipe)
+    evaluation = announce(recipe, plan, dry_run)
     if dry_run:
-        print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
         return None
     from trl import GRPOTrainer
 
@@ -173,9 +168,4 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                               processing_class=tokenizer, peft_config=peft_config(recipe),
                               callbacks=[metrics_callback(run_dir), watchdog.callback()])
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    if trainer.is_world_process_zero():
-        from smolalign.runs.metrics import summary
-
-        print(f"{summary(run_dir, 'reward')}\nsaved {model_dir}")
-        evaluate_stage(evaluation, run_dir, model_dir)
-    return model_dir
+    return finish(trainer, run_dir, model_dir, evaluation, "reward")

@@ -6,13 +6,10 @@ skipped; TRL's collator and trainer do the rest, padding-free with per-document 
 
 from pathlib import Path
 
-from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
-from smolalign.recipe.validate import recipe_to_dict
-from smolalign.recipe.yamlio import dump_yaml
-from smolalign.stages.common import open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 HANDLED_BY_SMOLALIGN = ("assistant_only_loss", "completion_only_loss", "output_dir")
@@ -48,10 +45,8 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     """Plan, prepare, train and save; returns the saved model's directory (None for a dry run)."""
     hardware = detect_hardware()
     plan, mixture = check_before_loading(recipe, hardware)
-    print(plan.render())
-    evaluation = check_stage_eval(recipe)
+    evaluation = announce(recipe, plan, dry_run)
     if dry_run:
-        print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
         return None
     from smolalign.data.prepare import prepare_sft_data
     from smolalign.models.load import load_model, load_tokenizer
@@ -72,12 +67,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     model = load_model(recipe.model, dtype, hardware, tokenizer)
     trainer = build_trainer(recipe, model, tokenizer, data, config, run_dir)
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    if trainer.is_world_process_zero():
-        from smolalign.runs.metrics import summary
-
-        print(f"{summary(run_dir)}\nsaved {model_dir}")
-        evaluate_stage(evaluation, run_dir, model_dir)
-    return model_dir
+    return finish(trainer, run_dir, model_dir, evaluation)
 
 
 def build_trainer(recipe: Recipe, model, tokenizer, data, config, run_dir: Path):
