@@ -26,7 +26,7 @@ quickstart: $(STAMP)
 	$(BIN)/python scripts/make_quickstart_student.py
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign rl quickstart/distill --overwrite
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/sft/model runs/quickstart/po/model \
-		runs/quickstart/rl/model $(EVAL_ARGS)
+		runs/quickstart/rl/model runs/quickstart/distill/model $(EVAL_ARGS)
 
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
