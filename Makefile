@@ -1,7 +1,8 @@
 # Two commands do all the set-up (each creates .venv on first use):
 #   make quickstart   SFT of the bundled SmolLM2-135M-Instruct on CPU, then APO-zero on strong-vs-weak pairs,
 #                     then GRPO with verifiable rewards (a chat with each result), then GOLD distillation of the
-#                     result into a tiny student with its own tokenizer
+#                     result into a tiny student with its own tokenizer; then every stage's output scored
+#                     against the base model on held-out questions (table + chart in runs/quickstart/eval/)
 #   make test         the test suite (fast tier; `make test-slow` adds the real-model tests)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
