@@ -61,15 +61,6 @@ def recipe_launch(argv: list[str], num_processes: int) -> tuple[str | None, int]
     return str(section["preset"]), int(section.get("num_processes") or num_processes)
 
 
-def write_temp_json(data: dict, prefix: str) -> Path:
-    import tempfile
-
-    handle, path = tempfile.mkstemp(prefix=prefix, suffix=".json")
-    with os.fdopen(handle, "w") as stream:
-        json.dump(data, stream, indent=2)
-    return Path(path)
-
-
 def is_launched() -> bool:
     return os.environ.get(LAUNCHED) == "1"
 
@@ -80,32 +71,31 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def launch_config(preset: Path, num_processes: int) -> Path:
-    """The preset with this run's process count, as a temporary accelerate config file."""
-    import tempfile
-
+def read_preset(preset: Path) -> dict:
     import yaml
 
-    config = yaml.safe_load(preset.read_text()) or {}
-    config["num_processes"] = num_processes
-    handle, path = tempfile.mkstemp(prefix=f"smolalign-{preset.stem}-", suffix=".yaml")
-    with os.fdopen(handle, "w") as stream:
-        yaml.safe_dump(config, stream)
-    return Path(path)
+    return yaml.safe_load(preset.read_text()) or {}
 
 
 def distributed_type(preset: Path) -> str:
-    import yaml
-
-    return str((yaml.safe_load(preset.read_text()) or {}).get("distributed_type", "NO"))
+    return str(read_preset(preset).get("distributed_type", "NO"))
 
 
-def deepspeed_config(preset: Path) -> dict:
-    """The DeepSpeed JSON config an accelerate DeepSpeed preset stands for, with the batch sizes, clipping and
-    precision left to the trainer ("auto"), so the recipe's `train:` stays the one source of them."""
-    import yaml
+def temporary_config(preset: Path, text: str, suffix: str) -> Path:
+    """A config file written for one launch (the caller removes it when the launch ends)."""
+    import tempfile
 
-    section = (yaml.safe_load(preset.read_text()) or {}).get("deepspeed_config") or {}
+    handle, path = tempfile.mkstemp(prefix=f"smolalign-{preset.stem}-", suffix=suffix)
+    with os.fdopen(handle, "w") as stream:
+        stream.write(text)
+    return Path(path)
+
+
+def deepspeed_config(settings: dict) -> dict:
+    """The DeepSpeed JSON config an accelerate DeepSpeed preset (its parsed `settings`) stands for, with the batch
+    sizes, clipping and precision left to the trainer ("auto"), so the recipe's `train:` stays the one source of
+    them."""
+    section = settings.get("deepspeed_config") or {}
     if section.get("deepspeed_config_file"):
         return json.loads(Path(section["deepspeed_config_file"]).expanduser().read_text())
     stage = int(section.get("zero_stage", 2))
@@ -161,32 +151,31 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
     preset = preset_path(preset_name)
     from smolalign.hardware import detect_hardware
 
-    on_gpu = detect_hardware().on_gpu
+    settings = read_preset(preset)
     env = {**os.environ, LAUNCHED: "1"}
-    if not on_gpu:
-        kind = distributed_type(preset)
+    config_file = None
+    if detect_hardware().on_gpu:
+        import yaml
+
+        config_file = temporary_config(preset, yaml.safe_dump({**settings, "num_processes": num_processes}), ".yaml")
+        command = launch_command(config_file, argv)
+        print(f"launching {num_processes} process(es) with {preset.name}: accelerate launch {' '.join(command[3:])}",
+              file=sys.stderr)
+    else:
+        kind = str(settings.get("distributed_type", "NO"))
         if kind not in ("MULTI_GPU", "NO", "DEEPSPEED"):
             raise SmolalignError(f"--launch {preset.stem}: {kind} needs GPUs here; on the CPU use --launch ddp "
                                  "or a DeepSpeed preset")
         command = cpu_command(num_processes, argv)
-        config_file = None
         if kind == "DEEPSPEED":
             if importlib.util.find_spec("deepspeed") is None:
                 raise SmolalignError(f"--launch {preset.stem} needs DeepSpeed: pip install 'smolalign[deepspeed]'")
-            config_file = write_temp_json(deepspeed_config(preset), prefix=f"smolalign-{preset.stem}-")
+            config_file = temporary_config(preset, json.dumps(deepspeed_config(settings), indent=2), ".json")
             env.update({DEEPSPEED_CONFIG: str(config_file), "DS_ACCELERATOR": "cpu"})
         print(f"launching {num_processes} process(es) on the CPU (gloo{', DeepSpeed ' + preset.stem if config_file else ''}): "
               f"{' '.join(command[1:])}", file=sys.stderr)
-        try:
-            return subprocess.run(command, env=env).returncode
-        finally:
-            if config_file is not None:
-                config_file.unlink(missing_ok=True)
-    config = launch_config(preset, num_processes)
-    command = launch_command(config, argv)
-    print(f"launching {num_processes} process(es) with {preset.name}: accelerate launch {' '.join(command[3:])}",
-          file=sys.stderr)
     try:
         return subprocess.run(command, env=env).returncode
     finally:
-        config.unlink(missing_ok=True)
+        if config_file is not None:
+            config_file.unlink(missing_ok=True)
