@@ -90,37 +90,30 @@ def _absolutize_paths(data: dict, base: Path) -> None:
                 return str(candidate.resolve())
         return value
 
-    model = data.get("model")
-    if isinstance(model, dict) and "source" in model:
-        model["source"] = fix(model["source"])
-    template = data.get("template")
-    if isinstance(template, dict) and "name" in template:
-        template["name"] = fix(template["name"])
+    def fix_key(block: Any, key: str) -> None:
+        if isinstance(block, dict) and key in block:
+            block[key] = fix(block[key])
+
+    def fix_paths(sources: Any) -> None:
+        for source in sources if isinstance(sources, list) else ():
+            fix_key(source, "path")
+
+    fix_key(data.get("model"), "source")
+    fix_key(data.get("template"), "name")
     for section in ("data", "eval_data"):
         block = data.get(section)
-        if isinstance(block, dict) and isinstance(block.get("sources"), list):
-            for source in block["sources"]:
-                if isinstance(source, dict) and "path" in source:
-                    source["path"] = fix(source["path"])
-    reference = data.get("reference")
-    if isinstance(reference, dict) and "source" in reference:
-        reference["source"] = fix(reference["source"])
+        if isinstance(block, dict):
+            fix_paths(block.get("sources"))
+    fix_key(data.get("reference"), "source")
     pairs = data.get("pairs")
     if isinstance(pairs, dict):
-        for source in pairs.get("prompts") or []:
-            if isinstance(source, dict) and "path" in source:
-                source["path"] = fix(source["path"])
+        fix_paths(pairs.get("prompts"))
         for side in ("strong", "weak"):
-            generator = pairs.get(side)
-            if isinstance(generator, dict) and "source" in generator:
-                generator["source"] = fix(generator["source"])
+            fix_key(pairs.get(side), "source")
     evaluation = data.get("eval")
     if isinstance(evaluation, dict):
-        for source in evaluation.get("data") or []:
-            if isinstance(source, dict) and "path" in source:
-                source["path"] = fix(source["path"])
-        if isinstance(evaluation.get("template"), str):
-            evaluation["template"] = fix(evaluation["template"])
+        fix_paths(evaluation.get("data"))
+        fix_key(evaluation, "template")
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
