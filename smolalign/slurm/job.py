@@ -172,21 +172,19 @@ def vllm_server(recipe: Recipe, request: SlurmRequest) -> tuple[VllmServer | Non
 
 
 def served_model(recipe: Recipe) -> tuple[str, list[str]]:
-    """What `trl vllm-serve --model` loads (a GGUF policy is converted now, once) and the options that go with it."""
-    from smolalign.models.sources import resolve_source
+    """What `trl vllm-serve --model` loads (a GGUF file or pretraining checkpoint is converted now, once, as the
+    stage itself would) and the options that go with it."""
+    from smolalign.models.load import local_dir
+    from smolalign.models.sources import resolve_model
 
     model = recipe.model
-    source = resolve_source(model.source, model.revision)
+    source = resolve_model(model)
     options = ["--revision", source.revision] if source.kind == "hub" and source.revision else []
     if model.trust_remote_code:
         options.append("--trust_remote_code")
     if model.dtype != "auto":
         options += ["--dtype", model.dtype]
-    if source.kind == "gguf":
-        from smolalign.models.load import local_dir
-
-        return local_dir(source), options
-    return source.location, options
+    return local_dir(source), options
 
 
 def run_dir_notes(recipe: Recipe, request: SlurmRequest) -> list[str]:
