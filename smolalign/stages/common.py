@@ -33,7 +33,18 @@ def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics: str, *
 
         print(f"{summary(run_dir, *metrics, **summary_options)}\nsaved {model_dir}")
         evaluate_stage(evaluation, run_dir, model_dir)
+    leave_process_group()
     return model_dir
+
+
+def leave_process_group() -> None:
+    """Close this process's distributed group once its part of the run is done. Left to interpreter exit, the
+    communication threads are torn down in no particular order, and a process whose run succeeded can still abort
+    ("terminate called without an active exception"), failing the whole launch."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def trl_config(config_class: type, train: dict, hardware: Hardware, dtype: str, run_dir: Path, **fixed):
