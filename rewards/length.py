@@ -9,7 +9,8 @@ import math
 from typing import Any
 
 from rewards.math import MathAccuracy
-from rewards.text import column, completion_text, row_mode
+from rewards.text import column, completion_text
+from rewards.think_mode import row_mode
 
 
 def soft_overlong(length: int, max_length: int, cache: int) -> float:

@@ -5,9 +5,10 @@ import json
 
 import pytest
 
+from rewards.think_mode import row_mode
 from smolalign.errors import SmolalignError
 from smolalign.templates.registry import resolve_template
-from smolalign.templates.render import render, rendered_think_mode, requested_think_mode
+from smolalign.templates.render import render, rendered_think_mode
 
 SMOLLM3 = resolve_template("smollm3")
 HEADER = "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\n"
@@ -130,9 +131,9 @@ def test_chatml_marks_answers_and_end_of_turn():
 
 
 def test_requested_and_rendered_modes():
-    assert requested_think_mode(conversation("x /no_think"), {}) == "no_think"
-    assert requested_think_mode(conversation("x /thinking"), {"enable_thinking": False}) == "no_think"
-    assert requested_think_mode(conversation("x"), {}) == "think"
+    assert row_mode(conversation("x /no_think"), {}) == "no_think"
+    assert row_mode(conversation("x /thinking"), {"enable_thinking": False}) == "no_think"
+    assert row_mode(conversation("x"), {}) == "think"
     assert rendered_think_mode("Reasoning Mode: /no_think\n") == "no_think"
     assert rendered_think_mode("plain") is None
 
