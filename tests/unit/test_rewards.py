@@ -27,6 +27,16 @@ def msg(text: str) -> list[dict]:
     ("<think>\nit is 42, but I keep thinking", "42", 0.0),                 # never answered
     ("", "42", 0.0),
     ("It is 42.", "a moose?", None),                                       # gold does not parse: skipped
+    # An explicit anchor decides; the last number counts only without one (asides in parentheses left out).
+    ("The answer is 5 (since 2 + 2 = 4)", "4", 0.0),
+    ("The answer is 5 (since 2 + 2 = 4)", "5", 1.0),
+    ("The sum is 42. (12 + 30)", "42", 1.0),
+    (r"\boxed{42}. Check: 41", "42", 1.0),
+    (r"\boxed{\frac{63}{400}}", r"\frac{63}{400}", 1.0),                 # open-r1's tests/test_rewards.py cases
+    (r"\boxed{\frac{64}{400}}", r"\frac{63}{400}", 0.0),
+    (r"The answer is $\boxed{\frac{63}{400}}$", r"\frac{63}{400}", 1.0),
+    ("Final answer: 7. Because 3 + 4 = 7 and 7 + 1 = 8", "7", 1.0),
+    ("x = 3\ny = 4", "4", 1.0),                                             # the last line with an = sign
 ])
 def test_math_accuracy(completion, gold, expected):
     reward = resolve_reward("math_accuracy")
