@@ -161,14 +161,21 @@ def _plain_backend(tokenizer):
 
 
 def _tools(value: Any) -> list | None:
-    """Per-row tools: a list, or a JSON string as TRL datasets store them."""
+    """Per-row tools: a list, or a JSON string as TRL datasets store them; elements given as JSON strings are decoded
+    too, so a template prints each definition once, not as an encoded string."""
     value = decoded(value)
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise SmolalignError(f"a tools value is neither a list nor JSON: {value[:80]!r}") from None
+        value = _json_tool(value)
+    if isinstance(value, list):
+        value = [_json_tool(tool) if isinstance(tool, str) else tool for tool in value]
     return value or None
+
+
+def _json_tool(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise SmolalignError(f"a tools value is neither a list nor JSON: {text[:80]!r}") from None
 
 
 def _row_kwargs(value: Any) -> dict:
