@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rewards.think_mode import without_mode_flags
-from smolalign.errors import SmolalignError
+from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.recipe.schema import EvalRewardSection, EvalSection
 
 _LABEL = re.compile(r"^[\w.-]+$")
@@ -96,7 +96,7 @@ def read_prompts(section: EvalSection, rewards: list) -> list[EvalPrompt]:
     rows = source_prompts(section.data, section.seed).train
     try:
         check_reward_columns([(r.name, fn) for r, fn in rewards], rows.column_names)
-    except SmolalignError as exc:
+    except USER_ERRORS as exc:
         raise SmolalignError(f"eval.data: {exc}") from None
     prompts, flagged = [], 0
     for row in rows:

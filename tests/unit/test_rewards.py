@@ -6,8 +6,8 @@ import math
 import pytest
 
 from rewards import resolve_reward
+from rewards.errors import RewardError
 from rewards.length import soft_overlong
-from smolalign.errors import SmolalignError
 
 
 def msg(text: str) -> list[dict]:
@@ -124,7 +124,7 @@ def test_repetition_penalty():
     ("soft_overlong", {"max_length": 10, "cache": 20}, "cache must not exceed"),
 ])
 def test_registry_errors(name, params, message):
-    with pytest.raises(SmolalignError, match=message):
+    with pytest.raises(RewardError, match=message):
         resolve_reward(name, params)
 
 
@@ -137,7 +137,7 @@ def test_reward_from_a_file(tmp_path):
     assert resolve_reward(f"{path}:scaled", {"factor": 2})(["abc"]) == [6]
     broken = tmp_path / "broken.py"
     broken.write_text("import not_a_module_anywhere\n")
-    with pytest.raises(SmolalignError, match="does not import"):
+    with pytest.raises(RewardError, match="does not import"):
         resolve_reward(f"{broken}:f")
-    with pytest.raises(SmolalignError, match="no function 'nope'"):
+    with pytest.raises(RewardError, match="no function 'nope'"):
         resolve_reward(f"{path}:nope")
