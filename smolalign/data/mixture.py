@@ -73,20 +73,25 @@ def _prepare_source(source: SourceSection, requested_format: str, index: int, se
 
 
 def _as_prompt_rows(dataset, where: str):
-    """A source of prompts: `messages` (no `prompt` column) becomes `prompt` without its trailing assistant turns."""
-    if "prompt" in dataset.column_names:
+    """A source of prompts: a row's `messages` (where it has no `prompt`) becomes its `prompt`, without the trailing
+    assistant turns."""
+    columns = dataset.column_names
+    if "messages" not in columns:
+        if "prompt" not in columns:
+            raise SmolalignError(f"data source {where} has no prompt column (columns: {', '.join(columns)}; rename "
+                                 "yours with columns: {yours: prompt})")
         return dataset
-    if "messages" not in dataset.column_names:
-        raise SmolalignError(f"data source {where} has no prompt column (columns: {', '.join(dataset.column_names)}; "
-                             "rename yours with columns: {yours: prompt})")
 
     def to_prompt(row):
+        prompt = row.get("prompt")
+        if prompt is not None:  # one column holds both kinds of row, so a string prompt becomes a user message
+            return {"prompt": [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt}
         messages = list(row["messages"] or [])
         while messages and messages[-1].get("role") == "assistant":
             messages.pop()
         return {"prompt": messages}
 
-    return dataset.map(to_prompt, remove_columns=["messages"])
+    return dataset.map(to_prompt, remove_columns=[c for c in ("prompt", "messages") if c in columns])
 
 
 def _as_json_strings(dataset, columns: list[str]):
