@@ -117,3 +117,18 @@ def test_per_row_modes_are_refused_for_a_template_without_flags(tmp_path, write_
                          [], "rl")
     with pytest.raises(SmolalignError, match=r"prompts.jsonl#1: chat_template_kwargs.enable_thinking .* chatml"):
         recipe_prompts(recipe)
+
+
+def test_a_pair_records_the_mode_its_prompt_renders_in():
+    """Pairs generated with think=True for a prompt whose system message says /no_think. are no_think pairs."""
+    from smolalign.pairs.build import _pair_row
+    from smolalign.pairs.prompts import Prompt
+
+    answer = {"text": "4", "generator": {}, "seed": 0, "tokens": 1}
+    flagged = [{"role": "system", "content": "Answer briefly /no_think."}, {"role": "user", "content": "2 + 2?"}]
+    plain = [{"role": "user", "content": "2 + 2?"}]
+    rows = [_pair_row(Prompt("k", messages, "p#0"), answer, answer, True, "c") for messages in (flagged, plain)]
+    for row, messages in zip(rows, (flagged, plain), strict=True):
+        text, _ = render(SMOLLM3, messages, add_generation_prompt=True, **row["chat_template_kwargs"])
+        assert row["chat_template_kwargs"] == {"enable_thinking": rendered_mode(text) == "think"}
+    assert [r["chat_template_kwargs"]["enable_thinking"] for r in rows] == [False, True]
