@@ -39,6 +39,8 @@ class Target:
     """Whether those GPUs compute in bfloat16 (None: not known here)."""
     processes: int = 1
     """Training processes per node."""
+    server_node: bool = False
+    """A started vLLM server gets a node of its own (Slurm's --vllm-nodes), not GPUs beside training."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def check_rl_generation(recipe: Recipe, target: Target) -> str | None:
     if generation is None or generation.backend == "transformers":
         return None
     problem = _needs_gpu_and_vllm(f"generation.backend {generation.backend}", target, "generation.backend: transformers")
-    if problem or generation.backend != "vllm_server" or generation.server.base_url:
+    if problem or generation.backend != "vllm_server" or generation.server.base_url or target.server_node:
         return problem
     server = generation.server
     if server.gpus:

@@ -80,7 +80,7 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
     from smolalign.preflight import Target, on_target
 
     # The job runs in this environment (environment_activation) on its nodes' GPUs: the preflight checks that target.
-    nodes = Target(request.gpus_per_node, "the job's nodes", processes=request.gpus_per_node)
+    nodes = Target(request.gpus_per_node, "the job's nodes", processes=request.gpus_per_node, server_node=True)
     with world_size(hardware.world_size), on_target(nodes):  # global_batch_size is divided over the cluster
         recipe = load_recipe(str(path), overrides, stage)
         server, notes = vllm_server(recipe, request)

@@ -209,3 +209,10 @@ def test_health_is_200_from_slash_health_only(standin, recipe_for):
     finally:
         process.terminate()
         process.wait()
+
+
+def test_an_unreachable_server_named_in_the_recipe_is_refused(recipe_for):
+    recipe = recipe_for(base_url=f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(SmolalignError, match="no vLLM server answers /health there"):
+        with served_generation(recipe, MAIN, "float32"):
+            pass
