@@ -170,6 +170,16 @@ def check_eval(recipe: Recipe, target: Target) -> str | None:
     return _needs_gpu_and_vllm("eval.backend vllm", target, "eval.backend: transformers")
 
 
+def check_eval_command(backend: str, chart: bool) -> None:
+    """`smolalign eval`'s own options, before any model loads."""
+    if backend == "vllm":
+        problem = _needs_gpu_and_vllm("--backend vllm", this_machine(), "--backend transformers")
+        if problem:
+            raise SmolalignError(problem)
+    if chart and not installed("matplotlib"):
+        raise SmolalignError("--chart needs matplotlib (pip install 'smolalign[plot]'; the GPU image has it)")
+
+
 def check_liger(recipe: Recipe, target: Target) -> str | None:
     if not recipe.train.get("use_liger_kernel"):
         return None

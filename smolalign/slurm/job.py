@@ -188,6 +188,8 @@ def served_model(recipe: Recipe) -> tuple[str, list[str]]:
         options.append("--trust_remote_code")
     if model.dtype != "auto":
         options += ["--dtype", model.dtype]
+    if recipe.train.get("vllm_max_model_length"):  # the context the trainer asks vLLM for, as in colocate mode
+        options += ["--max_model_len", str(recipe.train["vllm_max_model_length"])]
     return local_dir(source), options
 
 

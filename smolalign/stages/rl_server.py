@@ -141,8 +141,10 @@ def server_command(recipe: Recipe, dtype: str) -> list[str]:
     from smolalign.models.sources import resolve_model
 
     model, server = recipe.model, recipe.generation.server
+    source = resolve_model(model)
     arguments = ScriptArguments(
-        model=local_dir(resolve_model(model)), revision=model.revision, host="127.0.0.1", port=server.port,
+        model=local_dir(source), revision=source.revision if source.kind == "hub" else None, host="127.0.0.1",
+        port=server.port,
         tensor_parallel_size=server.tensor_parallel, dtype=dtype, trust_remote_code=model.trust_remote_code,
         max_model_len=recipe.train.get("vllm_max_model_length"))
     command = build_command(arguments)

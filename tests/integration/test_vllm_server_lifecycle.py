@@ -81,17 +81,21 @@ def test_partition_gives_the_server_its_gpus_and_training_the_others():
 
 
 def test_the_started_server_gets_its_gpus_and_the_model_settings_and_training_keeps_the_others(
-        standin, recipe_for, monkeypatch, tiny_dir):
+        standin, recipe_for, monkeypatch):
+    from smolalign.models.sources import ModelSource
+
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
-    recipe = recipe_for("slow:1.5", model={"revision": "v2", "trust_remote_code": True},
-                        train={"vllm_max_model_length": 1536})
+    recipe = recipe_for("slow:1.5", model={"trust_remote_code": True}, train={"vllm_max_model_length": 1536})
+    # a hub model at a revision (served by its id, which the stand-in does not download)
+    hub = ModelSource("hub", "HuggingFaceTB/SmolLM3-3B", revision="v2")
+    monkeypatch.setattr("smolalign.models.sources.resolve_model", lambda section: hub)
     claim_training_gpus(recipe)
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2"  # this (training) process, before CUDA starts
     with served_generation(recipe, MAIN, "bfloat16") as server:
         assert healthy(server.base_url) and server.alive()
         [started] = recorded(standin)
         with urllib.request.urlopen(f"{server.base_url}/v1/models") as response:
-            assert json.load(response)["data"][0]["id"] == str(tiny_dir)
+            assert json.load(response)["data"][0]["id"] == "HuggingFaceTB/SmolLM3-3B"
         if shutil.which("curl"):  # the Slurm script's probe passes a healthy server
             assert subprocess.run(["bash", "-c", probe_script(server.base_url + "/health")]).returncode == 0
     argv, env = started["argv"], started["env"]
@@ -100,7 +104,7 @@ def test_the_started_server_gets_its_gpus_and_the_model_settings_and_training_ke
     def option(name):
         return argv[argv.index(name) + 1]
 
-    assert argv[:2] == ["serve", str(tiny_dir)]
+    assert argv[:2] == ["serve", "HuggingFaceTB/SmolLM3-3B"]
     assert option("--revision") == "v2" and option("--dtype") == "bfloat16" and option("--max-model-len") == "1536"
     assert "--trust-remote-code" in argv and option("--port") == str(recipe.generation.server.port)
     assert json.loads(option("--weight-transfer-config")) == {"backend": "nccl"}  # TRL's weight sync

@@ -148,3 +148,15 @@ def test_dry_run_refuses_before_anything_is_written(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("warning")]
     assert lines[-1].startswith("error: model.attn_implementation flash_attention_2:") and "Traceback" not in result.stderr
     assert not run_dir.exists()
+
+
+def test_the_eval_command_checks_its_backend_and_chart_before_loading(cli, tmp_path, monkeypatch):
+    monkeypatch.setattr("smolalign.preflight.visible_gpu_count", lambda: 0)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "1+1?", "solution": "2"}\n')
+    code, _, err = cli("eval", "no/such-model", "--data", prompts, "--reward", "math_accuracy", "--backend", "vllm")
+    assert code == 2 and err.startswith("error: --backend vllm:") and "--backend transformers" in err
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: module != "matplotlib")
+    code, _, err = cli("eval", "no/such-model", "--data", prompts, "--reward", "math_accuracy",
+                       "--chart", tmp_path / "c.png")
+    assert code == 2 and "--chart needs matplotlib" in err and not (tmp_path / "c.png").exists()
