@@ -188,15 +188,12 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
     from smolalign.stages.rl import DEFAULT_VLLM_STALL_TIMEOUT
-    from smolalign.stages.rl_server import served_generation
+    from smolalign.stages.rl_server import served_generation, stall_timeout
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     teacher_dir = local_dir(resolve_source(recipe.teacher.source, recipe.teacher.revision))
-    generation = recipe.generation
-    stall = generation.stall_timeout if generation else None
-    if stall is None and generation is not None and generation.backend != "transformers":
-        stall = DEFAULT_VLLM_STALL_TIMEOUT
+    stall = stall_timeout(recipe.generation, DEFAULT_VLLM_STALL_TIMEOUT)
     with served_generation(recipe, state, dtype) as server, stall_watchdog(stall, server) as watchdog:
         # first, as in sft and po
         config = distill_config(recipe, pairing, hardware, dtype, run_dir, teacher_dir, server.base_url if server else None)

@@ -131,7 +131,7 @@ def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, b
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
-    from smolalign.stages.rl_server import check_claim, claim_training_gpus, served_generation
+    from smolalign.stages.rl_server import check_claim, claim_training_gpus, served_generation, stall_timeout
 
     claim_training_gpus(recipe)  # before anything starts CUDA in this process
     if recipe.method.trainer != "grpo":
@@ -153,9 +153,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    stall = recipe.generation.stall_timeout
-    if stall is None and recipe.generation.backend != "transformers":
-        stall = DEFAULT_VLLM_STALL_TIMEOUT
+    stall = stall_timeout(recipe.generation, DEFAULT_VLLM_STALL_TIMEOUT)
     with served_generation(recipe, state, dtype) as server, stall_watchdog(stall, server) as watchdog:
         # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
         args = grpo_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)

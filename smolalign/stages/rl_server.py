@@ -113,6 +113,15 @@ def check_claim(device_count: int) -> None:
                              "server yourself, or set CUDA_VISIBLE_DEVICES for training")
 
 
+def stall_timeout(generation: GenerationSection | None, default_with_vllm: float) -> float | None:
+    """generation.stall_timeout, else `default_with_vllm` when a vLLM backend generates (none with transformers)."""
+    if generation is None:
+        return None
+    if generation.stall_timeout is None and generation.backend != "transformers":
+        return default_with_vllm
+    return generation.stall_timeout
+
+
 def vllm_fields(generation: GenerationSection | None, base_url: str | None) -> dict:
     """The TRL config fields (GRPO, distillation, GOLD) for the generation backend."""
     if generation is None or generation.backend == "transformers":
