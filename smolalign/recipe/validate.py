@@ -140,10 +140,14 @@ def validate_recipe(raw: dict, stage: str, source: str) -> Recipe:
         raise SmolalignError("model.quantization needs a peft: section (QLoRA trains adapters on a quantized base)")
     evaluation = eval_section(raw.get("eval"))
     resolved = {**raw, "train": train}
-    return Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
+    recipe = Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
                   source=source, description=str(raw.get("description") or ""), method=method,
                   reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher,
                   launch=launch, evaluation=evaluation)
+    from smolalign.preflight import preflight
+
+    preflight(recipe)  # what the recipe needs from the machine (GPU, vLLM, optional packages), before any weights
+    return recipe
 
 
 def eval_section(mapping: Any) -> EvalSection | None:

@@ -18,6 +18,7 @@ from smolalign.errors import RunFailure
 
 CHECK_EVERY = 1.0
 GRACE_AFTER_INTERRUPT = 120.0
+REPEAT_INTERRUPT = 5.0
 
 
 class Watchdog:
@@ -51,11 +52,15 @@ class Watchdog:
             if reason:
                 self.failure = reason
                 print(f"error: {reason}", file=sys.stderr, flush=True)
-                _thread.interrupt_main()
-                if not self._stop.wait(GRACE_AFTER_INTERRUPT):
-                    print("error: the run did not stop after the interrupt; exiting", file=sys.stderr, flush=True)
-                    os._exit(3)
-                return
+                # An interrupt that lands in a weakref callback or a __del__ is swallowed there: repeat it until
+                # the main thread stops.
+                deadline = time.monotonic() + GRACE_AFTER_INTERRUPT
+                while time.monotonic() < deadline:
+                    _thread.interrupt_main()
+                    if self._stop.wait(REPEAT_INTERRUPT):
+                        return
+                print("error: the run did not stop after the interrupt; exiting", file=sys.stderr, flush=True)
+                os._exit(3)
 
     def _reason(self) -> str | None:
         if self.server is not None and not self.server.alive():
@@ -75,8 +80,11 @@ def stall_watchdog(stall_timeout: float | None, server=None) -> Iterator[Watchdo
     try:
         yield watchdog
     except KeyboardInterrupt:
+        watchdog._stop.set()  # no repeated interrupt while this one is handled
         if watchdog.failure:
             raise RunFailure(watchdog.failure) from None
         raise
     finally:
         watchdog._stop.set()
+    if watchdog.failure:  # every interrupt was swallowed, yet the run failed (its server died, or it stalled)
+        raise RunFailure(watchdog.failure)

@@ -77,7 +77,11 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
                              f"nodes; use a {', '.join(MULTI_NODE_TYPES)} config (presets ddp, zero2, zero3, "
                              "zero3_offload, fsdp2)")
     hardware = cluster_hardware(request)
-    with world_size(hardware.world_size):  # launch.global_batch_size is divided over the cluster's processes
+    from smolalign.preflight import Target, on_target
+
+    # The job runs in this environment (environment_activation) on its nodes' GPUs: the preflight checks that target.
+    nodes = Target(request.gpus_per_node, "the job's nodes", processes=request.gpus_per_node, server_node=True)
+    with world_size(hardware.world_size), on_target(nodes):  # global_batch_size is divided over the cluster
         recipe = load_recipe(str(path), overrides, stage)
         server, notes = vllm_server(recipe, request)
         if server is not None:  # the plan names the server node the job will start
@@ -184,6 +188,8 @@ def served_model(recipe: Recipe) -> tuple[str, list[str]]:
         options.append("--trust_remote_code")
     if model.dtype != "auto":
         options += ["--dtype", model.dtype]
+    if recipe.train.get("vllm_max_model_length"):  # the context the trainer asks vLLM for, as in colocate mode
+        options += ["--max_model_len", str(recipe.train["vllm_max_model_length"])]
     return local_dir(source), options
 
 

@@ -18,7 +18,7 @@ class VllmServer:
     port: int
     tensor_parallel: int
     startup_timeout: float
-    """Seconds training waits for the server's /health/ before the job fails."""
+    """Seconds training waits for the server's /health before the job fails."""
     options: tuple[str, ...] = ()
     """Further `trl vllm-serve` arguments (revision, dtype, max_model_len, ...), already as command-line words."""
 
@@ -169,6 +169,10 @@ def _requeue(job: SlurmJob) -> str:
     return "\n".join(lines)
 
 
+VLLM_PROBE = ('until [ "$(curl -s -o /dev/null -w \'%{http_code}\' --max-time 5 "$VLLM_URL/health")" = 200 ]; '
+              'do')
+
+
 def _vllm_server(job: SlurmJob, server: VllmServer) -> str:
     serve = ["trl", "vllm-serve", "--model", server.model, "--tensor_parallel_size", str(server.tensor_parallel),
              "--host", "0.0.0.0", "--port", str(server.port), *server.options]
@@ -180,15 +184,16 @@ def _vllm_server(job: SlurmJob, server: VllmServer) -> str:
         "  " + " ".join(shlex.quote(word) for word in serve) + " &",
         "VLLM_PID=$!",
         "trap 'kill \"$VLLM_PID\" 2> /dev/null || true' EXIT",
-        'echo "smolalign: waiting for the vLLM server at $VLLM_URL/health/ (log: $VLLM_LOG)"',
+        'echo "smolalign: waiting for the vLLM server at $VLLM_URL/health (log: $VLLM_LOG)"',
         f"VLLM_DEADLINE=$(( SECONDS + {timeout} ))",
-        'until curl -sf -o /dev/null "$VLLM_URL/health/"; do',
+        # 200 from vLLM's /health only: a redirect or a dead engine's 503 is not healthy (curl -f would pass a 3xx)
+        VLLM_PROBE,
         '  if ! kill -0 "$VLLM_PID" 2> /dev/null; then',
         '    echo "error: the vLLM server on $VLLM_NODE exited before answering; see $VLLM_LOG" >&2',
         "    exit 1",
         "  fi",
         "  if (( SECONDS >= VLLM_DEADLINE )); then",
-        f'    echo "error: the vLLM server on $VLLM_NODE did not answer /health/ within {timeout} s '
+        f'    echo "error: the vLLM server on $VLLM_NODE did not answer /health within {timeout} s '
         '(generation.server.startup_timeout); see $VLLM_LOG" >&2',
         "    exit 1",
         "  fi",

@@ -32,6 +32,10 @@ def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics: str, *
         from smolalign.runs.metrics import summary
 
         print(f"{summary(run_dir, *metrics, **summary_options)}\nsaved {model_dir}")
+        if evaluation is not None:
+            from smolalign.stages.teardown import release_training_state
+
+            release_training_state(trainer)  # the evaluation (vLLM: most of the GPU) needs the memory
         evaluate_stage(evaluation, run_dir, model_dir)
     leave_process_group()
     return model_dir

@@ -118,6 +118,10 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     plan.rows["sampling"] = (f"{lmbda:.0%} on-policy: ≤ {int(batch * lmbda * completion):,} student-sampled tokens "
                              f"per step ({batch} sequences × {lmbda:g} × max_completion_length {completion}), "
                              f"temperature {train.get('temperature', 1.0 if pairing.trainer == 'distill' else 0.9):g}")
+    if recipe.generation is not None:
+        from smolalign.stages.rl_server import describe_generation
+
+        plan.rows["generation"] = f"student samples: {describe_generation(recipe.generation)}"
     plan.rows["teacher"] = (f"{recipe.teacher.source} in {teacher_dtype}"
                             + (f", {describe_bytes(size)} of weights" if size else ""))
     plan.rows["learning rate"] = f"{learning_rate(recipe):g}" + ("" if "learning_rate" in train else " (smolalign default)")
@@ -148,17 +152,22 @@ def load_distill_data(recipe: Recipe, pairing: Pairing):
     return prompts.select_columns(keep)
 
 
-def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: str, run_dir: Path, teacher_dir: str):
+def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: str, run_dir: Path, teacher_dir: str,
+                   base_url: str | None = None):
+    """The trainer's config; `generation:` picks how the student samples (TRL's use_vllm / vllm_mode)."""
+    from smolalign.stages.rl_server import vllm_fields
+
     train = {k: v for k, v in recipe.train.items()}
     train.setdefault("learning_rate", learning_rate(recipe))
+    sampling = vllm_fields(recipe.generation, base_url)
     if pairing.trainer == "distill":
         from trl import DistillationConfig
 
         fixed = {"chat_template_kwargs": dict(recipe.template.kwargs)} if recipe.template.kwargs else {}
-        return trl_config(DistillationConfig, train, hardware, dtype, run_dir, **fixed)
+        return trl_config(DistillationConfig, train, hardware, dtype, run_dir, **fixed, **sampling)
     from trl.experimental.gold import GOLDConfig
 
-    fixed = {"use_uld_loss": pairing.uld}
+    fixed = {"use_uld_loss": pairing.uld, **sampling}
     if pairing.uld:
         fixed["teacher_tokenizer_name_or_path"] = teacher_dir
     return trl_config(GOLDConfig, train, hardware, dtype, run_dir, **fixed)
@@ -166,7 +175,10 @@ def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
+    from smolalign.stages.rl_server import check_claim
+
     hardware = detect_hardware()
+    check_claim(hardware.device_count)
     plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(recipe, hardware)
     evaluation = announce(recipe, plan, dry_run)
     if dry_run:
@@ -174,21 +186,29 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     from smolalign.models.load import load_model, local_dir
     from smolalign.models.sources import resolve_source
     from smolalign.runs.metrics import metrics_callback
+    from smolalign.runs.watchdog import stall_watchdog
+    from smolalign.stages.rl import DEFAULT_VLLM_STALL_TIMEOUT
+    from smolalign.stages.rl_server import served_generation, stall_timeout
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     teacher_dir = local_dir(resolve_source(recipe.teacher.source, recipe.teacher.revision))
-    config = distill_config(recipe, pairing, hardware, dtype, run_dir, teacher_dir)  # first, as in sft and po
-    student = load_model(recipe.model, dtype, hardware, tokenizer)
-    teacher = load_model(teacher_section(recipe), resolve_dtype(recipe.teacher.dtype, hardware), hardware,
-                         teacher_tokenizer)
-    teacher.eval()
-    teacher.requires_grad_(False)
-    if pairing.trainer == "distill":
-        from trl import DistillationTrainer as Trainer
-    else:
-        from trl.experimental.gold import GOLDTrainer as Trainer
-    trainer = Trainer(model=student, teacher_model=teacher, args=config, train_dataset=prompts,
-                      processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
-    model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
+    stall = stall_timeout(recipe.generation, DEFAULT_VLLM_STALL_TIMEOUT)
+    with served_generation(recipe, state, dtype) as server, stall_watchdog(stall, server) as watchdog:
+        # first, as in sft and po
+        config = distill_config(recipe, pairing, hardware, dtype, run_dir, teacher_dir, server.base_url if server else None)
+        student = load_model(recipe.model, dtype, hardware, tokenizer)
+        teacher = load_model(teacher_section(recipe), resolve_dtype(recipe.teacher.dtype, hardware), hardware,
+                             teacher_tokenizer)
+        teacher.eval()
+        teacher.requires_grad_(False)
+        if pairing.trainer == "distill":
+            from trl import DistillationTrainer as Trainer
+        else:
+            from trl.experimental.gold import GOLDTrainer as Trainer
+        trainer = Trainer(model=student, teacher_model=teacher, args=config, train_dataset=prompts,
+                          processing_class=tokenizer, peft_config=peft_config(recipe),
+                          callbacks=[metrics_callback(run_dir), watchdog.callback()])
+        del student, teacher  # the trainer holds them; finish() frees them before evaluating
+        model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation)

@@ -190,5 +190,6 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     model = load_model(recipe.model, dtype, hardware, tokenizer)
     reference = load_reference(recipe, dtype, hardware, tokenizer)
     trainer = build_trainer(recipe, model, reference, tokenizer, data, config, run_dir)
+    del model, reference  # the trainer holds them; finish() frees them before an evaluation
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation, companions=("rewards/margins", "log_odds_ratio"))

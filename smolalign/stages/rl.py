@@ -66,38 +66,34 @@ def add_rl_rows(plan, recipe: Recipe) -> None:
     rows["sampling"] = (f"{plan.rows['global batch']} completions per step of ≤ {train.get('max_completion_length', 512)} "
                         f"tokens, temperature {train.get('temperature', 1.0):g}")
     rows["rewards"] = " + ".join(f"{r.weight:g}×{r.name}" for r in recipe.rewards)
-    backend = recipe.generation.backend
-    if backend == "vllm_server":
-        server = recipe.generation.server
-        where = server.base_url or f"started by smolalign on GPUs {server.gpus or 'all'} port {server.port}"
-        rows["generation"] = f"vLLM server ({where})"
-    else:
-        rows["generation"] = {"transformers": "transformers generate", "vllm_colocate": "vLLM colocated"}[backend]
+    from smolalign.stages.rl_server import describe_generation
+
+    rows["generation"] = describe_generation(recipe.generation)
 
 
 def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None):
     from trl import GRPOConfig
 
+    from smolalign.stages.rl_server import vllm_fields
+
     fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}
     if recipe.template.kwargs:
         fixed["chat_template_kwargs"] = dict(recipe.template.kwargs)
-    backend = recipe.generation.backend
-    if backend != "transformers":
-        fixed.update(use_vllm=True, vllm_mode="colocate" if backend == "vllm_colocate" else "server")
-        if base_url:
-            fixed["vllm_server_base_url"] = base_url
+    fixed.update(vllm_fields(recipe.generation, base_url))
     return trl_config(GRPOConfig, recipe.train, hardware, dtype, run_dir, **fixed)
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
-    from smolalign.stages.rl_server import served_generation
+    from smolalign.stages.rl_server import check_claim, claim_training_gpus, served_generation, stall_timeout
 
+    claim_training_gpus(recipe)  # before anything starts CUDA in this process
     if recipe.method.trainer != "grpo":
         from smolalign.stages import distill
 
         return distill.run(recipe, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
     hardware = detect_hardware()
+    check_claim(hardware.device_count)
     plan, prompts, rewards = check_before_loading(recipe, hardware)
     evaluation = announce(recipe, plan, dry_run)
     if dry_run:
@@ -111,10 +107,8 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    stall = recipe.generation.stall_timeout
-    if stall is None and recipe.generation.backend != "transformers":
-        stall = DEFAULT_VLLM_STALL_TIMEOUT
-    with served_generation(recipe, state) as server, stall_watchdog(stall, server) as watchdog:
+    stall = stall_timeout(recipe.generation, DEFAULT_VLLM_STALL_TIMEOUT)
+    with served_generation(recipe, state, dtype) as server, stall_watchdog(stall, server) as watchdog:
         # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
         args = grpo_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
         model = load_model(recipe.model, dtype, hardware, tokenizer)
@@ -122,5 +116,6 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                               eval_dataset=prompts.eval,
                               processing_class=tokenizer, peft_config=peft_config(recipe),
                               callbacks=[metrics_callback(run_dir), watchdog.callback()])
+        del model  # the trainer holds it; finish() frees it before an evaluation
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation, "reward")

@@ -66,6 +66,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     config = sft_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the model load sharded
     model = load_model(recipe.model, dtype, hardware, tokenizer)
     trainer = build_trainer(recipe, model, tokenizer, data, config, run_dir)
+    del model  # the trainer holds it; finish() frees it before an evaluation
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation)
 

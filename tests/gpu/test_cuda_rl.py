@@ -1,5 +1,6 @@
-"""On a GPU: GRPO in bf16 with transformers generation, and with vLLM colocated (skipped without CUDA, or without
-vLLM for the vLLM test). Run: pytest -m gpu."""
+"""On a GPU: GRPO in bf16 with transformers generation, with vLLM colocated, and with a vLLM server smolalign
+starts on a second GPU; with vLLM, the completions must come from vLLM (transformers' generate is made to fail).
+Skipped without CUDA, without vLLM, or (server) with one GPU. Run: pytest -m gpu."""
 
 import importlib.util
 
@@ -7,7 +8,12 @@ import pytest
 import torch
 from tiny_models import write_jsonl
 
+from tests.gpu.weights import metric_rows, saved_dtypes
+
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                                reason="needs vLLM (pip install 'smolalign[vllm]')")
+STEPS, BATCH, COMPLETION = 3, 8, 16
 
 
 def grpo_recipe(write_recipe, tiny_dir, tmp_path, **extra):
@@ -16,19 +22,58 @@ def grpo_recipe(write_recipe, tiny_dir, tmp_path, **extra):
     return write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "grpo",
                          "data": {"sources": [{"path": str(data)}]},
                          "rewards": [{"name": "math_accuracy"}, {"name": "tag_count", "weight": 0.1}],
-                         "train": {"num_generations": 4, "per_device_train_batch_size": 8,
-                                   "max_completion_length": 16, "max_steps": 3, "logging_steps": 1}, **extra})
+                         "train": {"num_generations": 4, "per_device_train_batch_size": BATCH,
+                                   "max_completion_length": COMPLETION, "max_steps": STEPS, "logging_steps": 1},
+                         **extra})
 
 
-def test_grpo_on_gpu(cli, write_recipe, tiny_dir, tmp_path):
+@pytest.fixture
+def no_transformers_generation(monkeypatch):
+    """Completions can then only come from vLLM."""
+    from transformers.generation.utils import GenerationMixin
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("transformers generate was called: the completions did not come from vLLM")
+
+    monkeypatch.setattr(GenerationMixin, "generate", refuse)
+
+
+def test_grpo_on_gpu_saves_bf16_weights(cli, write_recipe, tiny_dir, tmp_path):
     code, out, err = cli("rl", grpo_recipe(write_recipe, tiny_dir, tmp_path), "-o", tmp_path / "run")
     assert code == 0, err
-    assert "bfloat16" in out
+    assert saved_dtypes(tmp_path / "run" / "model") == {"BF16"}
+    assert len([row for row in metric_rows(tmp_path / "run") if "reward" in row]) == STEPS
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (pip install 'smolalign[vllm]')")
-def test_grpo_with_vllm_colocated(cli, write_recipe, tiny_dir, tmp_path):
-    recipe = grpo_recipe(write_recipe, tiny_dir, tmp_path, generation={"backend": "vllm_colocate"})
+@needs_vllm
+def test_grpo_with_vllm_colocated_samples_with_vllm(cli, write_recipe, tiny_dir, tmp_path, monkeypatch,
+                                                    no_transformers_generation):
+    import vllm
+
+    produced: list[list[int]] = []
+    generate = vllm.LLM.generate
+
+    def recording(self, *args, **kwargs):
+        outputs = generate(self, *args, **kwargs)
+        produced.extend(list(c.token_ids) for o in outputs for c in o.outputs)
+        return outputs
+
+    monkeypatch.setattr(vllm.LLM, "generate", recording)
+    recipe = grpo_recipe(write_recipe, tiny_dir, tmp_path, generation={"backend": "vllm_colocate"},
+                         train={"num_generations": 4, "per_device_train_batch_size": BATCH, "logging_steps": 1,
+                                "max_completion_length": COMPLETION, "max_steps": STEPS,
+                                "vllm_gpu_memory_utilization": 0.3})
     code, out, err = cli("rl", recipe, "-o", tmp_path / "run")
     assert code == 0, err
-    assert "vLLM colocated" in out
+    assert len(produced) >= STEPS * BATCH and all(0 < len(ids) <= COMPLETION for ids in produced)
+    assert saved_dtypes(tmp_path / "run" / "model") == {"BF16"}
+
+
+@needs_vllm
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="a started server needs a GPU beside training")
+def test_grpo_with_a_started_vllm_server(cli, write_recipe, tiny_dir, tmp_path, no_transformers_generation):
+    recipe = grpo_recipe(write_recipe, tiny_dir, tmp_path, generation={"backend": "vllm_server"})
+    code, out, err = cli("rl", recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    assert len([row for row in metric_rows(tmp_path / "run") if "reward" in row]) == STEPS
+    assert saved_dtypes(tmp_path / "run" / "model") == {"BF16"}

@@ -111,3 +111,29 @@ def test_a_teacher_whose_tokenizer_cannot_load_is_exit_2(cli, distill_recipe, tm
     (broken / "tokenizer.json").write_text("{not json")
     code, out, err = cli("rl", distill_recipe(teacher={"source": str(broken)}), "--dry-run")
     assert code == 2 and "its tokenizer cannot be loaded" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("trainer", ["gold", "distill"])
+@pytest.mark.parametrize("backend, mode", [("vllm_colocate", "colocate"), ("vllm_server", "server"),
+                                           ("transformers", None)])
+def test_the_student_samples_with_the_generation_backend(trainer, backend, mode, monkeypatch, tmp_path):
+    """`generation:` reaches TRL's distillation configs (use_vllm, vllm_mode, the server's URL)."""
+    from smolalign.hardware import Hardware
+    from smolalign.preflight import Target, on_target
+    from smolalign.recipe.validate import validate_recipe
+    from smolalign.stages.distill import Pairing, distill_config
+
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: True)
+    raw = {"method": trainer, "model": {"source": "org/student"}, "teacher": {"source": "org/teacher"},
+           "data": {"sources": [{"path": "prompts.jsonl"}]},
+           "generation": {"backend": backend, "server": {"base_url": "http://gpu-node:8000"}}}
+    with on_target(Target(8, "an 8-GPU node")):
+        recipe = validate_recipe(raw, "rl", "test")
+    cpu = Hardware("cpu", 0, "cpu", False, 1, 2)
+    config = distill_config(recipe, Pairing(trainer, False, 1, 1, 1, True), cpu, "float32", tmp_path, "org/teacher",
+                            "http://gpu-node:8000" if backend == "vllm_server" else None)
+    assert config.use_vllm == (mode is not None)
+    if mode:
+        assert config.vllm_mode == mode
+    if backend == "vllm_server":
+        assert config.vllm_server_base_url == "http://gpu-node:8000"

@@ -215,4 +215,4 @@ def test_po_generates_missing_pairs_then_trains(cli, pairs_recipe, tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")
 def test_vllm_backend_without_vllm_is_exit_2(cli, pairs_recipe):
     code, out, err = cli("po", "pairs", pairs_recipe(strong={"backend": "vllm"}))
-    assert code == 2 and "needs vLLM" in err and "smolalign[vllm]" in err
+    assert code == 2 and "pairs.strong.backend vllm: vLLM is not installed" in err and "smolalign[vllm]" in err

@@ -44,7 +44,8 @@ elif name == "trl":
         sys.exit(1)
     (fake / "vllm-up").touch()
     time.sleep(60)
-elif name == "curl":
+elif name == "curl":  # as `curl -s -o /dev/null -w HTTP_CODE` answers: the status, 000 when unreachable
+    print("200" if (fake / "vllm-up").exists() else "000", end="")
     sys.exit(0 if (fake / "vllm-up").exists() else 7)
 elif name == "accelerate" and os.environ.get("FAKE_TRAIN_UNTIL_REQUEUED"):
     (fake / "training").touch()
@@ -59,7 +60,9 @@ elif name == "sbatch":
 
 @pytest.fixture
 def cluster(tmp_path, monkeypatch):
-    """A fake environment whose `activate` puts the Slurm, accelerate, trl and curl shims first on PATH."""
+    """A fake environment whose `activate` puts the Slurm, accelerate, trl and curl shims first on PATH; the
+    preflight sees it as the GPU image (vLLM installed), which is what the job's nodes run."""
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: module != "flash_attn")
     fake = tmp_path / "fake"
     bin_dir = fake / "venv" / "bin"
     bin_dir.mkdir(parents=True)
@@ -232,11 +235,11 @@ def test_rl_with_a_vllm_node_serves_on_the_last_node_and_training_waits_for_it(c
     assert args[0] == "vllm-serve" and option(args, "--model") == MODEL and option(args, "--revision") == "v2"
     assert option(args, "--tensor_parallel_size") == "2" and option(args, "--port") == "8123"
     assert option(args, "--host") == "0.0.0.0" and option(args, "--max_model_len") == "4096"
-    assert {tuple(c["args"][-1:]) for c in calls(cluster, "curl")} == {("http://n3:8123/health/",)}
+    assert {tuple(c["args"][-1:]) for c in calls(cluster, "curl")} == {("http://n3:8123/health",)}
     lines = (cluster / "calls.jsonl").read_text().splitlines()
     first_launch = next(i for i, line in enumerate(lines) if '"tool": "accelerate"' in line)
     last_probe = max(i for i, line in enumerate(lines) if '"tool": "curl"' in line)
-    assert last_probe < first_launch  # training starts only once /health/ answers
+    assert last_probe < first_launch  # training starts only once /health answers
     launches = calls(cluster, "accelerate")
     assert sorted(c["env"]["SLURMD_NODENAME"] for c in launches) == ["n1", "n2"]
     for launch in launches:

@@ -1,0 +1,114 @@
+"""SFT throughput on one GPU: `smolalign sft` against plain TRL `SFTTrainer`, on the same randomly initialised
+SmolLM3-3B, the same conversations and the same padding-free BFD packing, one run each, side by side.
+
+    python benchmarks/gpu_sft.py [--steps 30] [--max-length 16384] [--words 1500] [--peak-tflops 989]
+
+smolalign runs its recipe path (flex attention, Liger when installed, gradient checkpointing, bf16); plain TRL runs
+SFTConfig with the same batch, packing and checkpointing and its defaults otherwise. tokens/s = the trainer's
+num_tokens / train_runtime (model loading and the final save excluded, the first steps included in both). MFU =
+tokens/s × (6 N + 12 L d s̄) / peak, with N parameters, L layers, d hidden size and s̄ the mean document length
+(packed documents do not attend to each other). Without a GPU it says so and exits 0.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_model import REPO, conversations, parameter_count, peak_flops, require_gpu, smollm3_3b  # noqa: E402
+
+PLAIN_TRL = """
+import json, sys
+import datasets, torch
+from transformers import AutoTokenizer
+from trl import SFTConfig, SFTTrainer
+model, data, out, settings = sys.argv[1:5]
+settings = json.loads(settings)
+tokenizer = AutoTokenizer.from_pretrained(model)
+args = SFTConfig(output_dir=out, bf16=True, report_to="none", save_strategy="no", logging_steps=1,
+                 model_init_kwargs={"dtype": torch.bfloat16}, **settings)
+trainer = SFTTrainer(model=model, args=args, train_dataset=datasets.load_dataset("json", data_files=data)["train"],
+                     processing_class=tokenizer)
+result = trainer.train()
+print("RESULT " + json.dumps({"train_runtime": result.metrics["train_runtime"],
+                              "num_tokens": trainer.state.num_input_tokens_seen or
+                              [h for h in trainer.state.log_history if "num_tokens" in h][-1]["num_tokens"]}))
+"""
+
+
+def smolalign_run(model: Path, data: Path, work: Path, settings: dict) -> dict:
+    import importlib.util
+
+    import yaml
+
+    train = {**settings, "logging_steps": 1, "save_strategy": "no", "learning_rate": 1e-5}
+    if importlib.util.find_spec("liger_kernel"):
+        train["use_liger_kernel"] = True
+    recipe = work / "sft.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "model": {"source": str(model), "dtype": "bfloat16", "attn_implementation": "flex_attention"},
+        "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]}, "train": train}))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-m", "smolalign", "sft", str(recipe), "-o", str(work / "smolalign-run"),
+                    "--overwrite"], check=True, env=env, cwd=REPO)
+    rows = [json.loads(line) for line in (work / "smolalign-run" / "metrics.jsonl").read_text().splitlines()]
+    runtime = next(r["train_runtime"] for r in rows if "train_runtime" in r)
+    tokens = max(r["num_tokens"] for r in rows if "num_tokens" in r)
+    return {"train_runtime": runtime, "num_tokens": tokens, "liger": "use_liger_kernel" in train}
+
+
+def plain_trl_run(model: Path, data: Path, work: Path, settings: dict) -> dict:
+    out = subprocess.run([sys.executable, "-c", PLAIN_TRL, str(model), str(data), str(work / "trl-run"),
+                          json.dumps(settings)], check=True, capture_output=True, text=True, cwd=REPO)
+    line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--max-length", type=int, default=16384)
+    parser.add_argument("--words", type=int, default=1500, help="mean assistant words per conversation")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--peak-tflops", type=float, default=None)
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "smolalign-gpu-bench")
+    args = parser.parse_args()
+    require_gpu("SFT tokens/s and MFU, smolalign vs plain TRL")
+    import torch
+    from transformers import AutoConfig, AutoTokenizer
+
+    args.work.mkdir(parents=True, exist_ok=True)
+    model = smollm3_3b(args.work / "smollm3-3b-random")
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    rows = conversations(4000, args.words)
+    data = args.work / "chat.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lengths = [len(tokenizer.apply_chat_template(r["messages"], tokenize=True, return_dict=False)) for r in rows[:200]]
+    mean_doc = sum(lengths) / len(lengths)
+    settings = {"max_length": args.max_length, "packing": True, "packing_strategy": "bfd", "max_steps": args.steps,
+                "per_device_train_batch_size": args.batch, "gradient_accumulation_steps": 1,
+                "gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
+    config = AutoConfig.from_pretrained(model)
+    n = parameter_count(model)
+    flops_per_token = 6 * n + 12 * config.num_hidden_layers * config.hidden_size * mean_doc
+    device = torch.cuda.get_device_name(0)
+    peak = peak_flops(device, args.peak_tflops)
+    print(f"GPU {device}; SmolLM3 random init, {n / 1e9:.2f} B parameters; rows of {args.max_length} tokens, "
+          f"documents of {mean_doc:.0f} tokens on average; {args.steps} steps")
+    results = {"plain TRL SFTTrainer": plain_trl_run(model, data, args.work, settings),
+               "smolalign sft": smolalign_run(model, data, args.work, settings)}
+    print("| run | tokens/s | MFU |\n|---|---|---|")
+    rates = {}
+    for name, result in results.items():
+        rates[name] = result["num_tokens"] / result["train_runtime"]
+        mfu = f"{rates[name] * flops_per_token / peak:.1%}" if peak else "(pass --peak-tflops)"
+        print(f"| {name}{' (Liger)' if result.get('liger') else ''} | {rates[name]:,.0f} | {mfu} |")
+    print(f"ratio smolalign / TRL: {rates['smolalign sft'] / rates['plain TRL SFTTrainer']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""What a recipe needs from the machine it will run on (a GPU, vLLM, an optional package), checked when the recipe is
+validated, so `--dry-run` and a real run refuse it before any weight loads, with exit 2 and one line naming the key
+and the fix.
+
+The checks are one table, `CHECKS` (the README lists the same table). Each takes the recipe and the `Target` (this
+machine, or the nodes of a Slurm job) and returns the problem and its fix, or None. Nothing here initialises CUDA:
+GPUs are counted through NVML, so that a later `CUDA_VISIBLE_DEVICES` (the vLLM server's GPU partition) still
+applies to this process.
+"""
+
+import contextlib
+import contextvars
+import importlib.util
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from smolalign.errors import SmolalignError
+from smolalign.recipe.schema import Recipe
+
+ATTENTION_DEFAULT = "flex_attention"
+"""What the shipped GPU recipes name: built into torch (nothing to install in the image), and transformers builds
+its mask from the packed rows' position_ids as a sparse BlockMask, so packed rows stay apart without the dense
+(sequence × sequence) mask sdpa needs (65k tokens: a 4 GiB boolean mask per forward, and no flash kernel)."""
+
+FLASH_ATTENTION = {"flash_attention_2": ("flash_attn", "pip install flash-attn --no-build-isolation"),
+                   "flash_attention_3": ("flash_attn_interface", "build flash-attention's hopper/ directory")}
+INSTALL_VLLM = "pip install 'smolalign[vllm]'"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the recipe will run."""
+
+    gpus: int
+    """CUDA devices each training node sees."""
+    where: str
+    bf16: bool | None = None
+    """Whether those GPUs compute in bfloat16 (None: not known here)."""
+    processes: int = 1
+    """Training processes per node."""
+    server_node: bool = False
+    """A started vLLM server gets a node of its own (Slurm's --vllm-nodes), not GPUs beside training."""
+
+
+@dataclass(frozen=True)
+class Check:
+    key: str
+    needs: str
+    """One line for the README's table."""
+    run: Callable[[Recipe, Target], str | None]
+
+
+_TARGET: contextvars.ContextVar[Target | None] = contextvars.ContextVar("preflight_target", default=None)
+
+
+@contextlib.contextmanager
+def on_target(target: Target) -> Iterator[None]:
+    """Validate recipes inside this block for `target` instead of this machine (e.g. the nodes of a Slurm job)."""
+    token = _TARGET.set(target)
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
+
+
+def this_machine() -> Target:
+    gpus = visible_gpu_count()
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+    return Target(gpus, "this machine", bf16=None, processes=processes)
+
+
+def visible_gpu_count() -> int:
+    """CUDA devices visible to this process, counted without initialising CUDA (NVML; honours CUDA_VISIBLE_DEVICES)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.backends.cuda.is_built() else 0
+
+
+def gpu_computes_bf16() -> bool | None:
+    """Asked in a child process: initialising CUDA here would fix this process's visible GPUs too early."""
+    import subprocess
+    import sys
+
+    probe = "import torch; print(torch.cuda.is_bf16_supported(including_emulation=False))"
+    try:
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {"True": True, "False": False}.get(out.strip())
+
+
+def installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _needs_gpu_and_vllm(key: str, target: Target, fallback: str) -> str | None:
+    if not installed("vllm"):
+        return f"{key}: vLLM is not installed ({INSTALL_VLLM}, in the GPU image it is) or use {fallback}"
+    if target.gpus < 1:
+        return f"{key}: vLLM needs a CUDA GPU and {target.where} has none; use {fallback}"
+    return None
+
+
+def check_attention(recipe: Recipe, target: Target) -> str | None:
+    name = recipe.model.attn_implementation
+    if name in (None, "eager", "sdpa"):
+        return None
+    if name == "flex_attention":
+        if not installed("torch.nn.attention.flex_attention"):
+            return "model.attn_implementation flex_attention: this torch has no flex attention (torch >= 2.5)"
+        return None
+    if name in FLASH_ATTENTION:
+        module, install = FLASH_ATTENTION[name]
+        if not installed(module):
+            return (f"model.attn_implementation {name}: {module} is not installed in {target.where} ({install}), or "
+                    f"use {ATTENTION_DEFAULT} (built into torch, keeps packed rows apart)")
+        if target.gpus < 1:
+            return f"model.attn_implementation {name}: needs a CUDA GPU and {target.where} has none; use sdpa"
+        return None
+    if "/" in name:  # a kernel from the hub, e.g. kernels-community/flash-attn
+        if not installed("kernels"):
+            return (f"model.attn_implementation {name}: hub kernels need the kernels package (pip install kernels) "
+                    f"and hub access; or use {ATTENTION_DEFAULT}")
+        return None
+    return (f"model.attn_implementation {name!r} is not an attention implementation; use {ATTENTION_DEFAULT}, sdpa, "
+            "eager or flash_attention_2")
+
+
+def check_rl_generation(recipe: Recipe, target: Target) -> str | None:
+    generation = recipe.generation
+    if generation is None or generation.backend == "transformers":
+        return None
+    problem = _needs_gpu_and_vllm(f"generation.backend {generation.backend}", target, "generation.backend: transformers")
+    if problem or generation.backend != "vllm_server" or generation.server.base_url or target.server_node:
+        return problem
+    server = generation.server
+    if server.gpus:
+        beyond = [g for g in server.gpus if g >= target.gpus]
+        if beyond:
+            return (f"generation.server.gpus {server.gpus}: {target.where} has GPUs 0-{target.gpus - 1}; name GPUs "
+                    "that exist")
+        left = target.gpus - len(set(server.gpus))
+    else:
+        left = target.gpus - server.tensor_parallel
+    if left < target.processes:
+        return (f"generation.server: the server's {server.tensor_parallel} GPU(s) and {target.processes} training "
+                f"process(es) need {server.tensor_parallel + target.processes} GPUs, {target.where} has "
+                f"{target.gpus}; use generation.backend: vllm_colocate, or set generation.server.base_url")
+    return None
+
+
+def check_pairs(recipe: Recipe, target: Target) -> str | None:
+    if recipe.pairs is None:
+        return None
+    for side in ("strong", "weak"):
+        if getattr(recipe.pairs, side).backend == "vllm":
+            problem = _needs_gpu_and_vllm(f"pairs.{side}.backend vllm", target, "backend: transformers")
+            if problem:
+                return problem
+    return None
+
+
+def check_eval(recipe: Recipe, target: Target) -> str | None:
+    if recipe.evaluation is None or recipe.evaluation.backend != "vllm":
+        return None
+    return _needs_gpu_and_vllm("eval.backend vllm", target, "eval.backend: transformers")
+
+
+def check_eval_command(backend: str, chart: bool) -> None:
+    """`smolalign eval`'s own options, before any model loads."""
+    if backend == "vllm":
+        problem = _needs_gpu_and_vllm("--backend vllm", this_machine(), "--backend transformers")
+        if problem:
+            raise SmolalignError(problem)
+    if chart and not installed("matplotlib"):
+        raise SmolalignError("--chart needs matplotlib (pip install 'smolalign[plot]'; the GPU image has it)")
+
+
+def check_liger(recipe: Recipe, target: Target) -> str | None:
+    if not recipe.train.get("use_liger_kernel"):
+        return None
+    if not installed("liger_kernel"):
+        return "train.use_liger_kernel: liger-kernel is not installed (pip install 'smolalign[liger]'); or remove it"
+    if target.gpus < 1:
+        return f"train.use_liger_kernel: Liger's kernels run on a GPU and {target.where} has none; remove it"
+    return None
+
+
+def check_report_to(recipe: Recipe, target: Target) -> str | None:
+    wanted = recipe.train.get("report_to")
+    names = [wanted] if isinstance(wanted, str) else list(wanted or [])
+    names = [n for n in names if n not in ("none", "all")]
+    if not names:
+        return None
+    from transformers.integrations.integration_utils import get_available_reporting_integrations
+
+    available = get_available_reporting_integrations()
+    missing = [n for n in names if n not in available]
+    if missing:
+        return (f"train.report_to {', '.join(missing)}: not installed here (pip install {' '.join(missing)}), or "
+                "remove it")
+    return None
+
+
+def check_bf16(recipe: Recipe, target: Target) -> str | None:
+    asks = recipe.model.dtype == "bfloat16" or recipe.train.get("bf16") is True
+    if not (asks and target.gpus):
+        return None
+    bf16 = target.bf16 if target.bf16 is not None or target.where != "this machine" else gpu_computes_bf16()
+    if bf16 is False:
+        key = "model.dtype bfloat16" if recipe.model.dtype == "bfloat16" else "train.bf16"
+        return f"{key}: the GPUs of {target.where} do not compute in bfloat16; use float16 (model.dtype, train.fp16)"
+    return None
+
+
+def check_deepspeed(recipe: Recipe, target: Target) -> str | None:
+    preset = recipe.launch.preset if recipe.launch else None
+    if (recipe.train.get("deepspeed") or (preset or "").startswith("zero")) and not installed("deepspeed"):
+        key = "train.deepspeed" if recipe.train.get("deepspeed") else f"launch.preset {preset}"
+        return f"{key}: DeepSpeed is not installed (pip install 'smolalign[deepspeed]')"
+    return None
+
+
+CHECKS = (
+    Check("model.attn_implementation", "flash_attention_2/3: flash-attn installed and a GPU; flex_attention: torch "
+          "has it; a hub kernel: the kernels package", check_attention),
+    Check("generation.backend", "vllm_colocate / vllm_server: vLLM installed and a GPU; a started server: enough GPUs "
+          "for the server and the training processes, server.gpus that exist", check_rl_generation),
+    Check("pairs.*.backend", "vllm: vLLM installed and a GPU", check_pairs),
+    Check("eval.backend", "vllm: vLLM installed and a GPU", check_eval),
+    Check("train.use_liger_kernel", "liger-kernel installed and a GPU", check_liger),
+    Check("train.report_to", "each integration installed (wandb, tensorboard, mlflow, ...)", check_report_to),
+    Check("model.dtype / train.bf16", "bfloat16: GPUs that compute in it (on a CPU the run is float32)", check_bf16),
+    Check("launch.preset / train.deepspeed", "zero2/zero3: DeepSpeed installed", check_deepspeed),
+)
+
+
+def preflight(recipe: Recipe, target: Target | None = None) -> None:
+    """Refuse the recipe (SmolalignError: key and fix) if the target cannot run one of its choices."""
+    target = target or _TARGET.get() or this_machine()
+    for check in CHECKS:
+        problem = check.run(recipe, target)
+        if problem:
+            raise SmolalignError(problem)

@@ -1,0 +1,222 @@
+"""The vLLM server smolalign starts for `generation.backend: vllm_server`, exercised on the CPU against a stand-in
+`vllm` executable (tests/standins/vllm) that takes the same command line and answers the same HTTP endpoints: the
+GPU partition (what each process's CUDA_VISIBLE_DEVICES becomes), the command line TRL 1.16 builds plus the model's
+revision / dtype / trust_remote_code / max model length, the wait for /health, a slow start, a server that never
+becomes healthy, one that crashes or dies mid-run, a stalled run, and the stop at the end whatever happens."""
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from smolalign.errors import RunFailure, SmolalignError
+from smolalign.preflight import Target, on_target
+from smolalign.recipe.validate import validate_recipe
+from smolalign.runs.watchdog import stall_watchdog
+from smolalign.stages import rl_server
+from smolalign.stages.rl_server import SERVER_GPUS, claim_training_gpus, healthy, partition, served_generation
+from tests.tiny_models import write_jsonl
+
+STANDINS = Path(__file__).resolve().parents[1] / "standins"
+MAIN = SimpleNamespace(is_main_process=True)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def standin(tmp_path, monkeypatch):
+    """PATH with the stand-in `vllm` first; returns the file it records its argv, environment and stop into."""
+    monkeypatch.setenv("PATH", f"{STANDINS}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv(SERVER_GPUS, raising=False)
+    record = tmp_path / "vllm-record.jsonl"
+    monkeypatch.setenv("STANDIN_RECORD", str(record))
+    return record
+
+
+def recorded(record: Path) -> list[dict]:
+    return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+
+
+@pytest.fixture
+def recipe_for(tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: True)
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "1+1?", "solution": "2"}])
+
+    def make(behaviour="ok", model=None, train=None, **server):
+        monkeypatch.setenv("STANDIN_BEHAVIOUR", behaviour)
+        raw = {"model": {"source": str(tiny_dir), **(model or {})}, "data": {"sources": [{"path": str(prompts)}]},
+               "rewards": [{"name": "math_accuracy"}], "train": train or {},
+               "generation": {"backend": "vllm_server", "server": {"port": free_port(), "startup_timeout": 20,
+                                                                   **server}}}
+        with on_target(Target(8, "an 8-GPU node")):
+            return validate_recipe(raw, "rl", "test")
+
+    return make
+
+
+def test_partition_gives_the_server_its_gpus_and_training_the_others():
+    server = SimpleNamespace(gpus=[], tensor_parallel=1)
+    assert partition(["0", "1", "2", "3"], server, 1) == (["3"], ["0", "1", "2"])
+    assert partition(["0", "1", "2", "3"], SimpleNamespace(gpus=[], tensor_parallel=2), 2) == (["2", "3"], ["0", "1"])
+    # server.gpus index the visible devices; under CUDA_VISIBLE_DEVICES=4,5,6 GPU 0 is device 4
+    assert partition(["4", "5", "6"], SimpleNamespace(gpus=[0], tensor_parallel=1), 2) == (["4"], ["5", "6"])
+    with pytest.raises(SmolalignError, match="cannot hold the server"):
+        partition(["0"], server, 1)
+    with pytest.raises(SmolalignError, match=r"generation.server.gpus \[5\]"):
+        partition(["0", "1"], SimpleNamespace(gpus=[5], tensor_parallel=1), 1)
+
+
+def test_the_started_server_gets_its_gpus_and_the_model_settings_and_training_keeps_the_others(
+        standin, recipe_for, monkeypatch):
+    from smolalign.models.sources import ModelSource
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    recipe = recipe_for("slow:1.5", model={"trust_remote_code": True}, train={"vllm_max_model_length": 1536})
+    # a hub model at a revision (served by its id, which the stand-in does not download)
+    hub = ModelSource("hub", "HuggingFaceTB/SmolLM3-3B", revision="v2")
+    monkeypatch.setattr("smolalign.models.sources.resolve_model", lambda section: hub)
+    claim_training_gpus(recipe)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2"  # this (training) process, before CUDA starts
+    with served_generation(recipe, MAIN, "bfloat16") as server:
+        assert healthy(server.base_url) and server.alive()
+        [started] = recorded(standin)
+        with urllib.request.urlopen(f"{server.base_url}/v1/models") as response:
+            assert json.load(response)["data"][0]["id"] == "HuggingFaceTB/SmolLM3-3B"
+        if shutil.which("curl"):  # the Slurm script's probe passes a healthy server
+            assert subprocess.run(["bash", "-c", probe_script(server.base_url + "/health")]).returncode == 0
+    argv, env = started["argv"], started["env"]
+    assert env == {"CUDA_VISIBLE_DEVICES": "3", "VLLM_SERVER_DEV_MODE": "1"}
+
+    def option(name):
+        return argv[argv.index(name) + 1]
+
+    assert argv[:2] == ["serve", "HuggingFaceTB/SmolLM3-3B"]
+    assert option("--revision") == "v2" and option("--dtype") == "bfloat16" and option("--max-model-len") == "1536"
+    assert "--trust-remote-code" in argv and option("--port") == str(recipe.generation.server.port)
+    assert json.loads(option("--weight-transfer-config")) == {"backend": "nccl"}  # TRL's weight sync
+    assert option("--logprobs-mode") == "processed_logprobs"
+    assert recorded(standin)[-1] == {"stopped": True}  # stopped at the end
+    assert not healthy(server.base_url, timeout=1)
+
+
+def test_server_gpus_named_in_the_recipe(standin, recipe_for, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    recipe = recipe_for(gpus=[1])
+    claim_training_gpus(recipe)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,2,3"
+    with served_generation(recipe, MAIN, "float32"):
+        assert recorded(standin)[0]["env"]["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_a_server_that_never_becomes_healthy_is_stopped_and_named(standin, recipe_for):
+    recipe = recipe_for("never", startup_timeout=3)
+    started = time.monotonic()
+    with pytest.raises(SmolalignError, match=r"did not answer /health within 3 s \(generation.server.startup_timeout"):
+        with served_generation(recipe, MAIN, "float32"):
+            pass
+    assert time.monotonic() - started < 15
+    assert recorded(standin)[-1] == {"stopped": True}
+
+
+def test_a_server_that_crashes_at_start_is_reported_with_its_log(standin, recipe_for):
+    with pytest.raises(SmolalignError, match="did not start") as info:
+        with served_generation(recipe_for("crash"), MAIN, "float32"):
+            pass
+    assert "exit code 1" in str(info.value) and "no kernel image is available" in str(info.value)
+
+
+def test_a_server_that_dies_mid_run_fails_the_run(standin, recipe_for):
+    with pytest.raises(RunFailure, match="the vLLM server exited") as info:
+        with served_generation(recipe_for("die:2"), MAIN, "float32") as server, stall_watchdog(None, server):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:  # training steps
+                time.sleep(0.05)
+    assert "EngineDeadError" in str(info.value)
+
+
+def test_a_stalled_generation_fails_the_run_and_stops_the_server(standin, recipe_for):
+    recipe = recipe_for("stall")
+    with pytest.raises(RunFailure, match="no training step finished for 2 s"):
+        with served_generation(recipe, MAIN, "float32") as server, stall_watchdog(2, server) as watchdog:
+            watchdog.progress()
+            request = urllib.request.Request(f"{server.base_url}/v1/completions", method="POST",
+                                             data=json.dumps({"prompt": [[1, 2]], "max_tokens": 4}).encode())
+
+            def generate():
+                with contextlib.suppress(OSError):  # the server is stopped under it
+                    urllib.request.urlopen(request, timeout=30)
+
+            threading.Thread(target=generate, daemon=True).start()
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:  # the step waits for its completions
+                time.sleep(0.05)
+    assert recorded(standin)[-1] == {"stopped": True}
+
+
+def test_the_server_is_stopped_when_training_fails_and_killed_when_it_ignores_the_stop(standin, recipe_for,
+                                                                                        monkeypatch):
+    with pytest.raises(ValueError):
+        with served_generation(recipe_for(), MAIN, "float32"):
+            raise ValueError("a training error")
+    assert recorded(standin)[-1] == {"stopped": True}
+    monkeypatch.setattr(rl_server, "STOP_GRACE", 1.0)
+    recipe = recipe_for("ignore-term")
+    with served_generation(recipe, MAIN, "float32") as server:
+        process = server.process
+    assert process.poll() == -signal.SIGKILL
+    pid = recorded(standin)[-1]["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def probe_script(url: str) -> str:
+    """The Slurm script's wait-loop condition as a one-shot check of `url`."""
+    from smolalign.slurm.script import VLLM_PROBE
+
+    probe = VLLM_PROBE.replace("until ", "if ").replace("; do", "; then exit 0; else exit 1; fi")
+    return probe.replace('"$VLLM_URL/health"', f'"{url}"')
+
+
+def test_health_is_200_from_slash_health_only(standin, recipe_for):
+    """A dead engine answers 503 and /health/ only redirects: neither counts, here or in the Slurm script's probe."""
+    recipe = recipe_for("never")
+    port = recipe.generation.server.port
+    process = subprocess.Popen(["vllm", "serve", "m", "--host", "127.0.0.1", "--port", str(port)],
+                               start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{url}/v1/models", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert not healthy(url)
+        if shutil.which("curl"):
+            for path in ("/health", "/health/"):  # the old probe's URL too: a redirect must not pass
+                assert subprocess.run(["bash", "-c", probe_script(url + path)]).returncode == 1
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def test_an_unreachable_server_named_in_the_recipe_is_refused(recipe_for):
+    recipe = recipe_for(base_url=f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(SmolalignError, match="no vLLM server answers /health there"):
+        with served_generation(recipe, MAIN, "float32"):
+            pass

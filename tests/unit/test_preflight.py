@@ -1,0 +1,162 @@
+"""The preflight refuses, before anything loads, every choice the target machine cannot run (a GPU, vLLM, an
+optional package), naming the key and the fix; `--dry-run` exits 2 on them and writes nothing."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from smolalign.errors import SmolalignError
+from smolalign.preflight import CHECKS, Target, on_target, preflight
+from smolalign.recipe.validate import validate_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+GPU_NODE = Target(8, "the job's nodes", bf16=True, processes=1)
+CPU = Target(0, "this machine")
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+def rl(**sections):
+    raw = {"model": {"source": "HuggingFaceTB/SmolLM3-3B"}, "data": {"sources": [{"path": "prompts.jsonl"}]},
+           "rewards": [{"name": "math_accuracy"}], **sections}
+    with on_target(GPU_NODE):  # validation itself passes; each test then checks the recipe against a target
+        return validate_recipe(raw, "rl", "test")
+
+
+def sft(model=None, train=None):
+    """An sft recipe validated without the choice under test, then given it (what a --set override does)."""
+    import dataclasses
+
+    raw = {"model": {"source": "HuggingFaceTB/SmolLM3-3B"}, "data": {"sources": [{"path": "chat.jsonl"}]}}
+    recipe = validate_recipe(raw, "sft", "test")
+    return dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, **(model or {})),
+                               train={**recipe.train, **(train or {})})
+
+
+def refused(recipe, target) -> str:
+    with pytest.raises(SmolalignError) as info:
+        preflight(recipe, target)
+    return str(info.value)
+
+
+@pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed here")
+@pytest.mark.parametrize("backend", ["vllm_colocate", "vllm_server"])
+def test_a_vllm_backend_without_vllm_is_refused_with_the_install_command(backend):
+    message = refused(_unchecked_rl(backend), GPU_NODE)
+    assert message.startswith(f"generation.backend {backend}:") and "pip install 'smolalign[vllm]'" in message
+
+
+def _unchecked_rl(backend, **server):
+    """An rl recipe validated where vLLM is not needed, then given the backend (what a --set override does)."""
+    import dataclasses
+
+    recipe = rl()
+    generation = dataclasses.replace(recipe.generation, backend=backend,
+                                     server=dataclasses.replace(recipe.generation.server, **server))
+    return dataclasses.replace(recipe, generation=generation)
+
+
+def test_vllm_without_a_gpu_is_refused(monkeypatch):
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: True)
+    message = refused(_unchecked_rl("vllm_colocate"), CPU)
+    assert message.startswith("generation.backend vllm_colocate:") and "no" in message and "transformers" in message
+
+
+def test_a_started_server_needs_a_gpu_beside_training(monkeypatch):
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: True)
+    one_gpu = Target(1, "this machine", processes=1)
+    message = refused(_unchecked_rl("vllm_server"), one_gpu)
+    assert message.startswith("generation.server:") and "need 2 GPUs" in message
+    preflight(_unchecked_rl("vllm_server"), Target(2, "this machine"))  # one for the server, one for training
+    preflight(_unchecked_rl("vllm_server", base_url="http://h:8000"), one_gpu)  # a server elsewhere needs none here
+    assert refused(_unchecked_rl("vllm_server", gpus=[3]), Target(2, "x")).startswith("generation.server.gpus [3]")
+    assert "need 3 GPUs" in refused(_unchecked_rl("vllm_server", tensor_parallel=2), Target(2, "x", processes=1))
+
+
+def test_flash_attention_without_flash_attn_is_refused_with_the_install_command():
+    if importlib.util.find_spec("flash_attn") is not None:
+        pytest.skip("flash-attn is installed here")
+    recipe = sft({"attn_implementation": "flex_attention"})
+    import dataclasses
+
+    flash = dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, attn_implementation="flash_attention_2"))
+    message = refused(flash, GPU_NODE)
+    assert message.startswith("model.attn_implementation flash_attention_2:")
+    assert "pip install flash-attn" in message and "flex_attention" in message
+
+
+def test_flex_attention_and_sdpa_pass_on_any_target():
+    for name in ("flex_attention", "sdpa", None):
+        preflight(sft({"attn_implementation": name} if name else None), CPU)
+
+
+def test_optional_packages_and_gpu_only_kernels(monkeypatch):
+    if importlib.util.find_spec("liger_kernel") is None:
+        assert refused(sft(train={"use_liger_kernel": True}), GPU_NODE).startswith("train.use_liger_kernel:")
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: True)
+    assert "has none" in refused(sft(train={"use_liger_kernel": True}), CPU)
+
+
+def test_report_to_an_integration_that_is_not_installed():
+    from transformers.integrations.integration_utils import get_available_reporting_integrations
+
+    missing = next(n for n in ("wandb", "trackio", "swanlab", "clearml") if n not in get_available_reporting_integrations())
+    message = refused(sft(train={"report_to": [missing]}), CPU)
+    assert message.startswith(f"train.report_to {missing}:") and f"pip install {missing}" in message
+    preflight(sft(train={"report_to": "none"}), CPU)
+
+
+def test_bf16_on_gpus_without_it():
+    old_gpu = Target(1, "the job's nodes", bf16=False)
+    assert refused(sft({"dtype": "bfloat16"}), old_gpu).startswith("model.dtype bfloat16:")
+    preflight(sft({"dtype": "bfloat16"}), CPU)  # on a CPU the run is float32 (the stage says so)
+
+
+def test_eval_and_pairs_with_the_vllm_backend_need_vllm_and_a_gpu(monkeypatch):
+    import dataclasses
+
+    recipe = sft()
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: True)
+    from smolalign.recipe.schema import EvalRewardSection, EvalSection, SourceSection
+
+    evaluation = EvalSection(data=[SourceSection("p.jsonl")], rewards=[EvalRewardSection("math_accuracy")],
+                             backend="vllm")
+    assert refused(dataclasses.replace(recipe, evaluation=evaluation), CPU).startswith("eval.backend vllm:")
+    preflight(dataclasses.replace(recipe, evaluation=evaluation), GPU_NODE)
+
+
+def test_every_check_is_listed_in_the_readme():
+    readme = (REPO / "README.md").read_text()
+    for check in CHECKS:
+        assert f"`{check.key}`" in readme, check.key
+
+
+def test_dry_run_refuses_before_anything_is_written(tmp_path):
+    """From the CLI: exit 2, one line naming the key, no traceback, no run directory."""
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "smolalign", "sft", "quickstart/sft", "--set", "train.report_to=[swanlab]",
+         "--set", "model.attn_implementation=flash_attention_2", "--output-dir", str(run_dir)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    if importlib.util.find_spec("flash_attn") is not None:
+        pytest.skip("flash-attn is installed here")
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("warning")]
+    assert lines[-1].startswith("error: model.attn_implementation flash_attention_2:") and "Traceback" not in result.stderr
+    assert not run_dir.exists()
+
+
+def test_the_eval_command_checks_its_backend_and_chart_before_loading(cli, tmp_path, monkeypatch):
+    monkeypatch.setattr("smolalign.preflight.visible_gpu_count", lambda: 0)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "1+1?", "solution": "2"}\n')
+    code, _, err = cli("eval", "no/such-model", "--data", prompts, "--reward", "math_accuracy", "--backend", "vllm")
+    assert code == 2 and err.startswith("error: --backend vllm:") and "--backend transformers" in err
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: module != "matplotlib")
+    code, _, err = cli("eval", "no/such-model", "--data", prompts, "--reward", "math_accuracy",
+                       "--chart", tmp_path / "c.png")
+    assert code == 2 and "--chart needs matplotlib" in err and not (tmp_path / "c.png").exists()

@@ -1,0 +1,40 @@
+"""The watchdog's interrupt must not be lost: one that is swallowed (it landed in a weakref callback or a __del__)
+is repeated, and a run whose watchdog fired never ends as a success."""
+
+import time
+
+import pytest
+
+from smolalign.errors import RunFailure
+from smolalign.runs import watchdog as watchdog_module
+from smolalign.runs.watchdog import stall_watchdog
+
+
+def test_a_swallowed_interrupt_is_repeated(monkeypatch):
+    monkeypatch.setattr(watchdog_module, "CHECK_EVERY", 0.1)
+    monkeypatch.setattr(watchdog_module, "REPEAT_INTERRUPT", 0.3)
+    swallowed = 0
+    with pytest.raises(RunFailure, match="no training step finished for 0.5 s"):
+        with stall_watchdog(0.5):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    time.sleep(0.02)
+                except KeyboardInterrupt:  # what a __del__ or weakref callback does with it
+                    swallowed += 1
+                    if swallowed == 2:
+                        raise
+    assert swallowed == 2
+
+
+def test_a_run_whose_interrupts_were_all_swallowed_still_fails(monkeypatch):
+    monkeypatch.setattr(watchdog_module, "CHECK_EVERY", 0.1)
+    monkeypatch.setattr(watchdog_module, "REPEAT_INTERRUPT", 0.2)
+    with pytest.raises(RunFailure, match="no training step finished"):
+        with stall_watchdog(0.3):
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                try:
+                    time.sleep(0.02)
+                except KeyboardInterrupt:
+                    pass
