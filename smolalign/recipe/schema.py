@@ -306,3 +306,5 @@ class Recipe:
     launch: LaunchSection | None = None
     evaluation: EvalSection | None = None
     """Any stage: evaluate the saved model (and its input) when the stage ends (the recipe's `eval:` section)."""
+    settings: Any = None
+    """The effective training settings (`recipe.settings.TrainSettings`): `train:` over the TRL config's defaults."""

@@ -17,7 +17,8 @@ from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import ModelSection, Recipe
-from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 DEFAULT_LEARNING_RATE = {"full": 1e-5, "lora": 1e-4}
@@ -61,7 +62,7 @@ def pair_tokenizers(recipe: Recipe, student, teacher) -> Pairing:
     same = student_vocab == teacher_vocab
     shared = sum(1 for token in teacher_vocab if token in student_vocab)
     method = recipe.method.trainer
-    uld_setting = recipe.train.get("use_uld_loss")
+    uld_setting = recipe.settings.train.get("use_uld_loss")  # set by the recipe, or left to smolalign
     if method == "distill":
         if not same:
             raise SmolalignError("method distill needs the teacher's tokenizer: theirs differ "
@@ -104,28 +105,35 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")
     for key in ("packing", "loss", "tokens per step"):
         plan.rows.pop(key, None)
-    train = recipe.train
-    lmbda = 1.0 if pairing.trainer == "distill" else train.get("lmbda", 0.5)
-    completion = train.get("max_completion_length", 512 if pairing.trainer == "distill" else 128)
+    settings = recipe.settings
+    lmbda = on_policy_share(recipe)
+    completion = settings["max_completion_length"]
     batch = plan.rows["global batch"]
-    loss = ("ULD (" + ("hybrid: exact on matched tokens, ULD on the rest" if train.get("uld_use_hybrid_loss")
+    loss = ("ULD (" + ("hybrid: exact on matched tokens, ULD on the rest" if settings.get("uld_use_hybrid_loss")
                        else "sorted-probability distance across tokenizers") + ")") if pairing.uld else \
-        f"generalized JSD, beta {train.get('beta', 1.0 if pairing.trainer == 'distill' else 0.5):g}"
+        f"generalized JSD, beta {settings['beta']:g}"
     plan.rows["method"] = f"{recipe.method.name} -> {pairing.trainer} ({loss})"
     plan.rows["vocabularies"] = (f"student {pairing.student_vocab:,}, teacher {pairing.teacher_vocab:,}; "
                                  f"{pairing.shared:,} teacher tokens map one-to-one onto student tokens"
                                  + (" (same tokenizer)" if pairing.same_tokenizer else ""))
     plan.rows["sampling"] = (f"{lmbda:.0%} on-policy: ≤ {int(batch * lmbda * completion):,} student-sampled tokens "
                              f"per step ({batch} sequences × {lmbda:g} × max_completion_length {completion}), "
-                             f"temperature {train.get('temperature', 1.0 if pairing.trainer == 'distill' else 0.9):g}")
+                             f"temperature {settings['temperature']:g}")
     plan.rows["teacher"] = (f"{recipe.teacher.source} in {teacher_dtype}"
                             + (f", {describe_bytes(size)} of weights" if size else ""))
-    plan.rows["learning rate"] = f"{learning_rate(recipe):g}" + ("" if "learning_rate" in train else " (smolalign default)")
+    plan.rows["learning rate"] = f"{learning_rate(recipe):g}" + ("" if settings.is_set("learning_rate") else " (smolalign default)")
     return plan, pairing, prompts, student, teacher
 
 
 def learning_rate(recipe: Recipe) -> float:
-    return recipe.train.get("learning_rate", DEFAULT_LEARNING_RATE["lora" if recipe.peft else "full"])
+    if recipe.settings.is_set("learning_rate"):
+        return recipe.settings["learning_rate"]
+    return DEFAULT_LEARNING_RATE["lora" if recipe.peft else "full"]
+
+
+def on_policy_share(recipe: Recipe) -> float:
+    """The share of student-sampled sequences: GOLD's lmbda; DistillationTrainer samples every one."""
+    return recipe.settings.get("lmbda", 1.0)
 
 
 def load_distill_data(recipe: Recipe, pairing: Pairing):
@@ -134,7 +142,7 @@ def load_distill_data(recipe: Recipe, pairing: Pairing):
 
     prompts = load_prompts(recipe)
     has_completion = "completion" in prompts.column_names
-    lmbda = recipe.train.get("lmbda", 0.5)
+    lmbda = on_policy_share(recipe)
     if pairing.trainer == "gold" and lmbda < 1.0 and not has_completion:
         raise SmolalignError(f"train.lmbda {lmbda:g}: GOLD learns from the data's own completions {1 - lmbda:.0%} of "
                              "the time, and the data has no completion column; add one or set train.lmbda: 1.0")
@@ -149,19 +157,14 @@ def load_distill_data(recipe: Recipe, pairing: Pairing):
 
 
 def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: str, run_dir: Path, teacher_dir: str):
-    train = {k: v for k, v in recipe.train.items()}
-    train.setdefault("learning_rate", learning_rate(recipe))
+    train = {**recipe.settings.train, "learning_rate": learning_rate(recipe)}
     if pairing.trainer == "distill":
-        from trl import DistillationConfig
-
         fixed = {"chat_template_kwargs": dict(recipe.template.kwargs)} if recipe.template.kwargs else {}
-        return trl_config(DistillationConfig, train, hardware, dtype, run_dir, **fixed)
-    from trl.experimental.gold import GOLDConfig
-
+        return trl_config(recipe, hardware, dtype, run_dir, train, **fixed)
     fixed = {"use_uld_loss": pairing.uld}
     if pairing.uld:
         fixed["teacher_tokenizer_name_or_path"] = teacher_dir
-    return trl_config(GOLDConfig, train, hardware, dtype, run_dir, **fixed)
+    return trl_config(recipe, hardware, dtype, run_dir, train, **fixed)
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
@@ -184,11 +187,9 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                          teacher_tokenizer)
     teacher.eval()
     teacher.requires_grad_(False)
-    if pairing.trainer == "distill":
-        from trl import DistillationTrainer as Trainer
-    else:
-        from trl.experimental.gold import GOLDTrainer as Trainer
-    trainer = Trainer(model=student, teacher_model=teacher, args=config, train_dataset=prompts,
+    from smolalign.recipe.methods import trainer_class
+
+    trainer = trainer_class(recipe.stage, recipe.method)(model=student, teacher_model=teacher, args=config, train_dataset=prompts,
                       processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation)

@@ -12,7 +12,8 @@ from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import ModelSection, Recipe
-from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 KTO_NEEDS_BATCH = ("kto",)
@@ -21,12 +22,11 @@ KTO_NEEDS_BATCH = ("kto",)
 
 def check_recipe(recipe: Recipe) -> None:
     """What TRL would only refuse after loading the weights."""
-    method, train = recipe.method, recipe.train
-    if method.trainer == "kto" and method.losses[0] in KTO_NEEDS_BATCH \
-            and train.get("per_device_train_batch_size", 8) < 2:
+    method, settings = recipe.method, recipe.settings
+    if method.trainer == "kto" and method.losses[0] in KTO_NEEDS_BATCH and settings.per_device_batch < 2:
         raise SmolalignError("train.per_device_train_batch_size: kto needs at least 2 (its KL term pairs each answer "
                              "with another prompt of the same batch); raise it, or use method: apo_zero_unpaired")
-    if "exo_pair" in method.losses and not train.get("label_smoothing"):
+    if "exo_pair" in method.losses and not settings["label_smoothing"]:
         raise SmolalignError("method exo_pair needs train.label_smoothing > 0 (the EXO paper uses 1e-3)")
 
 
@@ -55,15 +55,15 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
 
 
 def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
-    method, train = recipe.method, recipe.train
+    method, settings = recipe.method, recipe.settings
     rows = plan.rows
     rows.pop("packing", None)
     terms = method.losses or ("orpo",)
     weights = method.weights or (1.0,) * len(terms)
     described = " + ".join(f"{w:g}×{t}" if len(terms) > 1 else t for t, w in zip(terms, weights, strict=True))
-    rows["method"] = f"{method.name} ({method.trainer} trainer: {described}, beta {train.get('beta', 0.1):g})"
+    rows["method"] = f"{method.name} ({method.trainer} trainer: {described}, beta {settings['beta']:g})"
     rows["loss"] = "answer tokens only (prompt masked)"
-    max_length = train.get("max_length", 1024)
+    max_length = settings["max_length"]
     if max_length:
         batch = rows["global batch"]
         if method.trainer == "kto":
@@ -104,8 +104,6 @@ def reference_description(recipe: Recipe, hardware: Hardware) -> str:
 
 
 def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
-    from smolalign.recipe.method import trainer_config_class
-
     method = recipe.method
     fixed: dict = {}
     if method.trainer == "dpo":
@@ -118,7 +116,7 @@ def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
         fixed["precompute_ref_log_probs"] = recipe.reference.kind == "precomputed"
     if method.trainer == "orpo":
         fixed["remove_unused_columns"] = False
-    return trl_config(trainer_config_class(method), recipe.train, hardware, dtype, run_dir, **fixed)
+    return trl_config(recipe, hardware, dtype, run_dir, **fixed)
 
 
 def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):
@@ -147,15 +145,14 @@ def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):
 
 
 def build_trainer(recipe: Recipe, model, reference, tokenizer, data, config, run_dir: Path):
+    from smolalign.recipe.methods import trainer_class
     from smolalign.runs.metrics import metrics_callback
-    from smolalign.stages.po_trainers import TRAINERS
 
-    trainer_class = TRAINERS[recipe.method.trainer]()
     kwargs = dict(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                   processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
     if recipe.method.trainer != "orpo":
         kwargs["ref_model"] = reference
-    return trainer_class(**kwargs)
+    return trainer_class(recipe.stage, recipe.method)(**kwargs)
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,

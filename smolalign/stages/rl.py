@@ -15,7 +15,8 @@ from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
-from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 DEFAULT_VLLM_STALL_TIMEOUT = 1800.0
@@ -74,15 +75,16 @@ def with_mode_flag(messages: list[dict], flag: str) -> list[dict]:
 
 
 def check_batch(recipe: Recipe, hardware: Hardware) -> None:
-    train = recipe.train
-    generations = train.get("num_generations", 8)
-    per_device = train.get("per_device_train_batch_size", 8)
-    batch = per_device * train.get("gradient_accumulation_steps", 1) * hardware.world_size
-    if train.get("generation_batch_size") is None and train.get("steps_per_generation") is None \
-            and batch % generations:
-        raise SmolalignError(f"train.num_generations {generations} must divide the generation batch "
-                             f"(per-device {per_device} × accumulation × {hardware.world_size} processes = {batch}); "
-                             "change one of them or set train.generation_batch_size")
+    """What GRPOConfig would refuse: generation batches that split prompt groups, groups of one."""
+    settings = recipe.settings
+    generations = settings["num_generations"]
+    _, batch = settings.generation_batches()
+    if batch % generations:
+        explicit = settings.is_set("generation_batch_size") or settings.is_set("steps_per_generation")
+        where = (f"generation batch {batch}" if explicit else
+                 f"generation batch (per-device {settings.per_device_batch} × accumulation × {settings.world_size} "
+                 f"processes = {batch}); change one of them or set train.generation_batch_size")
+        raise SmolalignError(f"train.num_generations {generations} must divide the {where}")
     if generations < 2:
         raise SmolalignError("train.num_generations must be at least 2 (GRPO compares the answers of a group)")
 
@@ -103,14 +105,13 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
 
 
 def add_rl_rows(plan, recipe: Recipe) -> None:
-    train, rows = recipe.train, plan.rows
+    settings, rows = recipe.settings, plan.rows
     for key in ("packing", "loss", "tokens per step"):
         rows.pop(key, None)
-    generations = train.get("num_generations", 8)
-    rows["method"] = (f"grpo (loss {train.get('loss_type', 'dapo')}, scale_rewards {train.get('scale_rewards', 'group')}, "
-                      f"beta {train.get('beta', 0.0):g}, {generations} generations per prompt)")
-    rows["sampling"] = (f"{plan.rows['global batch']} completions per step of ≤ {train.get('max_completion_length', 512)} "
-                        f"tokens, temperature {train.get('temperature', 1.0):g}")
+    rows["method"] = (f"grpo (loss {settings['loss_type']}, scale_rewards {settings['scale_rewards']}, "
+                      f"beta {settings['beta']:g}, {settings['num_generations']} generations per prompt)")
+    rows["sampling"] = (f"{plan.rows['global batch']} completions per step of ≤ {settings['max_completion_length']} "
+                        f"tokens, temperature {settings['temperature']:g}")
     rows["rewards"] = " + ".join(f"{r.weight:g}×{r.name}" for r in recipe.rewards)
     backend = recipe.generation.backend
     if backend == "vllm_server":
@@ -122,8 +123,6 @@ def add_rl_rows(plan, recipe: Recipe) -> None:
 
 
 def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None):
-    from trl import GRPOConfig
-
     fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}
     if recipe.template.kwargs:
         fixed["chat_template_kwargs"] = dict(recipe.template.kwargs)
@@ -132,25 +131,20 @@ def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, b
         fixed.update(use_vllm=True, vllm_mode="colocate" if backend == "vllm_colocate" else "server")
         if base_url:
             fixed["vllm_server_base_url"] = base_url
-    return trl_config(GRPOConfig, recipe.train, hardware, dtype, run_dir, **fixed)
+    return trl_config(recipe, hardware, dtype, run_dir, **fixed)
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
     from smolalign.stages.rl_server import served_generation
 
-    if recipe.method.trainer != "grpo":
-        from smolalign.stages import distill
-
-        return distill.run(recipe, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
     hardware = detect_hardware()
     plan, prompts, rewards = check_before_loading(recipe, hardware)
     evaluation = announce(recipe, plan, dry_run)
     if dry_run:
         return None
-    from trl import GRPOTrainer
-
     from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.recipe.methods import trainer_class
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
 
@@ -164,7 +158,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
         args = grpo_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
         model = load_model(recipe.model, dtype, hardware, tokenizer)
-        trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=prompts,
+        trainer = trainer_class(recipe.stage, recipe.method)(model=model, reward_funcs=rewards, args=args, train_dataset=prompts,
                               processing_class=tokenizer, peft_config=peft_config(recipe),
                               callbacks=[metrics_callback(run_dir), watchdog.callback()])
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)

@@ -9,11 +9,9 @@ from pathlib import Path
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
-from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
-
-HANDLED_BY_SMOLALIGN = ("assistant_only_loss", "completion_only_loss", "output_dir")
-"""`train:` keys applied by smolalign's data pipeline and run directory rather than passed to SFTConfig."""
 
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
@@ -33,11 +31,9 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
 
 
 def sft_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
-    """SFTConfig from `train:`, with precision decided by the hardware and TRL's data preparation switched off."""
-    from trl import SFTConfig
-
-    train = {k: v for k, v in recipe.train.items() if k not in HANDLED_BY_SMOLALIGN}
-    return trl_config(SFTConfig, train, hardware, dtype, run_dir, dataset_kwargs={"skip_prepare_dataset": True})
+    """SFTConfig from the run's settings, with precision decided by the hardware and TRL's data preparation switched
+    off."""
+    return trl_config(recipe, hardware, dtype, run_dir, dataset_kwargs={"skip_prepare_dataset": True})
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
@@ -71,9 +67,8 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
 
 
 def build_trainer(recipe: Recipe, model, tokenizer, data, config, run_dir: Path):
-    from trl import SFTTrainer
-
+    from smolalign.recipe.methods import trainer_class
     from smolalign.runs.metrics import metrics_callback
 
-    return SFTTrainer(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
+    return trainer_class(recipe.stage, recipe.method)(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                       processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
