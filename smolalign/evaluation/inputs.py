@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.recipe.schema import EvalRewardSection, EvalSection
+from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
 
 _FLAG_WORDS = re.compile(r"(?<!\S)/(no_think|think)(?!\S)")
 _LABEL = re.compile(r"^[\w.-]+$")

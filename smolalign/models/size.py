@@ -57,20 +57,3 @@ def _gguf_count(path: Path) -> int | None:
     except ImportError:
         return None
     return int(sum(int(t.n_elements) for t in GGUFReader(str(path)).tensors))
-
-
-def describe_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"
-
-
-def describe_count(n: int) -> str:
-    """135M, 1.7B, 104,512."""
-    if n >= 1e9:
-        return f"{n / 1e9:.1f}B"
-    if n >= 1e6:
-        return f"{n / 1e6:.0f}M"
-    return f"{n:,}"

@@ -8,10 +8,10 @@ never for `--help`.
 from typing import Any
 
 from smolalign.errors import SmolalignError
+from smolalign.recipe.eval_schema import EvalSection
 from smolalign.recipe.schema import (
     STAGES,
     DataSection,
-    EvalSection,
     LaunchSection,
     ModelSection,
     PairsSection,

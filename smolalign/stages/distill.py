@@ -14,8 +14,9 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
-from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
+from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
+from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
 from smolalign.stages.trainer_config import peft_config, trl_config

@@ -5,12 +5,14 @@ smolalign renders and tokenizes the pairs with the recipe's template and checks 
 the recipe names, and hands TRL prepared rows.
 """
 
+import dataclasses
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
-from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
+from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
+from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
 from smolalign.stages.trainer_config import peft_config, trl_config
@@ -125,9 +127,8 @@ def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):
 
     kind = recipe.reference.kind
     if kind == "policy":
-        section = ModelSection(source=recipe.model.source, revision=recipe.model.revision, dtype=recipe.model.dtype,
-                               attn_implementation=recipe.model.attn_implementation,
-                               trust_remote_code=recipe.model.trust_remote_code)
+        # The policy's own section (a pretraining checkpoint keeps its model.tokenizer), loaded unquantized.
+        section = dataclasses.replace(recipe.model, quantization=None)
     elif kind == "source":
         section = ModelSection(source=recipe.reference.source, dtype=recipe.model.dtype,
                                trust_remote_code=recipe.model.trust_remote_code)
