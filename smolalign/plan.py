@@ -91,7 +91,12 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
         plan.notes.append(f"model.dtype {recipe.model.dtype} is not available on this hardware; using {dtype}")
     rows["model"] = recipe.model.source + (f" ({recipe.model.quantization} quantized)" if recipe.model.quantization else "")
     if recipe.peft:
-        rows["adapters"] = f"LoRA r={recipe.peft.get('r', 8)} on {recipe.peft.get('target_modules', 'default modules')}"
+        from peft import LoraConfig
+
+        from smolalign.recipe.settings import config_defaults
+
+        lora = {**config_defaults(LoraConfig), **recipe.peft}
+        rows["adapters"] = f"LoRA r={lora['r']} on {lora['target_modules'] or 'default modules'}"
     return plan
 
 

@@ -20,16 +20,11 @@ def parameter_count(location: str) -> int | None:
     return None
 
 
-def source_parameter_count(spec: str) -> int | None:
-    """Parameters of a model source (a GGUF source counts its converted copy once there is one); None when they
-    cannot be read without loading (a hub id, say)."""
-    from smolalign.errors import SmolalignError
-    from smolalign.models.sources import gguf_cache_dir, resolve_source
+def source_parameter_count(source) -> int | None:
+    """Parameters of a resolved model source (`ModelSource`; a GGUF source counts its converted copy once there is
+    one); None when they cannot be read without loading (a hub id, say)."""
+    from smolalign.models.sources import gguf_cache_dir
 
-    try:
-        source = resolve_source(spec)
-    except SmolalignError:
-        return None
     if source.kind == "gguf":
         converted = gguf_cache_dir(source)
         return parameter_count(str(converted)) if converted.is_dir() else parameter_count(source.location)

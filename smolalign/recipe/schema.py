@@ -239,4 +239,6 @@ class Recipe:
     evaluation: Any = None
     """An `EvalSection` (recipe.eval_schema) or None. Any stage: evaluate the saved model (and its input) when the stage ends (the recipe's `eval:` section)."""
     settings: Any = None
+    sources: dict[str, Any] = field(default_factory=dict)
+    """The model sources (`models.sources.ModelSource`) by role, classified at validation; read with `source_of`."""
     """The effective training settings (`recipe.settings.TrainSettings`): `train:` over the TRL config's defaults."""

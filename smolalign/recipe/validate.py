@@ -33,6 +33,7 @@ def lora_config_class() -> type:
 def validate_recipe(raw: dict, stage: str, source: str, hardware=None) -> Recipe:
     """Check every section of a merged recipe for `stage` and build the typed `Recipe`; its settings are for
     `hardware` (this machine's when None)."""
+    from smolalign.models.sources import resolve_recipe_sources
     from smolalign.recipe.method import parse_method, parse_reference, parse_rl_sections
     from smolalign.recipe.methods import load, method_spec
     from smolalign.recipe.settings import train_settings
@@ -50,7 +51,6 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None) -> Recipe
     if "data" not in raw and pairs is None:
         raise SmolalignError("data is required (data.sources: a list of datasets)")
     model = build(ModelSection, raw["model"], "model")
-    _check_model_source(model)
     template = build(TemplateSection, raw.get("template"), "template")
     data = build(DataSection, _data_mapping(raw, pairs), "data")
     peft = _section(raw, "peft")
@@ -63,6 +63,7 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None) -> Recipe
     if stage == "po":
         method = parse_method(raw.get("method"))
         reference = parse_reference(raw.get("reference"), method, peft is not None)
+    sources = resolve_recipe_sources(model, reference, teacher)
     spec = method_spec(stage, method)
     config_class = load(spec.config)
     train = normalize_train(_section(raw, "train") or {}, stage, spec)
@@ -81,7 +82,8 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None) -> Recipe
     return Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
                   source=source, description=str(raw.get("description") or ""), method=method,
                   reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher,
-                  launch=launch, evaluation=evaluation, settings=settings)
+                  launch=launch, evaluation=evaluation, settings=settings,
+                  sources=sources)
 
 
 def eval_section(mapping: Any) -> EvalSection | None:
@@ -97,17 +99,6 @@ def eval_section(mapping: Any) -> EvalSection | None:
         except SmolalignError as exc:
             raise SmolalignError(f"eval.rewards.{index}: {exc}") from None
     return section
-
-
-def _check_model_source(model: ModelSection) -> None:
-    """A local directory source is classified now (a pretraining checkpoint needs a tokenizer, a Megatron one is
-    refused); `model.tokenizer` is only accepted for checkpoints. Hub ids and files are checked by the stages."""
-    from pathlib import Path
-
-    from smolalign.models.sources import resolve_model
-
-    if Path(model.source).expanduser().is_dir() or model.tokenizer is not None:
-        resolve_model(model)
 
 
 def _data_mapping(raw: dict, pairs: PairsSection | None) -> dict:

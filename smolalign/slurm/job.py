@@ -159,10 +159,10 @@ def served_model(recipe: Recipe) -> tuple[str, list[str]]:
     """What `trl vllm-serve --model` loads (a GGUF file or pretraining checkpoint is converted now, once, as the
     stage itself would) and the options that go with it."""
     from smolalign.models.load import local_dir
-    from smolalign.models.sources import resolve_model
+    from smolalign.models.sources import source_of
 
     model = recipe.model
-    source = resolve_model(model)
+    source = source_of(recipe)
     options = ["--revision", source.revision] if source.kind == "hub" and source.revision else []
     if model.trust_remote_code:
         options.append("--trust_remote_code")

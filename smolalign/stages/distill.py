@@ -49,9 +49,10 @@ def teacher_section(recipe: Recipe) -> ModelSection:
 
 def load_teacher_tokenizer(recipe: Recipe):
     from smolalign.models.load import load_tokenizer
+    from smolalign.models.sources import source_of
 
     try:
-        return load_tokenizer(teacher_section(recipe), recipe.template.name)[0]
+        return load_tokenizer(teacher_section(recipe), recipe.template.name, source_of(recipe, "teacher"))[0]
     except SmolalignError as exc:
         raise SmolalignError(f"teacher: its tokenizer cannot be loaded ({exc})") from None
     except Exception as exc:  # a broken tokenizer file raises whatever its parser raises
@@ -81,7 +82,9 @@ def pair_tokenizers(recipe: Recipe, student, teacher) -> Pairing:
 def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None, str]:
     """(bytes of the teacher's weights or None, its dtype); refuses a teacher over teacher.max_memory_gb."""
     dtype = resolve_dtype(recipe.teacher.dtype, hardware)
-    count = source_parameter_count(recipe.teacher.source)
+    from smolalign.models.sources import source_of
+
+    count = source_parameter_count(source_of(recipe, "teacher"))
     size = count * DTYPE_BYTES.get(dtype, 4) if count else None
     limit = recipe.teacher.max_memory_gb
     if limit is not None and size is not None and size > limit * 1024**3:
@@ -93,12 +96,12 @@ def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Sources, tokenizers, data and memory; returns (plan, pairing, prompts, student tokenizer, teacher tokenizer)."""
     from smolalign.models.load import load_tokenizer
-    from smolalign.models.sources import resolve_model, resolve_source
+    from smolalign.models.sources import source_of
 
-    resolve_model(recipe.model)
-    resolve_source(recipe.teacher.source, recipe.teacher.revision)
+    source_of(recipe)
+    source_of(recipe, "teacher")
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
-    student, _ = load_tokenizer(recipe.model, recipe.template.name)
+    student, _ = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
     teacher = load_teacher_tokenizer(recipe)
     pairing = pair_tokenizers(recipe, student, teacher)
     size, teacher_dtype = check_teacher_memory(recipe, hardware)
@@ -176,16 +179,16 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     if dry_run:
         return None
     from smolalign.models.load import load_model, local_dir
-    from smolalign.models.sources import resolve_source
+    from smolalign.models.sources import source_of
     from smolalign.runs.metrics import metrics_callback
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    teacher_dir = local_dir(resolve_source(recipe.teacher.source, recipe.teacher.revision))
+    teacher_dir = local_dir(source_of(recipe, "teacher"))
     config = distill_config(recipe, pairing, hardware, dtype, run_dir, teacher_dir)  # first, as in sft and po
-    student = load_model(recipe.model, dtype, hardware, tokenizer)
+    student = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
     teacher = load_model(teacher_section(recipe), resolve_dtype(recipe.teacher.dtype, hardware), hardware,
-                         teacher_tokenizer)
+                         teacher_tokenizer, source_of(recipe, "teacher"))
     teacher.eval()
     teacher.requires_grad_(False)
     from smolalign.recipe.methods import trainer_class

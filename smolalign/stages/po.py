@@ -36,13 +36,13 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Template, data (unless the pairs are still to be generated), batch rules; returns (plan, mixture or None)."""
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare_preference import require_preference_format
-    from smolalign.models.sources import resolve_model, resolve_source
+    from smolalign.models.sources import source_of
     from smolalign.pairs.build import is_up_to_date
 
     check_recipe(recipe)
-    resolve_model(recipe.model)
+    source_of(recipe)
     if recipe.reference.kind == "source":
-        resolve_source(recipe.reference.source)
+        source_of(recipe, "reference")
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     mixture = None
     if recipe.pairs is None or is_up_to_date(recipe):
@@ -97,9 +97,10 @@ def reference_description(recipe: Recipe, hardware: Hardware) -> str:
         return ("log-probs of the starting policy, computed once before training (one extra pass over the data): "
                 "no reference weights held")
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    location = recipe.model.source if kind == "policy" else recipe.reference.source
-    label = "a frozen copy of the policy's source" if kind == "policy" else f"{location}"
-    count = source_parameter_count(location)
+    from smolalign.models.sources import source_of
+
+    label = "a frozen copy of the policy's source" if kind == "policy" else recipe.reference.source
+    count = source_parameter_count(source_of(recipe, "model" if kind == "policy" else "reference"))
     cost = (f"{describe_bytes(count * DTYPE_BYTES.get(dtype, 4))} more ({describe_count(count)} parameters in {dtype})"
             if count else "one more model in memory (size unknown before loading)")
     return f"{label}: {cost}"
@@ -124,21 +125,23 @@ def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
 def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):
     """The reference model when it is a separate set of weights (policy copy or another source), else None."""
     from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.models.sources import source_of
 
     kind = recipe.reference.kind
     if kind == "policy":
         # The policy's own section (a pretraining checkpoint keeps its model.tokenizer), loaded unquantized.
-        section = dataclasses.replace(recipe.model, quantization=None)
+        section, source = dataclasses.replace(recipe.model, quantization=None), source_of(recipe)
     elif kind == "source":
         section = ModelSection(source=recipe.reference.source, dtype=recipe.model.dtype,
                                trust_remote_code=recipe.model.trust_remote_code)
-        reference_tokenizer, _ = load_tokenizer(section, recipe.template.name)
+        source = source_of(recipe, "reference")
+        reference_tokenizer, _ = load_tokenizer(section, recipe.template.name, source)
         if reference_tokenizer.get_vocab() != tokenizer.get_vocab():
             raise SmolalignError(f"reference.source {recipe.reference.source}: its tokenizer differs from the "
                                  "policy's, so its log-probs of the same tokens would be meaningless")
     else:
         return None
-    reference = load_model(section, dtype, hardware, tokenizer)
+    reference = load_model(section, dtype, hardware, tokenizer, source)
     reference.eval()
     for parameter in reference.parameters():
         parameter.requires_grad_(False)
@@ -166,6 +169,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         return None
     from smolalign.data.prepare_preference import prepare_preference_data
     from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.models.sources import source_of
     from smolalign.runs.manifest import write_manifest
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
@@ -174,7 +178,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
             from smolalign.pairs.build import generate_pairs
 
             generate_pairs(recipe)
-        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
         data = prepare_preference_data(recipe, tokenizer, template, mixture=mixture)
     if state.is_main_process:
         print(f"data: {data.stats['train']}")
@@ -185,7 +189,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                                "reference": reference_description(recipe, hardware)})
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     config = po_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the models load sharded
-    model = load_model(recipe.model, dtype, hardware, tokenizer)
+    model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
     reference = load_reference(recipe, dtype, hardware, tokenizer)
     trainer = build_trainer(recipe, model, reference, tokenizer, data, config, run_dir)
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)

@@ -91,9 +91,9 @@ def check_batch(recipe: Recipe, hardware: Hardware) -> None:
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     from rewards.registry import check_reward_columns
-    from smolalign.models.sources import resolve_model
+    from smolalign.models.sources import source_of
 
-    resolve_model(recipe.model)
+    source_of(recipe)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     check_batch(recipe, hardware)
     rewards = build_rewards(recipe)
@@ -144,12 +144,13 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     if dry_run:
         return None
     from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.models.sources import source_of
     from smolalign.recipe.methods import trainer_class
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
-    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     stall = recipe.generation.stall_timeout
     if stall is None and recipe.generation.backend != "transformers":
@@ -157,7 +158,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     with served_generation(recipe, state) as server, stall_watchdog(stall, server) as watchdog:
         # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
         args = grpo_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
-        model = load_model(recipe.model, dtype, hardware, tokenizer)
+        model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
         trainer = trainer_class(recipe.stage, recipe.method)(model=model, reward_funcs=rewards, args=args, train_dataset=prompts,
                               processing_class=tokenizer, peft_config=peft_config(recipe),
                               callbacks=[metrics_callback(run_dir), watchdog.callback()])

@@ -64,10 +64,10 @@ def served_generation(recipe: Recipe, state) -> Iterator[ServerHandle | None]:
 
 def _start(recipe: Recipe) -> ServerHandle:
     from smolalign.models.load import local_dir
-    from smolalign.models.sources import resolve_model
+    from smolalign.models.sources import source_of
 
     server = recipe.generation.server
-    model = local_dir(resolve_model(recipe.model))
+    model = local_dir(source_of(recipe))
     command = ["trl", "vllm-serve", "--model", model, "--port", str(server.port),
                "--tensor_parallel_size", str(server.tensor_parallel)]
     env = dict(os.environ)

@@ -20,9 +20,9 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     from smolalign.data.encode import require_generation_markers
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare import Layout
-    from smolalign.models.sources import resolve_model
+    from smolalign.models.sources import source_of
 
-    resolve_model(recipe.model)
+    source_of(recipe)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     mixture = build_mixture(recipe.data)
     if template is not None:
@@ -46,12 +46,13 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         return None
     from smolalign.data.prepare import prepare_sft_data
     from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.models.sources import source_of
     from smolalign.runs.manifest import write_manifest
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     # Under a launcher, the main process converts models and tokenizes once; the others then read what it wrote.
     with state.main_process_first():
-        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
         data = prepare_sft_data(recipe, tokenizer, template, mixture=mixture)
     if state.is_main_process:
         print(f"data: {data.stats['train']} ({'from cache' if data.stats['cached'] else 'prepared'}, "
@@ -60,7 +61,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                        data={"fingerprint": data.fingerprint, "stats": data.stats})
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     config = sft_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the model load sharded
-    model = load_model(recipe.model, dtype, hardware, tokenizer)
+    model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
     trainer = build_trainer(recipe, model, tokenizer, data, config, run_dir)
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation)
