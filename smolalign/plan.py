@@ -1,7 +1,6 @@
 """The plan of a run, worked out before any weights load: batch arithmetic, steps, tokens per step, loss, packing,
 template and dtype. `--dry-run` prints it; a real run prints it too before it starts."""
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,12 +47,10 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
     """Everything derivable from the recipe and the hardware; `train_rows` from the data when it was read."""
     from smolalign.data.prepare import Layout
 
-    train = recipe.train
+    settings = recipe.settings
     layout = Layout.from_recipe(recipe)
-    per_device = train.get("per_device_train_batch_size", 8)
-    accumulation = train.get("gradient_accumulation_steps", 1)
-    world = hardware.world_size
-    global_batch = per_device * accumulation * world
+    per_device, accumulation, world = settings.per_device_batch, settings.accumulation, settings.world_size
+    global_batch = settings.global_batch
     plan = Plan()
     rows = plan.rows
     rows["world size"] = f"{world} ({hardware.accelerator}{', ' + hardware.device_name if hardware.on_gpu else ''})"
@@ -67,14 +64,13 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
                                          f"{recipe.launch.global_batch_size} over {world} process(es))")
     rows["global batch"] = global_batch
     sequences = packed_rows if packed_rows is not None else train_rows
-    max_steps = train.get("max_steps", -1)
-    epochs = train.get("num_train_epochs", 3.0)
-    if max_steps and max_steps > 0:
-        rows["steps"] = f"{max_steps} (train.max_steps)"
-    elif sequences is not None:
-        per_epoch = max(math.ceil(sequences / (per_device * world)) // accumulation, 1)
+    steps = settings.optimizer_steps(sequences)
+    if settings.is_set("max_steps") and settings["max_steps"] > 0:
+        rows["steps"] = f"{steps} (train.max_steps)"
+    elif steps is not None:
+        epochs = settings["num_train_epochs"]
         exact = packed_rows is not None or not layout.packing
-        rows["steps"] = f"{'' if exact else '≤ '}{math.ceil(per_epoch * epochs)} ({epochs:g} epoch(s) of {sequences} " \
+        rows["steps"] = f"{'' if exact else '≤ '}{steps} ({epochs:g} epoch(s) of {sequences} " \
                         f"{'packed ' if packed_rows is not None else ''}rows{'' if exact else ' before packing'})"
     if layout.max_length:
         bound = "" if layout.packing else "≤ "
@@ -95,7 +91,12 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
         plan.notes.append(f"model.dtype {recipe.model.dtype} is not available on this hardware; using {dtype}")
     rows["model"] = recipe.model.source + (f" ({recipe.model.quantization} quantized)" if recipe.model.quantization else "")
     if recipe.peft:
-        rows["adapters"] = f"LoRA r={recipe.peft.get('r', 8)} on {recipe.peft.get('target_modules', 'default modules')}"
+        from peft import LoraConfig
+
+        from smolalign.recipe.settings import config_defaults
+
+        lora = {**config_defaults(LoraConfig), **recipe.peft}
+        rows["adapters"] = f"LoRA r={lora['r']} on {lora['target_modules'] or 'default modules'}"
     return plan
 
 

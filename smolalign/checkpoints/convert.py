@@ -32,7 +32,7 @@ class Conversion:
     notes: tuple[str, ...]
 
     def describe(self) -> str:
-        from smolalign.models.size import describe_bytes
+        from smolalign.quantities import describe_bytes
 
         lines = [f"format: {self.format} ({self.source})", f"layout: {self.layout}",
                  f"model: {self.architecture}, {self.tensors} tensors, {describe_bytes(self.bytes)}",

@@ -66,7 +66,8 @@ def evaluate_command(
 def inputs_from_options(models: list[str], baseline: str | None, template: str, settings: dict):
     """The command line as checked evaluation inputs (exit 2 on any problem, before a model loads)."""
     from smolalign.evaluation.inputs import parse_model, prepare, unique_labels
-    from smolalign.recipe.schema import EvalRewardSection, EvalSection, SourceSection
+    from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
+    from smolalign.recipe.schema import SourceSection
 
     names = [name.strip() for spec in settings.pop("reward") for name in spec.split(",") if name.strip()]
     params = {name: _json_object(name, text) for name, text in _named("--params", settings.pop("params"), names)}

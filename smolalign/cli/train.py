@@ -32,17 +32,21 @@ def _maybe_launch(launch: str | None, num_processes: int) -> bool:
     return True
 
 
+def _run(stage: str, recipe: str, overrides: list[str] | None, **options) -> None:
+    """Validate the recipe for `stage` and run it with its method's stage module (the method table decides which)."""
+    from smolalign.recipe.methods import run_stage
+    from smolalign.recipe.validate import load_recipe
+
+    run_stage(load_recipe(recipe, overrides or [], stage), **options)
+
+
 def sft(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None, dry_run: DryRun = False,
         resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None, num_processes: NumProcesses = 1
         ) -> None:
     """Supervised fine-tuning (assistant-only loss, packing, /think and /no_think templates)."""
     if _maybe_launch(launch, num_processes):
         return
-    from smolalign.recipe.validate import load_recipe
-    from smolalign.stages import sft as stage
-
-    stage.run(load_recipe(recipe, set_ or [], "sft"), output_dir=output_dir, dry_run=dry_run, resume=resume,
-              overwrite=overwrite)
+    _run("sft", recipe, set_, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
 
 
 PoTarget = Annotated[str, typer.Argument(
@@ -71,10 +75,7 @@ def po(target: PoTarget, pairs_recipe: PairsRecipe = None, set_: SetOption = Non
         return
     if pairs_recipe is not None:
         raise SmolalignError(f"unexpected argument {pairs_recipe!r} (did you mean smolalign po pairs {pairs_recipe}?)")
-    from smolalign.stages import po as stage
-
-    stage.run(load_recipe(target, set_ or [], "po"), output_dir=output_dir, dry_run=dry_run, resume=resume,
-              overwrite=overwrite)
+    _run("po", target, set_, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
 
 
 def rl(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None, dry_run: DryRun = False,
@@ -84,11 +85,7 @@ def rl(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = 
     distillation from a teacher (distill, gold, auto)."""
     if _maybe_launch(launch, num_processes):
         return
-    from smolalign.recipe.validate import load_recipe
-    from smolalign.stages import rl as stage
-
-    stage.run(load_recipe(recipe, set_ or [], "rl"), output_dir=output_dir, dry_run=dry_run, resume=resume,
-              overwrite=overwrite)
+    _run("rl", recipe, set_, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
 
 
 def register(app: typer.Typer) -> None:

@@ -29,24 +29,25 @@ PIPELINE_VERSION = 1
 
 @dataclass(frozen=True)
 class Layout:
-    """How rows become training sequences, read from the recipe's `train:` section with TRL's defaults."""
+    """How rows become training sequences, read from the run's effective training settings."""
 
     max_length: int | None
     packing: str | None
     """None (no packing), "bfd", "bfd_split" or "wrapped"."""
-    truncation_mode: str
+    truncation_mode: str | None
     loss: LossMask
 
     @classmethod
     def from_recipe(cls, recipe: Recipe) -> "Layout":
-        train = recipe.train
-        packing = train.get("packing_strategy", "bfd") if train.get("packing") else None
-        max_length = train.get("max_length", 1024)
+        settings = recipe.settings
+        packing = settings["packing_strategy"] if settings.get("packing") else None
+        max_length = settings.get("max_length")
         if packing and max_length is None:
             raise SmolalignError("train.packing needs train.max_length")
-        loss = LossMask(assistant_only=train.get("assistant_only_loss", True) is not False,
-                        completion_only=train.get("completion_only_loss", True) is not False)
-        return cls(max_length, packing, train.get("truncation_mode", "keep_start"), loss)
+        # Loss masking is smolalign's (these keys are not passed to TRL): on unless the recipe turns it off.
+        loss = LossMask(assistant_only=settings.train.get("assistant_only_loss") is not False,
+                        completion_only=settings.train.get("completion_only_loss") is not False)
+        return cls(max_length, packing, settings.get("truncation_mode"), loss)
 
 
 @dataclass
@@ -96,7 +97,7 @@ def prepare_sft_data(recipe: Recipe, tokenizer, template: ChatTemplate, *, use_c
     encoder = Encoder(tokenizer, template, mixture.format, layout.loss, recipe.template.kwargs)
     stats: dict = {"format": mixture.format, "sources": {p: {"rows": n, "taken": k}
                                                           for p, (n, k) in mixture.rows_per_source.items()}}
-    workers = recipe.train.get("dataset_num_proc")
+    workers = recipe.settings.get("dataset_num_proc")
     train, stats["train"] = prepare_split(mixture.train, encoder, layout, recipe.data.on_untrained, workers)
     held_out = None
     if mixture.eval is not None:

@@ -15,9 +15,6 @@ from smolalign.errors import SmolalignError
 from smolalign.recipe.schema import Recipe
 from smolalign.templates.registry import ChatTemplate
 
-DEFAULT_MAX_LENGTH = 1024
-"""TRL's DPOConfig/KTOConfig/ORPOConfig default."""
-
 
 def require_preference_format(fmt: str, trainer: str) -> None:
     if fmt not in PREFERENCE_FORMATS:
@@ -37,8 +34,8 @@ def prepare_preference_data(recipe: Recipe, tokenizer, template: ChatTemplate,
     trainer = recipe.method.trainer
     require_preference_format(mixture.format, trainer)
     encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=recipe.template.kwargs)
-    max_length = recipe.train.get("max_length", DEFAULT_MAX_LENGTH)
-    workers = recipe.train.get("dataset_num_proc")
+    max_length = recipe.settings["max_length"]
+    workers = recipe.settings["dataset_num_proc"]
     stats: dict = {"format": mixture.format, "sources": {p: {"rows": n, "taken": k}
                                                           for p, (n, k) in mixture.rows_per_source.items()}}
     splits = {}

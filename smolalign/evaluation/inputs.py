@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rewards.think_mode import without_mode_flags
 from smolalign.errors import USER_ERRORS, SmolalignError
-from smolalign.recipe.schema import EvalRewardSection, EvalSection
+from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
 
 _LABEL = re.compile(r"^[\w.-]+$")
 

@@ -93,11 +93,12 @@ def end_of_turn_token(template: ChatTemplate, tokenizer) -> str | None:
     return min(found)[1] if found else None
 
 
-def load_tokenizer(section: ModelSection, template_name: str):
-    """The tokenizer with the recipe's chat template installed, EOS set to its end-of-turn token and a pad token."""
+def load_tokenizer(section: ModelSection, template_name: str, source: ModelSource | None = None):
+    """The tokenizer with the recipe's chat template installed, EOS set to its end-of-turn token and a pad token;
+    `source` is the section's source when it was resolved already."""
     from transformers import AutoTokenizer
 
-    source = resolve_model(section)
+    source = source or resolve_model(section)
     with _source_errors(source):
         tokenizer = AutoTokenizer.from_pretrained(local_dir(source), revision=source.revision,
                                                   trust_remote_code=section.trust_remote_code)
@@ -114,12 +115,13 @@ def load_tokenizer(section: ModelSection, template_name: str):
     return tokenizer, template
 
 
-def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer):
-    """The causal LM in `dtype` (quantized with bitsandbytes if asked), with EOS and pad synced to the tokenizer."""
+def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer, source: ModelSource | None = None):
+    """The causal LM in `dtype` (quantized with bitsandbytes if asked), with EOS and pad synced to the tokenizer;
+    `source` is the section's source when it was resolved already."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    source = resolve_model(section)
+    source = source or resolve_model(section)
     kwargs: dict = {"dtype": getattr(torch, dtype), "trust_remote_code": section.trust_remote_code}
     if section.attn_implementation:
         kwargs["attn_implementation"] = section.attn_implementation

@@ -20,16 +20,11 @@ def parameter_count(location: str) -> int | None:
     return None
 
 
-def source_parameter_count(spec: str) -> int | None:
-    """Parameters of a model source (a GGUF source counts its converted copy once there is one); None when they
-    cannot be read without loading (a hub id, say)."""
-    from smolalign.errors import SmolalignError
-    from smolalign.models.sources import gguf_cache_dir, resolve_source
+def source_parameter_count(source) -> int | None:
+    """Parameters of a resolved model source (`ModelSource`; a GGUF source counts its converted copy once there is
+    one); None when they cannot be read without loading (a hub id, say)."""
+    from smolalign.models.sources import gguf_cache_dir
 
-    try:
-        source = resolve_source(spec)
-    except SmolalignError:
-        return None
     if source.kind == "gguf":
         converted = gguf_cache_dir(source)
         return parameter_count(str(converted)) if converted.is_dir() else parameter_count(source.location)
@@ -57,20 +52,3 @@ def _gguf_count(path: Path) -> int | None:
     except ImportError:
         return None
     return int(sum(int(t.n_elements) for t in GGUFReader(str(path)).tensors))
-
-
-def describe_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"
-
-
-def describe_count(n: int) -> str:
-    """135M, 1.7B, 104,512."""
-    if n >= 1e9:
-        return f"{n / 1e9:.1f}B"
-    if n >= 1e6:
-        return f"{n / 1e6:.0f}M"
-    return f"{n:,}"

@@ -10,9 +10,9 @@ import hashlib
 import importlib.util
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from smolalign.errors import SmolalignError
 from smolalign.recipe.typecheck import suggest
@@ -33,6 +33,8 @@ class ModelSource:
     revision: str | None = None
     tokenizer: str | None = None
     """checkpoint: the tokenizer directory shipped with the converted model (given or found next to it)."""
+    detected: Any = field(default=None, compare=False, repr=False)
+    """checkpoint: its detected layout (`checkpoints.detect.Detected`), kept so the directory is read once."""
 
     @property
     def label(self) -> str:
@@ -76,7 +78,7 @@ def _resolve(spec: str, revision: str | None) -> ModelSource:
             return ModelSource("dir", str(path.resolve()))
         if detected.format in ("megatron", "megatron_dist"):
             raise SmolalignError(f"model source {spec}: {MEGATRON_HINT}")
-        return ModelSource("checkpoint", str(path.resolve()))
+        return ModelSource("checkpoint", str(path.resolve()), detected=detected)
     if path.suffix == ".gguf":
         if not path.is_file():
             raise SmolalignError(f"model source {spec}: no such file")
@@ -91,11 +93,43 @@ def resolve_model(section) -> ModelSource:
     return resolve_source(section.source, section.revision, section.tokenizer, "model.tokenizer")
 
 
+def resolve_recipe_sources(model, reference=None, teacher=None) -> dict[str, "ModelSource"]:
+    """The model sources a recipe names, by role (model, reference, teacher), classified once when the recipe is
+    validated. A local directory, or a model with model.tokenizer, must resolve now; another source that does not
+    resolve yet (the output of an earlier stage, say) is left out and reported by `source_of` when the stage needs
+    it."""
+    sources = {}
+    if Path(model.source).expanduser().is_dir() or model.tokenizer is not None:
+        sources["model"] = resolve_model(model)
+    wanted = {"model": (model.source, model.revision)} if "model" not in sources else {}
+    if reference is not None and reference.kind == "source":
+        wanted["reference"] = (reference.source, None)
+    if teacher is not None:
+        wanted["teacher"] = (teacher.source, teacher.revision)
+    for role, (spec, revision) in wanted.items():
+        try:
+            sources[role] = resolve_source(spec, revision)
+        except SmolalignError:
+            continue
+    return sources
+
+
+def source_of(recipe, role: str = "model") -> ModelSource:
+    """A validated recipe's source for `role`, as classified at validation (a SmolalignError naming it when it did
+    not resolve)."""
+    if role in recipe.sources:
+        return recipe.sources[role]
+    if role == "model":
+        return resolve_model(recipe.model)
+    if role == "reference":
+        return resolve_source(recipe.reference.source)
+    return resolve_source(recipe.teacher.source, recipe.teacher.revision)
+
+
 def _with_tokenizer(source: ModelSource, spec: str, tokenizer: str | None, key: str | None) -> ModelSource:
     from smolalign.checkpoints.convert import resolve_tokenizer
-    from smolalign.checkpoints.detect import detect
 
-    detected = detect(source.location)
+    detected = source.detected
     try:
         found = resolve_tokenizer(detected, tokenizer)
     except SmolalignError as exc:
@@ -104,7 +138,7 @@ def _with_tokenizer(source: ModelSource, spec: str, tokenizer: str | None, key: 
         fix = (f"set {key} to the tokenizer directory it was trained with" if key else
                f"convert it once with `smolalign convert {spec} DIR --tokenizer TOKENIZER_DIR` and use DIR")
         raise SmolalignError(f"model source {spec} is a {detected.format} checkpoint with no tokenizer of its own: {fix}")
-    return ModelSource("checkpoint", source.location, tokenizer=str(found))
+    return ModelSource("checkpoint", source.location, tokenizer=str(found), detected=detected)
 
 
 def checkpoint_cache_dir(source: ModelSource) -> Path:
@@ -112,7 +146,7 @@ def checkpoint_cache_dir(source: ModelSource) -> Path:
     from smolalign.checkpoints.content_key import content_key
     from smolalign.checkpoints.detect import detect
 
-    detected = detect(source.location)
+    detected = source.detected or detect(source.location)
     models = cache_root() / "models"
     tokenizer = Path(source.tokenizer) if source.tokenizer else None
     key = content_key(detected, tokenizer, models / ".file-digests.json")[:16]

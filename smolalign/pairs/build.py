@@ -45,6 +45,7 @@ def is_up_to_date(recipe: Recipe) -> bool:
 def generate_pairs(recipe: Recipe, *, force: bool = False) -> Path:
     """Generate (or reuse) the recipe's pairs; returns the pairs file."""
     from smolalign.models.load import load_tokenizer
+    from smolalign.models.sources import source_of
 
     pairs = recipe.pairs
     if pairs is None:
@@ -55,7 +56,7 @@ def generate_pairs(recipe: Recipe, *, force: bool = False) -> Path:
         return out
     key = config_key(pairs)
     prompt_set = load_prompts(pairs)
-    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
     drop_long_prompts(prompt_set, pairs.max_prompt_tokens, tokenizer, template, recipe.template.kwargs)
     prompts = prompt_set.prompts
     log = WorkLog(Path(str(out) + PARTIAL_SUFFIX), key)

@@ -1,14 +1,23 @@
-"""The `method:` and `reference:` keys of a `po` recipe: which TRL trainer, which loss terms, which reference.
+"""The `method:` and `reference:` keys: for `po`, which TRL trainer, which loss terms, which reference; for `rl`,
+GRPO from rewards or distillation from a teacher (with the `rewards:`, `generation:` and `teacher:` sections that go
+with each). Which classes and modules run a method is the method table's (`recipe.methods`).
 
-`method:` is a name (`apo_zero`, `dpo`, `kto`, `orpo`), a list of DPO loss terms summed with equal weights
+A `po` `method:` is a name (`apo_zero`, `dpo`, `kto`, `orpo`), a list of DPO loss terms summed with equal weights
 (`[sigmoid, sft]`), or a mapping of terms to weights (`{sigmoid: 1.0, sft: 0.5}`).
 """
 
 from typing import Any
 
-from smolalign.errors import SmolalignError
-from smolalign.recipe.schema import Method, ReferenceSection
-from smolalign.recipe.typecheck import suggest
+from smolalign.errors import USER_ERRORS, SmolalignError
+from smolalign.recipe.methods import METHODS
+from smolalign.recipe.schema import (
+    GenerationSection,
+    Method,
+    ReferenceSection,
+    RewardSection,
+    TeacherSection,
+)
+from smolalign.recipe.typecheck import build, suggest
 
 DPO_LOSSES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot",
               "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm")
@@ -16,18 +25,12 @@ DPO_LOSSES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_
 ALIASES = {"dpo": "sigmoid"}
 KTO_LOSSES = ("kto", "apo_zero_unpaired")
 """KTOConfig.loss_type values: KTO proper, and APO-zero on unpaired data."""
-METHODS = (*ALIASES, *DPO_LOSSES, *KTO_LOSSES, "orpo")
-
-TRAIN_KEYS_OWNED = {
-    "loss_type": "set the loss with method: (e.g. method: apo_zero, or method: {sigmoid: 1.0, sft: 0.5})",
-    "loss_weights": "give weights with method: {sigmoid: 1.0, sft: 0.5}",
-    "precompute_ref_log_probs": "use reference: precomputed",
-}
-
+PO_METHODS = (*ALIASES, *DPO_LOSSES, *KTO_LOSSES, "orpo")
+RL_METHODS = tuple(name for name, spec in METHODS.items() if spec.stage == "rl")
 
 def parse_method(value: Any) -> Method:
     if value is None:
-        raise SmolalignError(f"method is required for smolalign po: one of {', '.join(METHODS)}, a list of DPO loss "
+        raise SmolalignError(f"method is required for smolalign po: one of {', '.join(PO_METHODS)}, a list of DPO loss "
                              "terms, or a mapping of terms to weights")
     if isinstance(value, str):
         name = value.strip()
@@ -58,7 +61,7 @@ def _dpo_loss(name: str) -> str:
         return name
     if name in (*KTO_LOSSES, "orpo"):
         raise SmolalignError(f"method: {name} runs on its own trainer and cannot be combined with DPO loss terms")
-    raise SmolalignError(f"unknown method {name!r}{suggest(name, METHODS)}; one of {', '.join(METHODS)}")
+    raise SmolalignError(f"unknown method {name!r}{suggest(name, PO_METHODS)}; one of {', '.join(PO_METHODS)}")
 
 
 def parse_reference(value: Any, method: Method, has_peft: bool) -> ReferenceSection:
@@ -84,18 +87,32 @@ def parse_reference(value: Any, method: Method, has_peft: bool) -> ReferenceSect
                          f"{suggest(str(value), ('policy', 'adapter', 'precomputed'))}")
 
 
-def trainer_config_class(method: Method) -> type:
-    if method.trainer == "kto":
-        from trl import KTOConfig
+def parse_rl_sections(raw: dict):
+    """(method, rewards, generation, teacher) of an rl recipe; each reward is built once here so a bad name, file or
+    parameter fails before anything loads."""
+    from rewards.registry import resolve_reward
 
-        return KTOConfig
-    if method.trainer == "orpo":
-        import os
-
-        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-        from trl.experimental.orpo import ORPOConfig
-
-        return ORPOConfig
-    from trl import DPOConfig
-
-    return DPOConfig
+    name = raw.get("method", "grpo")
+    if name not in RL_METHODS:
+        raise SmolalignError(f"method: {name!r} is not an rl method{suggest(str(name), RL_METHODS)}; one of "
+                             f"{', '.join(RL_METHODS)}")
+    generation = build(GenerationSection, raw.get("generation"), "generation")
+    if name != "grpo":  # distillation learns from a teacher
+        if raw.get("rewards"):
+            raise SmolalignError(f"rewards: method {name} learns from a teacher, not from rewards; remove rewards: "
+                                 "(or use method: grpo)")
+        if not raw.get("teacher"):
+            raise SmolalignError(f"teacher is required for method {name} (teacher.source: a model source)")
+        return Method(name, name), (), generation, build(TeacherSection, raw["teacher"], "teacher")
+    if raw.get("teacher"):
+        raise SmolalignError("teacher: method grpo learns from rewards; use method: distill, gold or auto")
+    listed = raw.get("rewards")
+    if not isinstance(listed, list) or not listed:
+        raise SmolalignError("rewards: an rl recipe needs a list of rewards, e.g. [{name: math_accuracy}]")
+    rewards = tuple(build(RewardSection, item, f"rewards.{i}") for i, item in enumerate(listed))
+    for index, reward in enumerate(rewards):
+        try:
+            resolve_reward(reward.name, reward.params)
+        except USER_ERRORS as exc:
+            raise SmolalignError(f"rewards.{index}: {exc}") from None
+    return Method(name, "grpo"), rewards, generation, None

@@ -4,13 +4,11 @@ per node) and without loading weights, so a bad recipe costs no queue time; the 
 recipe's generation.server section; every node runs the Python environment that runs smolalign now.
 """
 
-import contextlib
 import os
 import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
@@ -80,13 +78,14 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
     from smolalign.preflight import Target, on_target
 
     # The job runs in this environment (environment_activation) on its nodes' GPUs: the preflight checks that target.
+    # Validated for the cluster: launch.global_batch_size is divided over its processes, not this node's.
     nodes = Target(request.gpus_per_node, "the job's nodes", processes=request.gpus_per_node, server_node=True)
-    with world_size(hardware.world_size), on_target(nodes):  # global_batch_size is divided over the cluster
-        recipe = load_recipe(str(path), overrides, stage)
+    with on_target(nodes):
+        recipe = load_recipe(str(path), overrides, stage, hardware)
         server, notes = vllm_server(recipe, request)
         if server is not None:  # the plan names the server node the job will start
             recipe = load_recipe(str(path), [*overrides, f"generation.server.base_url=http://VLLM_NODE:{server.port}"],
-                                 stage)
+                                 stage, hardware)
         plan = check_stage(recipe, hardware, skip_data=request.skip_data)
     notes += run_dir_notes(recipe, request)
     train_args = [word for item in overrides for word in ("--set", item)]
@@ -112,29 +111,15 @@ def cluster_hardware(request: SlurmRequest) -> Hardware:
                     os.cpu_count() or 1)
 
 
-@contextlib.contextmanager
-def world_size(processes: int) -> Iterator[None]:
-    before = os.environ.get("WORLD_SIZE")
-    os.environ["WORLD_SIZE"] = str(processes)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("WORLD_SIZE", None)
-        else:
-            os.environ["WORLD_SIZE"] = before
-
-
 def check_stage(recipe: Recipe, hardware: Hardware, *, skip_data: bool):
     """The stage's own checks before loading (template, data, columns, rewards, batch rules); returns its plan."""
-    from smolalign.stages import distill, po, rl, sft
+    from smolalign.recipe.methods import stage_module
 
-    grpo = recipe.stage == "rl" and recipe.method.trainer == "grpo"
+    module = stage_module(recipe)
     if skip_data:
-        if grpo:
-            rl.check_batch(recipe, hardware)
+        if hasattr(module, "check_batch"):
+            module.check_batch(recipe, hardware)
         return None
-    module = {"sft": sft, "po": po}.get(recipe.stage) or (rl if grpo else distill)
     return module.check_before_loading(recipe, hardware)[0]
 
 
@@ -179,10 +164,10 @@ def served_model(recipe: Recipe) -> tuple[str, list[str]]:
     """What `trl vllm-serve --model` loads (a GGUF file or pretraining checkpoint is converted now, once, as the
     stage itself would) and the options that go with it."""
     from smolalign.models.load import local_dir
-    from smolalign.models.sources import resolve_model
+    from smolalign.models.sources import source_of
 
     model = recipe.model
-    source = resolve_model(model)
+    source = source_of(recipe)
     options = ["--revision", source.revision] if source.kind == "hub" and source.revision else []
     if model.trust_remote_code:
         options.append("--trust_remote_code")
@@ -194,12 +179,12 @@ def served_model(recipe: Recipe) -> tuple[str, list[str]]:
 
 
 def run_dir_notes(recipe: Recipe, request: SlurmRequest) -> list[str]:
-    from smolalign.runs.rundir import default_run_dir, last_checkpoint
+    from smolalign.runs.rundir import last_checkpoint
+    from smolalign.stages.lifecycle import run_dir_of
 
-    run_dir = Path(request.output_dir or recipe.train.get("output_dir") or default_run_dir(recipe.source, recipe.stage))
-    run_dir = run_dir.expanduser().resolve()
+    run_dir = run_dir_of(recipe, request.output_dir).expanduser().resolve()
     notes = [f"run directory {run_dir}: every node must see it (a shared filesystem)"]
-    if str(recipe.train.get("save_strategy", "steps")).lower() == "no":
+    if str(recipe.settings["save_strategy"]).lower() == "no":
         notes.append("train.save_strategy is no: a requeued job has no checkpoint to resume from and starts over")
     checkpoint = last_checkpoint(run_dir) if run_dir.is_dir() and not request.overwrite else None
     if checkpoint is not None:

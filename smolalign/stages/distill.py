@@ -14,10 +14,12 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
-from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
+from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
+from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
-from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 DEFAULT_LEARNING_RATE = {"full": 1e-5, "lora": 1e-4}
@@ -47,9 +49,10 @@ def teacher_section(recipe: Recipe) -> ModelSection:
 
 def load_teacher_tokenizer(recipe: Recipe):
     from smolalign.models.load import load_tokenizer
+    from smolalign.models.sources import source_of
 
     try:
-        return load_tokenizer(teacher_section(recipe), recipe.template.name)[0]
+        return load_tokenizer(teacher_section(recipe), recipe.template.name, source_of(recipe, "teacher"))[0]
     except SmolalignError as exc:
         raise SmolalignError(f"teacher: its tokenizer cannot be loaded ({exc})") from None
     except Exception as exc:  # a broken tokenizer file raises whatever its parser raises
@@ -61,7 +64,7 @@ def pair_tokenizers(recipe: Recipe, student, teacher) -> Pairing:
     same = student_vocab == teacher_vocab
     shared = sum(1 for token in teacher_vocab if token in student_vocab)
     method = recipe.method.trainer
-    uld_setting = recipe.train.get("use_uld_loss")
+    uld_setting = recipe.settings.train.get("use_uld_loss")  # set by the recipe, or left to smolalign
     if method == "distill":
         if not same:
             raise SmolalignError("method distill needs the teacher's tokenizer: theirs differ "
@@ -79,7 +82,9 @@ def pair_tokenizers(recipe: Recipe, student, teacher) -> Pairing:
 def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None, str]:
     """(bytes of the teacher's weights or None, its dtype); refuses a teacher over teacher.max_memory_gb."""
     dtype = resolve_dtype(recipe.teacher.dtype, hardware)
-    count = source_parameter_count(recipe.teacher.source)
+    from smolalign.models.sources import source_of
+
+    count = source_parameter_count(source_of(recipe, "teacher"))
     size = count * DTYPE_BYTES.get(dtype, 4) if count else None
     limit = recipe.teacher.max_memory_gb
     if limit is not None and size is not None and size > limit * 1024**3:
@@ -91,12 +96,12 @@ def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Sources, tokenizers, data and memory; returns (plan, pairing, prompts, student tokenizer, teacher tokenizer)."""
     from smolalign.models.load import load_tokenizer
-    from smolalign.models.sources import resolve_model, resolve_source
+    from smolalign.models.sources import source_of
 
-    resolve_model(recipe.model)
-    resolve_source(recipe.teacher.source, recipe.teacher.revision)
+    source_of(recipe)
+    source_of(recipe, "teacher")
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
-    student, _ = load_tokenizer(recipe.model, recipe.template.name)
+    student, _ = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
     teacher = load_teacher_tokenizer(recipe)
     pairing = pair_tokenizers(recipe, student, teacher)
     size, teacher_dtype = check_teacher_memory(recipe, hardware)
@@ -104,32 +109,39 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")
     for key in ("packing", "loss", "tokens per step"):
         plan.rows.pop(key, None)
-    train = recipe.train
-    lmbda = 1.0 if pairing.trainer == "distill" else train.get("lmbda", 0.5)
-    completion = train.get("max_completion_length", 512 if pairing.trainer == "distill" else 128)
+    settings = recipe.settings
+    lmbda = on_policy_share(recipe)
+    completion = settings["max_completion_length"]
     batch = plan.rows["global batch"]
-    loss = ("ULD (" + ("hybrid: exact on matched tokens, ULD on the rest" if train.get("uld_use_hybrid_loss")
+    loss = ("ULD (" + ("hybrid: exact on matched tokens, ULD on the rest" if settings.get("uld_use_hybrid_loss")
                        else "sorted-probability distance across tokenizers") + ")") if pairing.uld else \
-        f"generalized JSD, beta {train.get('beta', 1.0 if pairing.trainer == 'distill' else 0.5):g}"
+        f"generalized JSD, beta {settings['beta']:g}"
     plan.rows["method"] = f"{recipe.method.name} -> {pairing.trainer} ({loss})"
     plan.rows["vocabularies"] = (f"student {pairing.student_vocab:,}, teacher {pairing.teacher_vocab:,}; "
                                  f"{pairing.shared:,} teacher tokens map one-to-one onto student tokens"
                                  + (" (same tokenizer)" if pairing.same_tokenizer else ""))
     plan.rows["sampling"] = (f"{lmbda:.0%} on-policy: ≤ {int(batch * lmbda * completion):,} student-sampled tokens "
                              f"per step ({batch} sequences × {lmbda:g} × max_completion_length {completion}), "
-                             f"temperature {train.get('temperature', 1.0 if pairing.trainer == 'distill' else 0.9):g}")
+                             f"temperature {settings['temperature']:g}")
     if recipe.generation is not None:
         from smolalign.stages.rl_server import describe_generation
 
         plan.rows["generation"] = f"student samples: {describe_generation(recipe.generation)}"
     plan.rows["teacher"] = (f"{recipe.teacher.source} in {teacher_dtype}"
                             + (f", {describe_bytes(size)} of weights" if size else ""))
-    plan.rows["learning rate"] = f"{learning_rate(recipe):g}" + ("" if "learning_rate" in train else " (smolalign default)")
+    plan.rows["learning rate"] = f"{learning_rate(recipe):g}" + ("" if settings.is_set("learning_rate") else " (smolalign default)")
     return plan, pairing, prompts, student, teacher
 
 
 def learning_rate(recipe: Recipe) -> float:
-    return recipe.train.get("learning_rate", DEFAULT_LEARNING_RATE["lora" if recipe.peft else "full"])
+    if recipe.settings.is_set("learning_rate"):
+        return recipe.settings["learning_rate"]
+    return DEFAULT_LEARNING_RATE["lora" if recipe.peft else "full"]
+
+
+def on_policy_share(recipe: Recipe) -> float:
+    """The share of student-sampled sequences: GOLD's lmbda; DistillationTrainer samples every one."""
+    return recipe.settings.get("lmbda", 1.0)
 
 
 def load_distill_data(recipe: Recipe, pairing: Pairing):
@@ -138,7 +150,7 @@ def load_distill_data(recipe: Recipe, pairing: Pairing):
 
     prompts = recipe_prompts(recipe).train
     has_completion = "completion" in prompts.column_names
-    lmbda = recipe.train.get("lmbda", 0.5)
+    lmbda = on_policy_share(recipe)
     if pairing.trainer == "gold" and lmbda < 1.0 and not has_completion:
         raise SmolalignError(f"train.lmbda {lmbda:g}: GOLD learns from the data's own completions {1 - lmbda:.0%} of "
                              "the time, and the data has no completion column; add one or set train.lmbda: 1.0")
@@ -157,26 +169,22 @@ def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: 
     """The trainer's config; `generation:` picks how the student samples (TRL's use_vllm / vllm_mode)."""
     from smolalign.stages.rl_server import vllm_fields
 
-    train = {k: v for k, v in recipe.train.items()}
-    train.setdefault("learning_rate", learning_rate(recipe))
+    train = {**recipe.settings.train, "learning_rate": learning_rate(recipe)}
     sampling = vllm_fields(recipe.generation, base_url)
     if pairing.trainer == "distill":
-        from trl import DistillationConfig
-
         fixed = {"chat_template_kwargs": dict(recipe.template.kwargs)} if recipe.template.kwargs else {}
-        return trl_config(DistillationConfig, train, hardware, dtype, run_dir, **fixed, **sampling)
-    from trl.experimental.gold import GOLDConfig
-
+        return trl_config(recipe, hardware, dtype, run_dir, train, **fixed, **sampling)
     fixed = {"use_uld_loss": pairing.uld, **sampling}
     if pairing.uld:
         fixed["teacher_tokenizer_name_or_path"] = teacher_dir
-    return trl_config(GOLDConfig, train, hardware, dtype, run_dir, **fixed)
+    return trl_config(recipe, hardware, dtype, run_dir, train, **fixed)
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
-    from smolalign.stages.rl_server import check_claim
+    from smolalign.stages.rl_server import check_claim, claim_training_gpus
 
+    claim_training_gpus(recipe)  # before anything starts CUDA in this process
     hardware = detect_hardware()
     check_claim(hardware.device_count)
     plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(recipe, hardware)
@@ -184,31 +192,28 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     if dry_run:
         return None
     from smolalign.models.load import load_model, local_dir
-    from smolalign.models.sources import resolve_source
+    from smolalign.models.sources import source_of
+    from smolalign.recipe.methods import trainer_class
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
-    from smolalign.stages.rl import DEFAULT_VLLM_STALL_TIMEOUT
     from smolalign.stages.rl_server import served_generation, stall_timeout
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    teacher_dir = local_dir(resolve_source(recipe.teacher.source, recipe.teacher.revision))
-    stall = stall_timeout(recipe.generation, DEFAULT_VLLM_STALL_TIMEOUT)
-    with served_generation(recipe, state, dtype) as server, stall_watchdog(stall, server) as watchdog:
-        # first, as in sft and po
-        config = distill_config(recipe, pairing, hardware, dtype, run_dir, teacher_dir, server.base_url if server else None)
-        student = load_model(recipe.model, dtype, hardware, tokenizer)
+    teacher_dir = local_dir(source_of(recipe, "teacher"))
+    with served_generation(recipe, state, dtype) as server, stall_watchdog(stall_timeout(recipe.generation), server) \
+            as watchdog:
+        # the config first, as in sft and po
+        config = distill_config(recipe, pairing, hardware, dtype, run_dir, teacher_dir,
+                                server.base_url if server else None)
+        student = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
         teacher = load_model(teacher_section(recipe), resolve_dtype(recipe.teacher.dtype, hardware), hardware,
-                             teacher_tokenizer)
+                             teacher_tokenizer, source_of(recipe, "teacher"))
         teacher.eval()
         teacher.requires_grad_(False)
-        if pairing.trainer == "distill":
-            from trl import DistillationTrainer as Trainer
-        else:
-            from trl.experimental.gold import GOLDTrainer as Trainer
-        trainer = Trainer(model=student, teacher_model=teacher, args=config, train_dataset=prompts,
-                          processing_class=tokenizer, peft_config=peft_config(recipe),
-                          callbacks=[metrics_callback(run_dir), watchdog.callback()])
+        trainer = trainer_class(recipe.stage, recipe.method)(
+            model=student, teacher_model=teacher, args=config, train_dataset=prompts, processing_class=tokenizer,
+            peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir), watchdog.callback()])
         del student, teacher  # the trainer holds them; finish() frees them before evaluating
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation)

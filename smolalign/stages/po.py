@@ -5,14 +5,17 @@ smolalign renders and tokenizes the pairs with the recipe's template and checks 
 the recipe names, and hands TRL prepared rows.
 """
 
+import dataclasses
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
-from smolalign.models.size import DTYPE_BYTES, describe_bytes, describe_count, source_parameter_count
+from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
+from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
-from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 KTO_NEEDS_BATCH = ("kto",)
@@ -21,12 +24,11 @@ KTO_NEEDS_BATCH = ("kto",)
 
 def check_recipe(recipe: Recipe) -> None:
     """What TRL would only refuse after loading the weights."""
-    method, train = recipe.method, recipe.train
-    if method.trainer == "kto" and method.losses[0] in KTO_NEEDS_BATCH \
-            and train.get("per_device_train_batch_size", 8) < 2:
+    method, settings = recipe.method, recipe.settings
+    if method.trainer == "kto" and method.losses[0] in KTO_NEEDS_BATCH and settings.per_device_batch < 2:
         raise SmolalignError("train.per_device_train_batch_size: kto needs at least 2 (its KL term pairs each answer "
                              "with another prompt of the same batch); raise it, or use method: apo_zero_unpaired")
-    if "exo_pair" in method.losses and not train.get("label_smoothing"):
+    if "exo_pair" in method.losses and not settings["label_smoothing"]:
         raise SmolalignError("method exo_pair needs train.label_smoothing > 0 (the EXO paper uses 1e-3)")
 
 
@@ -34,13 +36,13 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Template, data (unless the pairs are still to be generated), batch rules; returns (plan, mixture or None)."""
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare_preference import require_preference_format
-    from smolalign.models.sources import resolve_model, resolve_source
+    from smolalign.models.sources import source_of
     from smolalign.pairs.build import is_up_to_date
 
     check_recipe(recipe)
-    resolve_model(recipe.model)
+    source_of(recipe)
     if recipe.reference.kind == "source":
-        resolve_source(recipe.reference.source)
+        source_of(recipe, "reference")
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     mixture = None
     if recipe.pairs is None or is_up_to_date(recipe):
@@ -55,15 +57,15 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
 
 
 def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
-    method, train = recipe.method, recipe.train
+    method, settings = recipe.method, recipe.settings
     rows = plan.rows
     rows.pop("packing", None)
     terms = method.losses or ("orpo",)
     weights = method.weights or (1.0,) * len(terms)
     described = " + ".join(f"{w:g}×{t}" if len(terms) > 1 else t for t, w in zip(terms, weights, strict=True))
-    rows["method"] = f"{method.name} ({method.trainer} trainer: {described}, beta {train.get('beta', 0.1):g})"
+    rows["method"] = f"{method.name} ({method.trainer} trainer: {described}, beta {settings['beta']:g})"
     rows["loss"] = "answer tokens only (prompt masked)"
-    max_length = train.get("max_length", 1024)
+    max_length = settings["max_length"]
     if max_length:
         batch = rows["global batch"]
         if method.trainer == "kto":
@@ -95,17 +97,16 @@ def reference_description(recipe: Recipe, hardware: Hardware) -> str:
         return ("log-probs of the starting policy, computed once before training (one extra pass over the data): "
                 "no reference weights held")
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    location = recipe.model.source if kind == "policy" else recipe.reference.source
-    label = "a frozen copy of the policy's source" if kind == "policy" else f"{location}"
-    count = source_parameter_count(location)
+    from smolalign.models.sources import source_of
+
+    label = "a frozen copy of the policy's source" if kind == "policy" else recipe.reference.source
+    count = source_parameter_count(source_of(recipe, "model" if kind == "policy" else "reference"))
     cost = (f"{describe_bytes(count * DTYPE_BYTES.get(dtype, 4))} more ({describe_count(count)} parameters in {dtype})"
             if count else "one more model in memory (size unknown before loading)")
     return f"{label}: {cost}"
 
 
 def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
-    from smolalign.recipe.method import trainer_config_class
-
     method = recipe.method
     fixed: dict = {}
     if method.trainer == "dpo":
@@ -118,28 +119,29 @@ def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
         fixed["precompute_ref_log_probs"] = recipe.reference.kind == "precomputed"
     if method.trainer == "orpo":
         fixed["remove_unused_columns"] = False
-    return trl_config(trainer_config_class(method), recipe.train, hardware, dtype, run_dir, **fixed)
+    return trl_config(recipe, hardware, dtype, run_dir, **fixed)
 
 
 def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):
     """The reference model when it is a separate set of weights (policy copy or another source), else None."""
     from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.models.sources import source_of
 
     kind = recipe.reference.kind
     if kind == "policy":
-        section = ModelSection(source=recipe.model.source, revision=recipe.model.revision, dtype=recipe.model.dtype,
-                               attn_implementation=recipe.model.attn_implementation,
-                               trust_remote_code=recipe.model.trust_remote_code)
+        # The policy's own section (a pretraining checkpoint keeps its model.tokenizer), loaded unquantized.
+        section, source = dataclasses.replace(recipe.model, quantization=None), source_of(recipe)
     elif kind == "source":
         section = ModelSection(source=recipe.reference.source, dtype=recipe.model.dtype,
                                trust_remote_code=recipe.model.trust_remote_code)
-        reference_tokenizer, _ = load_tokenizer(section, recipe.template.name)
+        source = source_of(recipe, "reference")
+        reference_tokenizer, _ = load_tokenizer(section, recipe.template.name, source)
         if reference_tokenizer.get_vocab() != tokenizer.get_vocab():
             raise SmolalignError(f"reference.source {recipe.reference.source}: its tokenizer differs from the "
                                  "policy's, so its log-probs of the same tokens would be meaningless")
     else:
         return None
-    reference = load_model(section, dtype, hardware, tokenizer)
+    reference = load_model(section, dtype, hardware, tokenizer, source)
     reference.eval()
     for parameter in reference.parameters():
         parameter.requires_grad_(False)
@@ -147,15 +149,14 @@ def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):
 
 
 def build_trainer(recipe: Recipe, model, reference, tokenizer, data, config, run_dir: Path):
+    from smolalign.recipe.methods import trainer_class
     from smolalign.runs.metrics import metrics_callback
-    from smolalign.stages.po_trainers import TRAINERS
 
-    trainer_class = TRAINERS[recipe.method.trainer]()
     kwargs = dict(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                   processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
     if recipe.method.trainer != "orpo":
         kwargs["ref_model"] = reference
-    return trainer_class(**kwargs)
+    return trainer_class(recipe.stage, recipe.method)(**kwargs)
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
@@ -168,6 +169,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         return None
     from smolalign.data.prepare_preference import prepare_preference_data
     from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.models.sources import source_of
     from smolalign.runs.manifest import write_manifest
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
@@ -176,7 +178,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
             from smolalign.pairs.build import generate_pairs
 
             generate_pairs(recipe)
-        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
         data = prepare_preference_data(recipe, tokenizer, template, mixture=mixture)
     if state.is_main_process:
         print(f"data: {data.stats['train']}")
@@ -187,7 +189,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                                "reference": reference_description(recipe, hardware)})
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     config = po_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the models load sharded
-    model = load_model(recipe.model, dtype, hardware, tokenizer)
+    model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
     reference = load_reference(recipe, dtype, hardware, tokenizer)
     trainer = build_trainer(recipe, model, reference, tokenizer, data, config, run_dir)
     del model, reference  # the trainer holds them; finish() frees them before an evaluation

@@ -6,56 +6,42 @@ logging are TRL's.
 
 import os
 
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-def dpo_trainer_class():
-    from trl import DPOTrainer
-
-    class PreparedDPOTrainer(DPOTrainer):
-        def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
-            return dataset  # prompt_ids / chosen_ids / rejected_ids, prompts within max_length
-
-    return PreparedDPOTrainer
+from trl import DPOTrainer, KTOTrainer  # noqa: E402
+from trl.experimental.orpo import ORPOTrainer  # noqa: E402
 
 
-def kto_trainer_class():
-    from trl import KTOTrainer
-
-    class PreparedKTOTrainer(KTOTrainer):
-        def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
-            if not self.calculate_KL:
-                return dataset
-
-            # KTO's KL term scores mismatched (prompt, completion) pairs: completions rotated by one within each
-            # batch, exactly as TRL builds them.
-            def add_kl_completion_ids(batch):
-                batch["KL_completion_ids"] = [batch["completion_ids"][-1]] + batch["completion_ids"][:-1]
-                return batch
-
-            return dataset.map(add_kl_completion_ids, batched=True, batch_size=args.per_device_train_batch_size,
-                               keep_in_memory=True)
-
-    return PreparedKTOTrainer
+class PreparedDPOTrainer(DPOTrainer):
+    def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+        return dataset  # prompt_ids / chosen_ids / rejected_ids, prompts within max_length
 
 
-def orpo_trainer_class():
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from trl.experimental.orpo import ORPOTrainer
+class PreparedKTOTrainer(KTOTrainer):
+    def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+        if not self.calculate_KL:
+            return dataset
 
-    class PreparedORPOTrainer(ORPOTrainer):
-        def tokenize_row(self, feature, model=None) -> dict:
-            """ORPO's row layout (prompt_*, chosen_*, rejected_* with -100 labels on the prompt) from our ids,
-            answers cut to max_length as ORPO does."""
-            prompt = list(feature["prompt_ids"])
-            row = {"prompt_input_ids": prompt, "prompt_attention_mask": [1] * len(prompt)}
-            for side in ("chosen", "rejected"):
-                answer = list(feature[f"{side}_ids"])[:max(0, self.max_length - len(prompt))]
-                ids = prompt + answer
-                row[f"{side}_input_ids"] = ids
-                row[f"{side}_attention_mask"] = [1] * len(ids)
-                row[f"{side}_labels"] = [-100] * len(prompt) + answer
-            return row
+        # KTO's KL term scores mismatched (prompt, completion) pairs: completions rotated by one within each
+        # batch, exactly as TRL builds them.
+        def add_kl_completion_ids(batch):
+            batch["KL_completion_ids"] = [batch["completion_ids"][-1]] + batch["completion_ids"][:-1]
+            return batch
 
-    return PreparedORPOTrainer
+        return dataset.map(add_kl_completion_ids, batched=True, batch_size=args.per_device_train_batch_size,
+                           keep_in_memory=True)
 
 
-TRAINERS = {"dpo": dpo_trainer_class, "kto": kto_trainer_class, "orpo": orpo_trainer_class}
+class PreparedORPOTrainer(ORPOTrainer):
+    def tokenize_row(self, feature, model=None) -> dict:
+        """ORPO's row layout (prompt_*, chosen_*, rejected_* with -100 labels on the prompt) from our ids,
+        answers cut to max_length as ORPO does."""
+        prompt = list(feature["prompt_ids"])
+        row = {"prompt_input_ids": prompt, "prompt_attention_mask": [1] * len(prompt)}
+        for side in ("chosen", "rejected"):
+            answer = list(feature[f"{side}_ids"])[:max(0, self.max_length - len(prompt))]
+            ids = prompt + answer
+            row[f"{side}_input_ids"] = ids
+            row[f"{side}_attention_mask"] = [1] * len(ids)
+            row[f"{side}_labels"] = [-100] * len(prompt) + answer
+        return row

@@ -13,10 +13,9 @@ from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
-from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
-
-DEFAULT_VLLM_STALL_TIMEOUT = 1800.0
 
 
 def build_rewards(recipe: Recipe) -> list:
@@ -26,15 +25,16 @@ def build_rewards(recipe: Recipe) -> list:
 
 
 def check_batch(recipe: Recipe, hardware: Hardware) -> None:
-    train = recipe.train
-    generations = train.get("num_generations", 8)
-    per_device = train.get("per_device_train_batch_size", 8)
-    batch = per_device * train.get("gradient_accumulation_steps", 1) * hardware.world_size
-    if train.get("generation_batch_size") is None and train.get("steps_per_generation") is None \
-            and batch % generations:
-        raise SmolalignError(f"train.num_generations {generations} must divide the generation batch "
-                             f"(per-device {per_device} × accumulation × {hardware.world_size} processes = {batch}); "
-                             "change one of them or set train.generation_batch_size")
+    """What GRPOConfig would refuse: generation batches that split prompt groups, groups of one."""
+    settings = recipe.settings
+    generations = settings["num_generations"]
+    _, batch = settings.generation_batches()
+    if batch % generations:
+        explicit = settings.is_set("generation_batch_size") or settings.is_set("steps_per_generation")
+        where = (f"generation batch {batch}" if explicit else
+                 f"generation batch (per-device {settings.per_device_batch} × accumulation × {settings.world_size} "
+                 f"processes = {batch}); change one of them or set train.generation_batch_size")
+        raise SmolalignError(f"train.num_generations {generations} must divide the {where}")
     if generations < 2:
         raise SmolalignError("train.num_generations must be at least 2 (GRPO compares the answers of a group)")
 
@@ -42,9 +42,9 @@ def check_batch(recipe: Recipe, hardware: Hardware) -> None:
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     from rewards.registry import check_reward_columns
     from smolalign.data.prompts import recipe_prompts
-    from smolalign.models.sources import resolve_model
+    from smolalign.models.sources import source_of
 
-    resolve_model(recipe.model)
+    source_of(recipe)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     check_batch(recipe, hardware)
     rewards = build_rewards(recipe)
@@ -57,14 +57,13 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
 
 
 def add_rl_rows(plan, recipe: Recipe) -> None:
-    train, rows = recipe.train, plan.rows
+    settings, rows = recipe.settings, plan.rows
     for key in ("packing", "loss", "tokens per step"):
         rows.pop(key, None)
-    generations = train.get("num_generations", 8)
-    rows["method"] = (f"grpo (loss {train.get('loss_type', 'dapo')}, scale_rewards {train.get('scale_rewards', 'group')}, "
-                      f"beta {train.get('beta', 0.0):g}, {generations} generations per prompt)")
-    rows["sampling"] = (f"{plan.rows['global batch']} completions per step of ≤ {train.get('max_completion_length', 512)} "
-                        f"tokens, temperature {train.get('temperature', 1.0):g}")
+    rows["method"] = (f"grpo (loss {settings['loss_type']}, scale_rewards {settings['scale_rewards']}, "
+                      f"beta {settings['beta']:g}, {settings['num_generations']} generations per prompt)")
+    rows["sampling"] = (f"{plan.rows['global batch']} completions per step of ≤ {settings['max_completion_length']} "
+                        f"tokens, temperature {settings['temperature']:g}")
     rows["rewards"] = " + ".join(f"{r.weight:g}×{r.name}" for r in recipe.rewards)
     from smolalign.stages.rl_server import describe_generation
 
@@ -72,15 +71,13 @@ def add_rl_rows(plan, recipe: Recipe) -> None:
 
 
 def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None):
-    from trl import GRPOConfig
-
     from smolalign.stages.rl_server import vllm_fields
 
     fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}
     if recipe.template.kwargs:
         fixed["chat_template_kwargs"] = dict(recipe.template.kwargs)
     fixed.update(vllm_fields(recipe.generation, base_url))
-    return trl_config(GRPOConfig, recipe.train, hardware, dtype, run_dir, **fixed)
+    return trl_config(recipe, hardware, dtype, run_dir, **fixed)
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
@@ -88,34 +85,30 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     from smolalign.stages.rl_server import check_claim, claim_training_gpus, served_generation, stall_timeout
 
     claim_training_gpus(recipe)  # before anything starts CUDA in this process
-    if recipe.method.trainer != "grpo":
-        from smolalign.stages import distill
-
-        return distill.run(recipe, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
     hardware = detect_hardware()
     check_claim(hardware.device_count)
     plan, prompts, rewards = check_before_loading(recipe, hardware)
     evaluation = announce(recipe, plan, dry_run)
     if dry_run:
         return None
-    from trl import GRPOTrainer
-
     from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.models.sources import source_of
+    from smolalign.recipe.methods import trainer_class
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
-    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    stall = stall_timeout(recipe.generation, DEFAULT_VLLM_STALL_TIMEOUT)
+    stall = stall_timeout(recipe.generation)
     with served_generation(recipe, state, dtype) as server, stall_watchdog(stall, server) as watchdog:
         # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
         args = grpo_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
-        model = load_model(recipe.model, dtype, hardware, tokenizer)
-        trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train,
-                              eval_dataset=prompts.eval,
-                              processing_class=tokenizer, peft_config=peft_config(recipe),
-                              callbacks=[metrics_callback(run_dir), watchdog.callback()])
+        model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
+        trainer = trainer_class(recipe.stage, recipe.method)(
+            model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train, eval_dataset=prompts.eval,
+            processing_class=tokenizer, peft_config=peft_config(recipe),
+            callbacks=[metrics_callback(run_dir), watchdog.callback()])
         del model  # the trainer holds it; finish() frees it before an evaluation
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation, "reward")

@@ -113,12 +113,17 @@ def check_claim(device_count: int) -> None:
                              "server yourself, or set CUDA_VISIBLE_DEVICES for training")
 
 
-def stall_timeout(generation: GenerationSection | None, default_with_vllm: float) -> float | None:
-    """generation.stall_timeout, else `default_with_vllm` when a vLLM backend generates (none with transformers)."""
+DEFAULT_VLLM_STALL_TIMEOUT = 1800.0
+"""Seconds without a finished step before a run that generates with vLLM is failed (a hung engine or server)."""
+
+
+def stall_timeout(generation: GenerationSection | None) -> float | None:
+    """generation.stall_timeout, else DEFAULT_VLLM_STALL_TIMEOUT when a vLLM backend generates (none with
+    transformers)."""
     if generation is None:
         return None
     if generation.stall_timeout is None and generation.backend != "transformers":
-        return default_with_vllm
+        return DEFAULT_VLLM_STALL_TIMEOUT
     return generation.stall_timeout
 
 
@@ -147,10 +152,10 @@ def server_command(recipe: Recipe, dtype: str) -> list[str]:
     from trl.scripts.vllm_serve import ScriptArguments, build_command
 
     from smolalign.models.load import local_dir
-    from smolalign.models.sources import resolve_model
+    from smolalign.models.sources import source_of
 
     model, server = recipe.model, recipe.generation.server
-    source = resolve_model(model)
+    source = source_of(recipe)
     arguments = ScriptArguments(
         model=local_dir(source), revision=source.revision if source.kind == "hub" else None, host="127.0.0.1",
         port=server.port,

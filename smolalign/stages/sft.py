@@ -9,11 +9,9 @@ from pathlib import Path
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
-from smolalign.stages.common import announce, finish, open_run, peft_config, train_and_save, trl_config
+from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
-
-HANDLED_BY_SMOLALIGN = ("assistant_only_loss", "completion_only_loss", "output_dir")
-"""`train:` keys applied by smolalign's data pipeline and run directory rather than passed to SFTConfig."""
 
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
@@ -22,9 +20,9 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     from smolalign.data.encode import require_generation_markers
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare import Layout
-    from smolalign.models.sources import resolve_model
+    from smolalign.models.sources import source_of
 
-    resolve_model(recipe.model)
+    source_of(recipe)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     mixture = build_mixture(recipe.data)
     if template is not None:
@@ -33,11 +31,9 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
 
 
 def sft_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
-    """SFTConfig from `train:`, with precision decided by the hardware and TRL's data preparation switched off."""
-    from trl import SFTConfig
-
-    train = {k: v for k, v in recipe.train.items() if k not in HANDLED_BY_SMOLALIGN}
-    return trl_config(SFTConfig, train, hardware, dtype, run_dir, dataset_kwargs={"skip_prepare_dataset": True})
+    """SFTConfig from the run's settings, with precision decided by the hardware and TRL's data preparation switched
+    off."""
+    return trl_config(recipe, hardware, dtype, run_dir, dataset_kwargs={"skip_prepare_dataset": True})
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
@@ -50,12 +46,13 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         return None
     from smolalign.data.prepare import prepare_sft_data
     from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.models.sources import source_of
     from smolalign.runs.manifest import write_manifest
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     # Under a launcher, the main process converts models and tokenizes once; the others then read what it wrote.
     with state.main_process_first():
-        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
         data = prepare_sft_data(recipe, tokenizer, template, mixture=mixture)
     if state.is_main_process:
         print(f"data: {data.stats['train']} ({'from cache' if data.stats['cached'] else 'prepared'}, "
@@ -64,7 +61,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                        data={"fingerprint": data.fingerprint, "stats": data.stats})
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     config = sft_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the model load sharded
-    model = load_model(recipe.model, dtype, hardware, tokenizer)
+    model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
     trainer = build_trainer(recipe, model, tokenizer, data, config, run_dir)
     del model  # the trainer holds it; finish() frees it before an evaluation
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
@@ -72,9 +69,8 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
 
 
 def build_trainer(recipe: Recipe, model, tokenizer, data, config, run_dir: Path):
-    from trl import SFTTrainer
-
+    from smolalign.recipe.methods import trainer_class
     from smolalign.runs.metrics import metrics_callback
 
-    return SFTTrainer(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
+    return trainer_class(recipe.stage, recipe.method)(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                       processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])

@@ -5,6 +5,7 @@ revision / dtype / trust_remote_code / max model length, the wait for /health, a
 becomes healthy, one that crashes or dies mid-run, a stalled run, and the stop at the end whatever happens."""
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -88,7 +89,7 @@ def test_the_started_server_gets_its_gpus_and_the_model_settings_and_training_ke
     recipe = recipe_for("slow:1.5", model={"trust_remote_code": True}, train={"vllm_max_model_length": 1536})
     # a hub model at a revision (served by its id, which the stand-in does not download)
     hub = ModelSource("hub", "HuggingFaceTB/SmolLM3-3B", revision="v2")
-    monkeypatch.setattr("smolalign.models.sources.resolve_model", lambda section: hub)
+    recipe = dataclasses.replace(recipe, sources={**recipe.sources, "model": hub})
     claim_training_gpus(recipe)
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2"  # this (training) process, before CUDA starts
     with served_generation(recipe, MAIN, "bfloat16") as server:

@@ -120,7 +120,8 @@ def test_eval_and_pairs_with_the_vllm_backend_need_vllm_and_a_gpu(monkeypatch):
 
     recipe = sft()
     monkeypatch.setattr("smolalign.preflight.installed", lambda module: True)
-    from smolalign.recipe.schema import EvalRewardSection, EvalSection, SourceSection
+    from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
+    from smolalign.recipe.schema import SourceSection
 
     evaluation = EvalSection(data=[SourceSection("p.jsonl")], rewards=[EvalRewardSection("math_accuracy")],
                              backend="vllm")

@@ -1,13 +1,12 @@
-"""What every training stage does the same way: TRL config from `train:` with precision decided by the hardware,
-the run directory and manifest set up by the main process first, training with resume, and the final save."""
+"""A training run from start to end, the same for every stage: the plan announced (and the dry run's resolved recipe),
+the run directory and manifest set up by the main process first, training with resume, the final save, the summary
+and the `eval:` section's evaluation, and the process group closed."""
 
-import sys
 from pathlib import Path
 
-from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, precision_flags
+from smolalign.hardware import Hardware
+from smolalign.recipe.resolved import recipe_to_dict
 from smolalign.recipe.schema import Recipe
-from smolalign.recipe.validate import recipe_to_dict
 from smolalign.runs.rundir import MODEL_DIR, default_run_dir, last_checkpoint, prepare_run_dir, write_recipe
 
 
@@ -51,48 +50,6 @@ def leave_process_group() -> None:
         dist.destroy_process_group()
 
 
-def trl_config(config_class: type, train: dict, hardware: Hardware, dtype: str, run_dir: Path, **fixed):
-    """`config_class(**train)` with the hardware's precision (bf16 off on CPU whatever the recipe says), the run
-    directory, and `fixed` values set by smolalign."""
-    train = dict(train)
-    flags = precision_flags(dtype, hardware)
-    if hardware.on_gpu:
-        train = {**flags, **train}
-    else:
-        if train.get("bf16") or train.get("fp16"):
-            print("note: no GPU here, so bf16/fp16 are off and the run is float32 on CPU", file=sys.stderr)
-        train.update(flags)
-    train.update(output_dir=str(run_dir), **fixed)
-    train.setdefault("report_to", "none")
-    deepspeed = deepspeed_from_launcher()
-    if deepspeed is not None:
-        train["deepspeed"] = deepspeed
-    try:
-        config = config_class(**train)
-    except (ValueError, TypeError) as exc:
-        raise SmolalignError(f"train: {exc}") from None
-    if deepspeed is not None and not hardware.on_gpu:
-        # With use_cpu the trainer joins the processes through a plain gloo group and never starts DeepSpeed's
-        # communication layer; ZeRO-3's load-time sharding would then see a world of 1. Start it here, after the
-        # config (which switches on zero.Init) and before any model is built.
-        import deepspeed as ds
-
-        ds.init_distributed(dist_backend="gloo")
-    return config
-
-
-def deepspeed_from_launcher() -> dict | None:
-    """The DeepSpeed config `--launch zero2|zero3...` handed to these processes on a CPU machine (on GPUs accelerate
-    passes it itself)."""
-    import json
-    import os
-
-    from smolalign.launch import DEEPSPEED_CONFIG
-
-    path = os.environ.get(DEEPSPEED_CONFIG)
-    return json.loads(Path(path).read_text()) if path else None
-
-
 def open_run(recipe: Recipe, hardware: Hardware, output_dir: Path | None, *, resume: bool, overwrite: bool):
     """(run directory, checkpoint to resume from, accelerate state). Call inside nothing; the caller prepares data
     inside `state.main_process_first()` after this."""
@@ -100,7 +57,7 @@ def open_run(recipe: Recipe, hardware: Hardware, output_dir: Path | None, *, res
 
     from smolalign.runs.manifest import write_manifest
 
-    run_dir = Path(output_dir or recipe.train.get("output_dir") or default_run_dir(recipe.source, recipe.stage))
+    run_dir = run_dir_of(recipe, output_dir)
     # cpu=True: without a GPU, only this makes accelerate join the processes torchrun started (gloo); otherwise
     # every process would think it is the main one.
     state = PartialState(cpu=not hardware.on_gpu)
@@ -113,6 +70,11 @@ def open_run(recipe: Recipe, hardware: Hardware, output_dir: Path | None, *, res
         else:
             checkpoint = last_checkpoint(run_dir) if resume else None
     return run_dir, checkpoint, state
+
+
+def run_dir_of(recipe: Recipe, output_dir: Path | None) -> Path:
+    """--output-dir, else train.output_dir, else runs/<recipe name>/."""
+    return Path(output_dir or recipe.settings.get("output_dir") or default_run_dir(recipe.source, recipe.stage))
 
 
 def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -> Path:
@@ -148,11 +110,3 @@ def _plain_cpu_device(args) -> None:
 def is_zero3(trainer) -> bool:
     plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
     return plugin is not None and plugin.zero_stage == 3
-
-
-def peft_config(recipe: Recipe):
-    if recipe.peft is None:
-        return None
-    from peft import LoraConfig
-
-    return LoraConfig(**{"task_type": "CAUSAL_LM", **recipe.peft})

@@ -1,0 +1,73 @@
+"""The `eval:` section of a recipe and the settings of `smolalign eval`: what to generate from, how, and how to score."""
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from smolalign.recipe.schema import SourceSection
+
+EVAL_MODES = ("think", "no_think")
+
+
+@dataclass(frozen=True)
+class EvalRewardSection:
+    """One reward an evaluation scores with: a built-in name or `path/to/file.py:function`, and its parameters."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    threshold: float = 1.0
+    """A sample counts as solved (avg@K, pass@K) when its reward is at least this: 1.0 for a 0/1 reward."""
+
+
+@dataclass(frozen=True)
+class EvalSection:
+    """`smolalign eval` settings, and the `eval:` section a stage runs on its output when it ends."""
+
+    data: list[SourceSection]
+    """Prompts (`prompt`: a string or messages, or `messages`) and the columns the rewards read (e.g. solution)."""
+    rewards: list[EvalRewardSection]
+    modes: list[str] = field(default_factory=lambda: list(EVAL_MODES))
+    """Reasoning modes to generate in: think, no_think (the template's enable_thinking)."""
+    samples: int = 1
+    """K: answers per prompt and mode (avg@K, pass@K)."""
+    max_new_tokens: int = 256
+    temperature: float = 0.6
+    """SmolLM3's recommended sampling (0.6, top_p 0.95); 0 is greedy (then K > 1 repeats the same answer)."""
+    top_p: float = 0.95
+    backend: Literal["transformers", "vllm", "openai"] = "transformers"
+    base_url: str | None = None
+    """openai backend: the server's API root (http://127.0.0.1:8000/v1); the models are its served names."""
+    batch_size: int = 16
+    """Sequences per generate call (transformers, vllm) or requests in flight (openai)."""
+    template: str | None = None
+    """Chat template the prompts are rendered with; default: the recipe's (smollm3 for `smolalign eval`)."""
+    max_prompts: int | None = None
+    """Use only the first N prompts."""
+    seed: int = 0
+    """Seeds the sampling and the bootstrap: a rerun gives the same numbers."""
+    before: bool = True
+    """In a recipe: also evaluate the stage's input model, as the baseline of the before/after table."""
+
+    def __post_init__(self) -> None:
+        if not self.data:
+            raise ValueError("data must list at least one dataset")
+        if not self.rewards:
+            raise ValueError("rewards must list at least one reward, e.g. [{name: math_accuracy}]")
+        if not self.modes:
+            raise ValueError("modes must list at least one of think, no_think")
+        for mode in self.modes:
+            if mode not in EVAL_MODES:
+                raise ValueError(f"unknown mode {mode!r}; the modes are think and no_think")
+        if len(set(self.modes)) != len(self.modes):
+            raise ValueError(f"modes lists a mode twice: {', '.join(self.modes)}")
+        if self.samples < 1:
+            raise ValueError(f"samples (K) must be at least 1, got {self.samples}")
+        if self.max_new_tokens < 1 or self.batch_size < 1:
+            raise ValueError("max_new_tokens and batch_size must be at least 1")
+        if self.max_prompts is not None and self.max_prompts < 1:
+            raise ValueError(f"max_prompts must be at least 1, got {self.max_prompts}")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
+        if self.backend not in ("transformers", "vllm", "openai"):
+            raise ValueError(f"unknown backend {self.backend!r}; one of transformers, vllm, openai")
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("backend openai needs base_url (e.g. http://127.0.0.1:8000/v1)")

@@ -1,0 +1,101 @@
+"""Every training method smolalign runs, in one table: the stage (CLI verb) it belongs to, TRL's config and trainer
+classes, the stage module that checks, plans and runs it, and the `train:` keys smolalign sets itself.
+
+Validation, the stages, the CLI and `launch slurm` all read this table; nothing else maps a method to a class or a
+module. Classes are named as "module:attribute" so that reading the table imports nothing (trl loads in seconds).
+"""
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from smolalign.errors import SmolalignError
+
+PO_KEYS_OWNED = {
+    "loss_type": "set the loss with method: (e.g. method: apo_zero, or method: {sigmoid: 1.0, sft: 0.5})",
+    "loss_weights": "give weights with method: {sigmoid: 1.0, sft: 0.5}",
+    "precompute_ref_log_probs": "use reference: precomputed",
+}
+RL_KEYS_OWNED = {
+    "reward_weights": "give each reward a weight in rewards:",
+    "chat_template_kwargs": "set them in template.kwargs",
+    "use_vllm": "choose the backend in generation.backend",
+    "vllm_mode": "choose the backend in generation.backend",
+}
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    stage: str
+    """The CLI verb that runs it: sft, po or rl."""
+    config: str
+    """TRL's config dataclass, "module:Class"; `train:` is checked against it and its defaults fill the settings."""
+    trainer: str
+    """The trainer class, "module:Class" (smolalign's subclass where it replaces TRL's dataset preparation)."""
+    runner: str
+    """The stage module: `check_before_loading(recipe, hardware)` and `run(recipe, ...)`."""
+    refused: dict[str, str] = field(default_factory=dict)
+    """`train:` keys smolalign sets from its own sections, each with where to set it instead."""
+    consumed: tuple[str, ...] = ()
+    """`train:` keys smolalign's data pipeline applies itself; they are not passed to the TRL config."""
+    prompt_groups: bool = False
+    """The trainer samples each prompt num_generations times (GRPO): its steps count groups, not rows."""
+
+
+_DISTILL = "smolalign.stages.distill"
+_GOLD = MethodSpec("rl", "trl.experimental.gold:GOLDConfig", "trl.experimental.gold:GOLDTrainer", _DISTILL,
+                   RL_KEYS_OWNED)
+METHODS: dict[str, MethodSpec] = {
+    "sft": MethodSpec("sft", "trl:SFTConfig", "trl:SFTTrainer", "smolalign.stages.sft",
+                      consumed=("assistant_only_loss", "completion_only_loss")),
+    "dpo": MethodSpec("po", "trl:DPOConfig", "smolalign.stages.po_trainers:PreparedDPOTrainer",
+                      "smolalign.stages.po", PO_KEYS_OWNED),
+    "kto": MethodSpec("po", "trl:KTOConfig", "smolalign.stages.po_trainers:PreparedKTOTrainer",
+                      "smolalign.stages.po", PO_KEYS_OWNED),
+    "orpo": MethodSpec("po", "trl.experimental.orpo:ORPOConfig", "smolalign.stages.po_trainers:PreparedORPOTrainer",
+                       "smolalign.stages.po", PO_KEYS_OWNED),
+    "grpo": MethodSpec("rl", "trl:GRPOConfig", "trl:GRPOTrainer", "smolalign.stages.rl", RL_KEYS_OWNED,
+                       prompt_groups=True),
+    "distill": MethodSpec("rl", "trl:DistillationConfig", "trl:DistillationTrainer", _DISTILL, RL_KEYS_OWNED),
+    "gold": _GOLD,
+    "auto": _GOLD,  # GOLD, with ULD exactly when the tokenizers differ; its config is a superset of distill's
+}
+"""Keyed by `Method.trainer` (sft has no method: key)."""
+
+
+def method_spec(stage: str, method=None) -> MethodSpec:
+    """The table row for a stage and its parsed method (None for sft)."""
+    key = "sft" if stage == "sft" else getattr(method, "trainer", None)
+    spec = METHODS.get(key)
+    if spec is None or spec.stage != stage:
+        raise SmolalignError(f"no {stage} method {key!r}; one of "
+                             f"{', '.join(k for k, s in METHODS.items() if s.stage == stage)}")
+    return spec
+
+
+def load(reference: str):
+    """The object a "module:attribute" reference names (TRL's experimental trainers are imported quietly)."""
+    module_name, _, attribute = reference.partition(":")
+    if module_name.startswith(("trl.experimental", "smolalign.stages.po_trainers")):
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def config_class(stage: str, method=None) -> type:
+    return load(method_spec(stage, method).config)
+
+
+def trainer_class(stage: str, method=None) -> type:
+    return load(method_spec(stage, method).trainer)
+
+
+def stage_module(recipe) -> ModuleType:
+    """The module that checks, plans and runs this recipe's method."""
+    return importlib.import_module(method_spec(recipe.stage, recipe.method).runner)
+
+
+def run_stage(recipe, **options):
+    """Run a validated recipe with its method's stage module; returns the saved model's directory (None for a dry
+    run)."""
+    return stage_module(recipe).run(recipe, **options)

@@ -1,0 +1,47 @@
+"""The resolved recipe as written to a run directory and printed by a dry run: smolalign's sections with defaults
+filled in, `train:` with the values smolalign derived (gradient accumulation from launch.global_batch_size)."""
+
+import dataclasses
+from typing import Any
+
+from smolalign.recipe.schema import Recipe
+
+
+def recipe_to_dict(recipe: Recipe) -> dict:
+    """The resolved recipe as written to a run directory: smolalign's sections with defaults filled in."""
+    out: dict[str, Any] = {"stage": recipe.stage}
+    if recipe.description:
+        out["description"] = recipe.description
+    out["model"] = dataclasses.asdict(recipe.model)
+    out["template"] = dataclasses.asdict(recipe.template)
+    out["data"] = dataclasses.asdict(recipe.data)
+    if recipe.peft is not None:
+        out["peft"] = recipe.peft
+    if recipe.launch is not None:
+        out["launch"] = dataclasses.asdict(recipe.launch)
+    if recipe.method is not None and recipe.stage == "rl":
+        out["method"] = recipe.method.name
+    elif recipe.method is not None:
+        out["method"] = recipe.raw.get("method")
+        reference = recipe.reference
+        if reference.kind == "source":
+            out["reference"] = {"source": reference.source}
+        elif reference.kind != "none":
+            out["reference"] = reference.kind
+    if recipe.rewards:
+        out["rewards"] = [dataclasses.asdict(r) for r in recipe.rewards]
+    if recipe.generation is not None:
+        out["generation"] = dataclasses.asdict(recipe.generation)
+    if recipe.teacher is not None:
+        out["teacher"] = dataclasses.asdict(recipe.teacher)
+    if recipe.pairs is not None:
+        from smolalign.pairs.output import pairs_path
+
+        out["pairs"] = dataclasses.asdict(recipe.pairs)
+        # The generated pairs are added to data.sources when the recipe is read; written back, they would be twice.
+        generated = str(pairs_path(recipe.pairs))
+        out["data"]["sources"] = [s for s in out["data"]["sources"] if s["path"] != generated]
+    out["train"] = recipe.train
+    if recipe.evaluation is not None:
+        out["eval"] = dataclasses.asdict(recipe.evaluation)
+    return out

@@ -1,0 +1,53 @@
+"""The method table resolves to real TRL classes and stage modules, and the effective settings are TRL's own
+defaults under the recipe's values (compared with an instantiated TRL config, not with numbers copied here)."""
+
+import pytest
+
+from smolalign.recipe.methods import METHODS, load, method_spec
+from smolalign.recipe.schema import LaunchSection, Method
+from smolalign.recipe.settings import TrainSettings, train_settings
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_names_a_config_a_trainer_and_a_stage(name):
+    import importlib
+
+    from transformers import Trainer, TrainingArguments
+
+    spec = METHODS[name]
+    assert issubclass(load(spec.config), TrainingArguments)
+    assert issubclass(load(spec.trainer), Trainer)
+    module = importlib.import_module(spec.runner)
+    assert callable(module.run) and callable(module.check_before_loading)
+    assert method_spec(spec.stage, None if spec.stage == "sft" else Method(name, name)) is spec
+
+
+def test_settings_are_the_trl_config_under_the_recipe(tmp_path):
+    from trl import GRPOConfig
+
+    train = {"num_generations": 4, "learning_rate": 3e-6, "output_dir": str(tmp_path), "use_cpu": True}
+    settings = TrainSettings(GRPOConfig, train, world_size=1)
+    config = GRPOConfig(**train)
+    for key in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "max_steps",
+                "beta", "loss_type", "temperature", "max_completion_length", "num_generations", "learning_rate"):
+        assert settings[key] == getattr(config, key), key
+    assert settings.is_set("learning_rate") and not settings.is_set("beta")
+
+
+def test_generation_batches_match_grpo_config(tmp_path):
+    from trl import GRPOConfig
+
+    for extra in ({}, {"steps_per_generation": 3}, {"generation_batch_size": 12}):
+        train = {"num_generations": 2, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 2,
+                 "output_dir": str(tmp_path), "use_cpu": True, **extra}
+        config = GRPOConfig(**train)
+        assert TrainSettings(GRPOConfig, train, 1).generation_batches() == (config.steps_per_generation,
+                                                                            config.generation_batch_size)
+
+
+def test_global_batch_accumulation_comes_from_the_world_size_given():
+    from trl import SFTConfig
+
+    settings = train_settings(SFTConfig, {"per_device_train_batch_size": 2}, LaunchSection(global_batch_size=32), 4)
+    assert settings.accumulation == 4 and settings.global_batch == 32
+    assert settings.train["gradient_accumulation_steps"] == 4
