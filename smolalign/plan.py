@@ -69,12 +69,15 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
     sequences = packed_rows if packed_rows is not None else train_rows
     max_steps = train.get("max_steps", -1)
     epochs = train.get("num_train_epochs", 3.0)
+    steps = None
     if max_steps and max_steps > 0:
+        steps = max_steps
         rows["steps"] = f"{max_steps} (train.max_steps)"
     elif sequences is not None:
         per_epoch = max(math.ceil(sequences / (per_device * world)) // accumulation, 1)
         exact = packed_rows is not None or not layout.packing
-        rows["steps"] = f"{'' if exact else '≤ '}{math.ceil(per_epoch * epochs)} ({epochs:g} epoch(s) of {sequences} " \
+        steps = math.ceil(per_epoch * epochs)
+        rows["steps"] = f"{'' if exact else '≤ '}{steps} ({epochs:g} epoch(s) of {sequences} " \
                         f"{'packed ' if packed_rows is not None else ''}rows{'' if exact else ' before packing'})"
     if layout.max_length:
         bound = "" if layout.packing else "≤ "
@@ -96,6 +99,9 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
     rows["model"] = recipe.model.source + (f" ({recipe.model.quantization} quantized)" if recipe.model.quantization else "")
     if recipe.peft:
         rows["adapters"] = f"LoRA r={recipe.peft.get('r', 8)} on {recipe.peft.get('target_modules', 'default modules')}"
+    from smolalign.estimate.fit import add_fit_rows
+
+    add_fit_rows(plan, recipe, hardware, steps=steps)
     return plan
 
 
