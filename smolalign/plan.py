@@ -14,6 +14,8 @@ from smolalign.templates.registry import ChatTemplate
 class Plan:
     rows: dict[str, object] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    steps: int | None = None
+    """Optimizer steps of the run, when known."""
 
     def render(self) -> str:
         width = max(len(k) for k in self.rows)
@@ -101,6 +103,7 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
         rows["adapters"] = f"LoRA r={recipe.peft.get('r', 8)} on {recipe.peft.get('target_modules', 'default modules')}"
     from smolalign.estimate.fit import add_fit_rows
 
+    plan.steps = steps
     add_fit_rows(plan, recipe, hardware, steps=steps)
     return plan
 

@@ -6,7 +6,7 @@ launch.calibrate=true`."""
 
 import time
 
-from smolalign.estimate.dims import ModelDims, read_config
+from smolalign.estimate.dims import ModelDims
 from smolalign.estimate.memory import Setup
 
 STEPS = 3
@@ -38,9 +38,11 @@ def _sync(device) -> None:
 
 def _train_seconds(model, batch, length: int, checkpointing: bool, device) -> float:
     import torch
+    from trl.trainer.utils import add_fused_lm_head
 
     if checkpointing:
         model.gradient_checkpointing_enable()
+    add_fused_lm_head(model, outputs=("log_probs", "entropy", "is_top1"))  # the loss head TRL's trainers use
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     ids = torch.randint(0, model.config.vocab_size, (batch, length), device=device)
@@ -48,7 +50,7 @@ def _train_seconds(model, batch, length: int, checkpointing: bool, device) -> fl
     for _ in range(STEPS + 1):
         _sync(device)
         start = time.perf_counter()
-        model(input_ids=ids, labels=ids).loss.backward()
+        (-model(input_ids=ids, labels=ids, fused_lm_head=True).log_probs.mean()).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         _sync(device)
@@ -70,11 +72,10 @@ def _decode_seconds(model, batch: int, prompt: int, device) -> float:
     return (time.perf_counter() - start) / DECODE_TOKENS
 
 
-def calibrate(recipe, dims: ModelDims, settings: dict, work: dict, setup: Setup) -> tuple[float, str]:
-    """(seconds per optimizer step on this device, how it was measured)."""
+def calibrate(config, dims: ModelDims, settings: dict, work: dict, setup: Setup) -> tuple[float, str]:
+    """(seconds per optimizer step on this device, how it was measured) for a model `config` (transformers)."""
     import torch
 
-    config = read_config(recipe.model.source, recipe.model.revision)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(setup.dtype, torch.float32)
     if device.type == "cpu":

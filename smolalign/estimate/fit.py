@@ -130,8 +130,10 @@ def _time_rows(plan, recipe, settings, setup: Setup, dims: ModelDims, gpu: Gpu |
     work = workload(recipe, settings, setup.processes)
     if launch is not None and launch.calibrate:
         from smolalign.estimate.calibrate import calibrate
+        from smolalign.estimate.dims import read_config
 
-        seconds, how = calibrate(recipe, dims, settings, work, setup)
+        config = read_config(recipe.model.source, recipe.model.revision)
+        seconds, how = calibrate(config, dims, settings, work, setup)
         label = f"{describe_seconds(seconds)} measured ({how})"
     elif gpu is not None and gpu.bf16_flops:
         utilization = launch.utilization if launch is not None and launch.utilization else DEFAULT_UTILIZATION

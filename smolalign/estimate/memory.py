@@ -70,16 +70,29 @@ def layer_activation_bytes(dims: ModelDims, b: int) -> int:
     return norms + b * (2 * dims.hidden + 3 * q + 2 * q) + 4 * b * dims.intermediate
 
 
-def activation_bytes(dims: ModelDims, tokens: int, b: int, checkpointing: bool) -> dict[str, int]:
-    """Activations and logits for one micro-batch of `tokens` tokens."""
+TOKEN_TILE, VOCAB_TILE = 4096, 32768
+"""Tile of TRL's chunked log-prob kernel (trl.kernels.chunked_logprob, used by the SFT, DPO, KTO and GRPO
+trainers): the logits are computed tile by tile, never whole."""
+CPU_TILE_TEMPORARIES = 9.25
+"""fp32 tile-sized tensors alive at the worst point of the kernel's torch fallback (no Triton: CPUs) backward: the
+tile, its fp32 copy, scaled logits, log-probs, probs, the gradient, and three temporaries of the gradient update
+(plus a one-byte target mask)."""
+
+
+def activation_bytes(dims: ModelDims, tokens: int, b: int, checkpointing: bool, triton: bool = True
+                     ) -> dict[str, int]:
+    """Activations and the loss head for one micro-batch of `tokens` tokens."""
     per_layer = layer_activation_bytes(dims, b)
     if checkpointing:  # each layer's input is kept; one layer is recomputed at a time in the backward pass
         layers = tokens * (dims.layers * b * dims.hidden + per_layer)
     else:
         layers = tokens * dims.layers * per_layer
-    # logits and loss: the log-softmax output (fp32) kept for backward, then its gradient and the upstream gradient
-    logits = tokens * dims.vocab * 12 + tokens * (4 + 2 * b) * dims.hidden
-    return {"activations": layers, "logits and loss": logits}
+    tile = min(tokens, TOKEN_TILE) * min(dims.vocab, VOCAB_TILE)
+    # the tiles, then the gradients of the head's weight and input, accumulated in fp32 and cast back
+    head = (tile * b if triton else int(tile * 4 * CPU_TILE_TEMPORARIES)) \
+        + (4 + (b if b != 4 else 0)) * dims.vocab * dims.hidden + (4 + 2 * b) * tokens * dims.hidden
+    final_norm = tokens * (4 + b) * dims.hidden
+    return {"activations": layers + final_norm, "logits and loss (chunked)": head}
 
 
 def _lora(dims: ModelDims, setup: Setup) -> int:
@@ -172,7 +185,7 @@ def estimate_memory(dims: ModelDims, settings: Mapping, setup: Setup, *, extra: 
     est = model_states(dims, settings, setup)
     b = DTYPE_BYTES.get(setup.dtype, 4)
     tokens = int(settings.get("tokens_per_micro_batch") or 0)
-    transient = activation_bytes(dims, tokens, b, bool(settings.get("gradient_checkpointing")))
+    transient = activation_bytes(dims, tokens, b, bool(settings.get("gradient_checkpointing")), triton=setup.gpu)
     est.parts.update(transient)
     est.parts.update(extra or {})
     if setup.gpu:
