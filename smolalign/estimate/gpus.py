@@ -52,16 +52,13 @@ def find_gpu(name: str) -> Gpu | None:
     exact = {_key(n): gpu for n, gpu in GPUS.items()}
     if key in exact:
         return exact[key]
-    # torch's device names carry the vendor and memory: take the longest table name they contain
-    contained = sorted((n for n in exact if n in key), key=len, reverse=True)
-    if contained:
-        found = exact[contained[0]]
-        if found.name == "A100-80GB" and "40gb" in key:
-            return GPUS["A100-40GB"]
-        return found
-    if "a100" in key:
-        return GPUS["A100-40GB" if "40" in key else "A100-80GB"]
-    return None
+    if re.search(r"(^|[^a-z0-9])a100([^a-z0-9]|$)", name.lower()):  # torch: "NVIDIA A100-SXM4-40GB", "NVIDIA A100 80GB PCIe"
+        return GPUS["A100-40GB" if "40gb" in key else "A100-80GB"]
+    # torch's device names carry the vendor and memory: the longest table name made of whole words of the name
+    words = re.findall(r"[a-z0-9]+", name.lower())
+    runs = {"".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)}
+    contained = sorted((n for n in exact if n in runs), key=len, reverse=True)
+    return exact[contained[0]] if contained else None
 
 
 def gpu_named(name: str, key: str = "launch.gpu") -> Gpu:
