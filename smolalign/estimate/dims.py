@@ -73,15 +73,14 @@ def dims_from_config(config) -> ModelDims:
     return dims_from_model(model)
 
 
-def read_config(spec: str, revision: str | None = None, key: str = "model.source"):
+def read_config(spec: str, revision: str | None = None, key: str = "model.source", tokenizer: str | None = None):
     """The transformers config of a model source, without weights; None when it cannot be had without a download
     or a conversion (a hub id not in the local cache, an unconverted pretraining checkpoint). A config that is there
     but unreadable is a SmolalignError naming `key`."""
     from smolalign.models.sources import checkpoint_cache_dir, gguf_cache_dir, resolve_source
 
-    source = resolve_source(spec, revision) if key == "model.source" or not Path(spec).is_dir() else None
-    kind = source.kind if source is not None else "dir"
-    location = Path(source.location if source is not None else spec)
+    source = resolve_source(spec, revision, tokenizer, "model.tokenizer")
+    kind, location = source.kind, Path(source.location)
     if kind == "checkpoint":
         location = checkpoint_cache_dir(source)
         kind = "dir" if location.is_dir() else "unconverted"
@@ -105,8 +104,9 @@ def read_config(spec: str, revision: str | None = None, key: str = "model.source
         raise SmolalignError(f"{key} {spec}: its config cannot be read ({exc})") from None
 
 
-def read_dims(spec: str, revision: str | None = None, key: str = "model.source") -> ModelDims | None:
-    config = read_config(spec, revision, key)
+def read_dims(spec: str, revision: str | None = None, key: str = "model.source", tokenizer: str | None = None
+              ) -> ModelDims | None:
+    config = read_config(spec, revision, key, tokenizer)
     if config is None:
         return None
     try:

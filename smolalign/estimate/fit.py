@@ -91,7 +91,7 @@ def add_fit_rows(plan, recipe, hardware: Hardware, *, steps: int | None = None, 
     """Memory per device and time per step, added to `plan`; bad launch.gpu / launch.gpu_memory values and a model
     config that is there but unreadable are SmolalignErrors naming the key."""
     gpu, budget = target_device(recipe, hardware)
-    dims = read_dims(recipe.model.source, recipe.model.revision)
+    dims = read_dims(recipe.model.source, recipe.model.revision, tokenizer=recipe.model.tokenizer)
     if dims is None:
         if gpu is not None or budget is not None:
             raise SmolalignError(f"model.source {recipe.model.source}: its config cannot be read without downloading or "
@@ -132,7 +132,7 @@ def _time_rows(plan, recipe, settings, setup: Setup, dims: ModelDims, gpu: Gpu |
         from smolalign.estimate.calibrate import calibrate
         from smolalign.estimate.dims import read_config
 
-        config = read_config(recipe.model.source, recipe.model.revision)
+        config = read_config(recipe.model.source, recipe.model.revision, tokenizer=recipe.model.tokenizer)
         seconds, how = calibrate(config, dims, settings, work, setup)
         label = f"{describe_seconds(seconds)} measured ({how})"
     elif gpu is not None and gpu.bf16_flops:
