@@ -13,6 +13,8 @@ from smolalign.templates.registry import ChatTemplate
 class Plan:
     rows: dict[str, object] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    steps: int | None = None
+    """Optimizer steps of the run, when known."""
 
     def render(self) -> str:
         width = max(len(k) for k in self.rows)
@@ -91,12 +93,14 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
         plan.notes.append(f"model.dtype {recipe.model.dtype} is not available on this hardware; using {dtype}")
     rows["model"] = recipe.model.source + (f" ({recipe.model.quantization} quantized)" if recipe.model.quantization else "")
     if recipe.peft:
-        from peft import LoraConfig
+        from smolalign.recipe.settings import lora_settings
 
-        from smolalign.recipe.settings import config_defaults
-
-        lora = {**config_defaults(LoraConfig), **recipe.peft}
+        lora = lora_settings(recipe.peft)
         rows["adapters"] = f"LoRA r={lora['r']} on {lora['target_modules'] or 'default modules'}"
+    from smolalign.estimate.fit import add_fit_rows
+
+    plan.steps = steps
+    add_fit_rows(plan, recipe, hardware, steps=steps)
     return plan
 
 

@@ -203,10 +203,26 @@ class LaunchSection:
     global_batch_size: int | None = None
     """Sequences per optimizer step over all processes: gradient accumulation is derived from it, so the batch
     stays the same on 1 or 64 processes."""
+    gpu: str | None = None
+    """The GPU the plan checks memory and times steps against (H100, A100-40GB, ...); default: this machine's."""
+    gpu_memory: str | float | None = None
+    """Memory budget per device (80GB, 70GiB, or a number of GB); default: the GPU's memory."""
+    utilization: float | None = None
+    """Share of the GPU's bf16 peak the step-time estimate assumes (default 0.4)."""
+    calibrate: bool = False
+    """Time a few steps of a 1- and 2-layer slice of the model on this machine for the plan's time per step."""
 
     def __post_init__(self) -> None:
         if self.num_processes < 1 or (self.global_batch_size is not None and self.global_batch_size < 1):
             raise ValueError("num_processes and global_batch_size must be at least 1")
+        from smolalign.estimate.gpus import gpu_named, parse_size
+
+        if self.gpu is not None:
+            gpu_named(self.gpu)
+        if self.gpu_memory is not None:
+            parse_size(self.gpu_memory)
+        if self.utilization is not None and not 0 < self.utilization <= 1:
+            raise ValueError(f"utilization must be in (0, 1], got {self.utilization}")
 
 
 @dataclass(frozen=True)

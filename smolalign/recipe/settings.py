@@ -125,3 +125,10 @@ def train_settings(config_class: type, train: dict, launch, world_size: int,
         train = {**train, "gradient_accumulation_steps": accumulation_for(launch.global_batch_size, train, per_device,
                                                                           world_size)}
     return TrainSettings(config_class, train, world_size, prompt_groups)
+
+
+def lora_settings(peft: Mapping[str, Any]) -> dict[str, Any]:
+    """A recipe's `peft:` section over peft's own LoraConfig defaults (rank, target modules, ...)."""
+    from peft import LoraConfig
+
+    return {**config_defaults(LoraConfig), **peft}

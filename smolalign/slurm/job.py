@@ -87,6 +87,10 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
             recipe = load_recipe(str(path), [*overrides, f"generation.server.base_url=http://VLLM_NODE:{server.port}"],
                                  stage, hardware)
         plan = check_stage(recipe, hardware, skip_data=request.skip_data)
+        if plan is not None:  # memory and time for the job's sharding (the preset), not this node's
+            from smolalign.estimate.fit import add_fit_rows
+
+            add_fit_rows(plan, recipe, hardware, steps=plan.steps, preset=preset)
     notes += run_dir_notes(recipe, request)
     train_args = [word for item in overrides for word in ("--set", item)]
     if request.output_dir is not None:

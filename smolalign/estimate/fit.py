@@ -1,0 +1,160 @@
+"""The plan's memory and time rows: memory per device by part against the target device, the knobs that would
+make a plan that does not fit fit, and time per step and for the run (`smolalign sft RECIPE --dry-run`)."""
+
+from dataclasses import replace
+
+from smolalign.errors import SmolalignError
+from smolalign.estimate.dims import ModelDims, read_dims
+from smolalign.estimate.gpus import Gpu
+from smolalign.estimate.memory import DTYPE_BYTES, MemoryEstimate, Setup, estimate_memory
+from smolalign.estimate.settings import setup_for, target_device, workload
+from smolalign.estimate.time import DEFAULT_UTILIZATION, describe_seconds, step_time
+from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.models.size import describe_bytes, describe_count, source_parameter_count
+
+SHARDINGS = {"none": "one process", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
+             "fsdp": "FSDP"}
+
+
+def extra_parts(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: int | None, tokens: int
+                ) -> tuple[dict[str, int], int]:
+    """(parts held besides the policy: a reference or teacher model, vLLM's share; parameters scored per token
+    by them)."""
+    b = DTYPE_BYTES.get(setup.dtype, 4)
+    shards = setup.processes if setup.sharding == "zero3" else 1
+    parts: dict[str, int] = {}
+    scored = 0
+    reference = None
+    if recipe.stage == "po" and recipe.reference.kind in ("policy", "source"):
+        reference = dims.params if recipe.reference.kind == "policy" else source_parameter_count(recipe.reference.source)
+    if recipe.stage == "rl" and recipe.method.trainer == "grpo" and settings.get("beta") and recipe.peft is None:
+        reference = dims.params
+    if reference:
+        parts["reference model"] = reference * b // shards
+        scored = reference
+    if recipe.stage == "rl" and recipe.teacher is not None:
+        teacher = source_parameter_count(recipe.teacher.source)
+        if teacher:
+            hardware = Hardware("cuda" if setup.gpu else "cpu", 1, "", setup.gpu, 1, 1)
+            teacher_b = DTYPE_BYTES.get(resolve_dtype(recipe.teacher.dtype, hardware), 4)
+            parts["teacher model"] = teacher * teacher_b // shards
+            parts["teacher logits"] = tokens * dims.vocab * 6  # 16-bit logits and their fp32 softmax, no grad
+            scored = teacher
+    if recipe.stage == "rl" and recipe.generation.backend == "vllm_colocate" and budget:
+        share = float(settings.get("vllm_gpu_memory_utilization") or 0.3)
+        parts[f"vLLM colocated ({share:.0%} of the GPU)"] = int(share * budget)
+    return parts, scored
+
+
+def _estimate(recipe, settings, setup, dims, budget) -> MemoryEstimate:
+    work = workload(recipe, settings, setup.processes)
+    extra, _ = extra_parts(recipe, settings, setup, dims, budget, work["tokens_per_micro_batch"])
+    return estimate_memory(dims, {**settings, **work}, setup, extra=extra)
+
+
+def knobs_to_fit(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: int) -> list[str] | None:
+    """The changes, applied in order of what they cost in speed, after which the plan fits; None if none do."""
+    ladder: list[tuple[str, dict, dict]] = []
+    if not settings.get("gradient_checkpointing"):
+        ladder.append(("train.gradient_checkpointing=true", {"gradient_checkpointing": True}, {}))
+    if setup.processes > 1 and setup.sharding not in ("zero3", "fsdp"):
+        ladder.append((f"--launch zero3 (ZeRO-3 over the {setup.processes} processes)", {}, {"sharding": "zero3"}))
+    batch = int(settings.get("per_device_train_batch_size") or 1)
+    accumulation = int(settings.get("gradient_accumulation_steps") or 1)
+    while batch > 1:
+        batch //= 2
+        ladder.append((f"train.per_device_train_batch_size={batch} (with gradient_accumulation_steps="
+                       f"{accumulation * (int(settings.get('per_device_train_batch_size') or 1) // batch)} for the "
+                       "same global batch)", {"per_device_train_batch_size": batch}, {}))
+    if setup.peft is None:
+        ladder.append(("--launch zero3_offload (optimizer states and weights in CPU memory)", {},
+                       {"sharding": "zero3", "offload_optimizer": True, "offload_params": True}))
+    changes: list[str] = []
+    current_settings, current_setup = dict(settings), setup
+    for label, new_settings, new_setup in ladder:
+        current_settings.update(new_settings)
+        current_setup = replace(current_setup, **new_setup)
+        if label.startswith("--launch") and changes and changes[-1].startswith("--launch"):
+            changes.pop()
+        changes.append(label)
+        if _estimate(recipe, current_settings, current_setup, dims, budget).peak <= budget:
+            return changes
+    for processes in (2, 4, 8, 16, 32, 64):
+        if processes > setup.processes:
+            wider = replace(current_setup, processes=processes, sharding="zero3")
+            if _estimate(recipe, current_settings, wider, dims, budget).peak <= budget:
+                return [*changes, f"--num-processes {processes} (ZeRO-3 over {processes} GPUs)"]
+    return None
+
+
+def add_fit_rows(plan, recipe, hardware: Hardware, *, steps: int | None = None, preset=None) -> None:
+    """Memory per device and time per step, added to `plan`; bad launch.gpu / launch.gpu_memory values and a model
+    config that is there but unreadable are SmolalignErrors naming the key."""
+    gpu, budget = target_device(recipe, hardware)
+    dims = read_dims(recipe.model.source, recipe.model.revision, tokenizer=recipe.model.tokenizer)
+    if dims is None:
+        if gpu is not None or budget is not None:
+            raise SmolalignError(f"model.source {recipe.model.source}: its config cannot be read without downloading or "
+                                 "converting it, so the plan cannot size it for launch.gpu/launch.gpu_memory; "
+                                 "point model.source at a local copy or convert it first")
+        plan.notes.append(f"memory and time: not estimated ({recipe.model.source} has no config readable offline)")
+        return
+    settings = recipe.settings  # the recipe over TRL's own defaults
+    setup = setup_for(recipe, hardware, gpu, preset)
+    estimate = _estimate(recipe, settings, setup, dims, budget)
+    device = f"{gpu.name}" if gpu is not None else ("this machine's RAM" if not setup.gpu else "GPU")
+    where = f"of {describe_bytes(budget)} ({device})" if budget else f"({device}, {setup.dtype})"
+    shards = SHARDINGS[setup.sharding] + (f" × {setup.processes}" if setup.processes > 1 else "")
+    plan.rows["memory per device"] = (f"≈ {describe_bytes(estimate.peak)} at the peak {where}; {shards}, "
+                                      f"{describe_count(dims.params)} parameters in {setup.dtype}, estimate")
+    tokens = workload(recipe, settings, setup.processes)["tokens_per_micro_batch"]
+    checkpointing = "on" if settings.get("gradient_checkpointing") else "off"
+    plan.rows["memory by part"] = ", ".join(
+        f"{name} {describe_bytes(size)}" for name, size in estimate.parts.items()) + \
+        f" (activations at {tokens:,} tokens per micro-batch, gradient checkpointing {checkpointing})"
+    if estimate.cpu:
+        plan.rows["memory by part"] += f"; {describe_bytes(estimate.cpu)} of CPU memory per node for offloaded states"
+    if budget is not None and estimate.peak > budget:
+        knobs = knobs_to_fit(recipe, settings, setup, dims, budget)
+        fix = ("would fit with: " + ", ".join(knobs)) if knobs else \
+            "no combination of checkpointing, micro-batch, ZeRO-3 and offload fits: use a larger GPU or LoRA"
+        plan.notes.append(f"DOES NOT FIT: ≈ {describe_bytes(estimate.peak)} per device > {describe_bytes(budget)}; {fix}")
+    elif budget is not None and estimate.peak > 0.9 * budget:
+        plan.notes.append(f"memory is tight: ≈ {describe_bytes(estimate.peak)} of {describe_bytes(budget)}, within "
+                          "the estimate's error of not fitting")
+    _time_rows(plan, recipe, settings, setup, dims, gpu, steps)
+
+
+def _time_rows(plan, recipe, settings, setup: Setup, dims: ModelDims, gpu: Gpu | None, steps: int | None) -> None:
+    launch = recipe.launch
+    work = workload(recipe, settings, setup.processes)
+    if launch is not None and launch.calibrate:
+        from smolalign.estimate.calibrate import calibrate
+        from smolalign.estimate.dims import read_config
+
+        config = read_config(recipe.model.source, recipe.model.revision, tokenizer=recipe.model.tokenizer)
+        seconds, how = calibrate(config, dims, settings, work, setup)
+        label = f"{describe_seconds(seconds)} measured ({how})"
+    elif gpu is not None and gpu.bf16_flops:
+        utilization = launch.utilization if launch is not None and launch.utilization else DEFAULT_UTILIZATION
+        b = DTYPE_BYTES.get(setup.dtype, 4)
+        _, scored = extra_parts(recipe, settings, setup, dims, None, work["tokens_per_micro_batch"])
+        timing = step_time(dims, {**settings, **work}, gpu, utilization, weight_bytes=dims.params * b,
+                           extra_forward_params=scored)
+        seconds = timing.total
+        parts = [f"training {describe_seconds(timing.train)}"]
+        if timing.generation:
+            parts.append(f"generation {describe_seconds(timing.generation)}")
+        if timing.other:
+            parts.append(f"reference/teacher {describe_seconds(timing.other)}")
+        label = (f"≈ {describe_seconds(seconds)} ({', '.join(parts)}; estimate from FLOPs at {utilization:.0%} of "
+                 f"the {gpu.name}'s bf16 peak)")
+    else:
+        plan.rows["time per step"] = "not estimated (no GPU target: set launch.gpu, or launch.calibrate: true)"
+        return
+    plan.rows["time per step"] = label
+    if steps:
+        total = seconds * steps
+        gpu_hours = total * setup.processes / 3600
+        plan.rows["time for the run"] = (f"≈ {describe_seconds(total)} for {steps:,} steps ({gpu_hours:,.1f} "
+                                         f"device-hours over {setup.processes})")

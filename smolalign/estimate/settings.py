@@ -1,0 +1,110 @@
+"""What the estimates need from a recipe, as plain values: the work per micro-batch and per step, the launch setup
+(sharding, offload, processes, PEFT) and the target device. `smolalign sft RECIPE --dry-run --set launch.gpu=H100`."""
+
+import json
+import os
+from pathlib import Path
+
+from smolalign.estimate.gpus import Gpu, find_gpu, gpu_named, parse_size
+from smolalign.estimate.memory import Setup
+from smolalign.hardware import Hardware, resolve_dtype
+
+ASSUMED_PROMPT = 512
+"""Prompt tokens assumed for on-policy stages when train.max_prompt_length is not set."""
+
+
+def workload(recipe, settings: dict, processes: int) -> dict:
+    """Tokens per micro-batch (what activations scale with) and the per-device work of one optimizer step."""
+    per_device = int(settings.get("per_device_train_batch_size") or 1)
+    accumulation = int(settings.get("gradient_accumulation_steps") or 1)
+    work = {"sequences_per_step": per_device * accumulation, "lora": recipe.peft is not None}
+    if recipe.stage == "rl":
+        completion = int(settings.get("max_completion_length") or 512)
+        length = int(settings.get("max_prompt_length") or ASSUMED_PROMPT) + completion
+        work.update(sequence_length=length, tokens_per_micro_batch=per_device * length,
+                    generated_sequences=per_device * accumulation, max_completion_length=completion)
+        if recipe.method.trainer != "grpo":
+            lmbda = 1.0 if recipe.method.trainer == "distill" else float(settings["lmbda"])
+            work["generated_sequences"] = int(round(per_device * accumulation * lmbda))
+        return work
+    length = int(settings.get("max_length") or 1024)
+    sequences = 2 if recipe.stage == "po" and recipe.method.trainer != "kto" else 1  # chosen and rejected together
+    work.update(sequence_length=length, tokens_per_micro_batch=sequences * per_device * length,
+                sequences_per_step=sequences * per_device * accumulation)
+    return work
+
+
+def preset_setup(settings: dict, processes: int, per_node: int | None = None) -> dict:
+    """Setup fields from an accelerate config (a preset's parsed YAML)."""
+    kind = str(settings.get("distributed_type", "NO"))
+    if kind == "DEEPSPEED":
+        ds = settings.get("deepspeed_config") or {}
+        if ds.get("deepspeed_config_file"):
+            return _zero_setup(json.loads(Path(ds["deepspeed_config_file"]).expanduser().read_text())
+                               .get("zero_optimization", {}), processes, per_node)
+        return {"sharding": f"zero{int(ds.get('zero_stage', 2))}", "processes": processes, "per_node": per_node,
+                "offload_optimizer": ds.get("offload_optimizer_device", "none") not in (None, "none"),
+                "offload_params": ds.get("offload_param_device", "none") not in (None, "none")}
+    if kind == "FSDP":
+        return {"sharding": "fsdp", "processes": processes, "per_node": per_node}
+    return {"sharding": "ddp" if processes > 1 else "none", "processes": processes, "per_node": per_node}
+
+
+def _zero_setup(zero: dict, processes: int, per_node: int | None) -> dict:
+    offloaded = [(zero.get(f"offload_{k}") or {}).get("device") not in (None, "none") for k in ("optimizer", "param")]
+    return {"sharding": f"zero{int(zero.get('stage', 0))}" if int(zero.get("stage", 0)) else "ddp",
+            "processes": processes, "per_node": per_node, "offload_optimizer": offloaded[0],
+            "offload_params": offloaded[1]}
+
+
+def launch_fields(recipe, hardware: Hardware, preset: Path | None = None) -> dict:
+    """Sharding and processes: the launcher's (inside a launched run), else the given or the recipe's preset."""
+    from smolalign.launch import DEEPSPEED_CONFIG, is_launched, preset_path, read_preset
+
+    processes = hardware.world_size
+    if preset is None and is_launched():
+        if os.environ.get(DEEPSPEED_CONFIG):
+            zero = json.loads(Path(os.environ[DEEPSPEED_CONFIG]).read_text()).get("zero_optimization", {})
+            return _zero_setup(zero, processes, None)
+        if os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":
+            device = {k: os.environ.get(f"ACCELERATE_DEEPSPEED_OFFLOAD_{k.upper()}_DEVICE", "none")
+                      for k in ("optimizer", "param")}
+            return _zero_setup({"stage": os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", 2),
+                                "offload_optimizer": {"device": device["optimizer"]},
+                                "offload_param": {"device": device["param"]}}, processes, None)
+        if os.environ.get("ACCELERATE_USE_FSDP") == "true":
+            return {"sharding": "fsdp", "processes": processes}
+        return {"sharding": "ddp" if processes > 1 else "none", "processes": processes}
+    if preset is None and recipe.launch is not None and recipe.launch.preset:
+        preset = preset_path(recipe.launch.preset, "launch.preset")
+        processes = recipe.launch.num_processes
+    if preset is None:
+        return {"sharding": "none", "processes": processes}
+    per_node = hardware.device_count if hardware.world_size > hardware.device_count > 0 else None
+    return preset_setup(read_preset(preset), processes, per_node)
+
+
+def target_device(recipe, hardware: Hardware) -> tuple[Gpu | None, int | None]:
+    """(the GPU the plan is for, the memory budget per device): launch.gpu and launch.gpu_memory, else this
+    machine's GPU. Bad values are SmolalignErrors naming the key."""
+    launch = recipe.launch
+    gpu = gpu_named(launch.gpu) if launch is not None and launch.gpu else None
+    budget = parse_size(launch.gpu_memory) if launch is not None and launch.gpu_memory is not None else None
+    if gpu is None and hardware.on_gpu and not hardware.device_name.endswith("under Slurm"):
+        import torch
+
+        if torch.cuda.is_available():
+            found = find_gpu(torch.cuda.get_device_name(0))
+            memory = torch.cuda.get_device_properties(0).total_memory
+            gpu = Gpu(found.name if found else torch.cuda.get_device_name(0), memory,
+                      found.bf16_flops if found else 0.0, found.bandwidth if found else 0.0)
+    if budget is None and gpu is not None:
+        budget = gpu.memory
+    return gpu, budget
+
+
+def setup_for(recipe, hardware: Hardware, gpu: Gpu | None, preset: Path | None = None) -> Setup:
+    on_gpu = gpu is not None or hardware.on_gpu
+    planned = hardware if hardware.on_gpu or not on_gpu else Hardware("cuda", 1, gpu.name, True, 1, 1)
+    return Setup(**launch_fields(recipe, hardware, preset), dtype=resolve_dtype(recipe.model.dtype, planned),
+                 gpu=on_gpu, peft=recipe.peft, quantization=recipe.model.quantization)

@@ -1,0 +1,107 @@
+"""The plan's memory and time through the CLI: bad launch.gpu / launch.gpu_memory / model configs exit 2 before
+anything loads, and a plan that does not fit the target comes with changes that make the estimate fit."""
+
+import json
+
+import pytest
+from tiny_models import chat_rows, write_jsonl
+
+
+@pytest.fixture
+def recipe(write_recipe, tiny_dir, tmp_path):
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+
+    def make(model: str | None = None, **launch) -> str:
+        return str(write_recipe({"model": {"source": model or str(tiny_dir)}, "template": {"name": "smollm3"},
+                                 "data": {"sources": [{"path": str(data)}]},
+                                 "train": {"max_length": 256, "max_steps": 2, "per_device_train_batch_size": 2},
+                                 **({"launch": launch} if launch else {})}))
+
+    return make
+
+
+def one_line(code, err, *fragments):
+    assert code == 2, err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_unknown_gpu_type(cli, recipe, tmp_path):
+    code, _, err = cli("sft", recipe(), "--dry-run", "--set", "launch.gpu=H1000", "-o", tmp_path / "run")
+    one_line(code, err, "launch.gpu", "H1000")
+    assert not (tmp_path / "run").exists()
+
+
+def test_budget_that_is_not_a_size(cli, recipe):
+    code, _, err = cli("sft", recipe(gpu_memory="a lot"), "--dry-run")
+    one_line(code, err, "launch.gpu_memory", "a lot")
+
+
+def test_model_config_that_cannot_be_read(cli, recipe, tiny_dir, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for item in tiny_dir.iterdir():
+        (broken / item.name).symlink_to(item)
+    (broken / "config.json").unlink()
+    (broken / "config.json").write_text('{"model_type": "llama", "hidden_size": ')
+    code, _, err = cli("sft", recipe(model=str(broken)), "--dry-run")
+    one_line(code, err, "model.source", str(broken))
+
+
+def test_dry_run_with_a_target_loads_nothing_and_writes_nothing(cli, recipe, tmp_path):
+    code, out, err = cli("sft", recipe(gpu="A100-40GB", gpu_memory="30GB"), "--dry-run", "-o", tmp_path / "run")
+    assert code == 0, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_plan_that_does_not_fit_gets_changes_that_fit(tiny_dir):
+    """The knobs are checked on the estimate itself: applying them brings the peak under the budget."""
+    from dataclasses import replace
+
+    from smolalign.estimate.dims import read_dims
+    from smolalign.estimate.fit import _estimate, knobs_to_fit
+    from smolalign.estimate.memory import CUDA_CONTEXT, Setup
+    from smolalign.recipe.validate import validate_recipe
+
+    raw = {"model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": "x.jsonl"}]},
+           "train": {"max_length": 2048, "per_device_train_batch_size": 8, "gradient_checkpointing": False}}
+    recipe = validate_recipe(raw, "sft", "test")
+    dims = read_dims(str(tiny_dir))
+    settings = {"optim": "adamw_torch", **recipe.train}
+    setup = Setup(processes=4, sharding="ddp", dtype="bfloat16", gpu=True)
+    before = _estimate(recipe, settings, setup, dims, None).peak
+    budget = CUDA_CONTEXT + int((before - CUDA_CONTEXT) * 0.35)
+    knobs = knobs_to_fit(recipe, settings, setup, dims, budget)
+    assert knobs and knobs[0] == "train.gradient_checkpointing=true"
+    applied_settings, applied_setup = dict(settings), setup
+    for knob in knobs:
+        if knob.startswith("train."):
+            key, value = knob.split(" ")[0][len("train."):].split("=")
+            applied_settings[key] = value == "true" if value in ("true", "false") else int(value)
+        elif knob.startswith("--launch zero3"):
+            applied_setup = replace(applied_setup, sharding="zero3")
+    assert _estimate(recipe, applied_settings, applied_setup, dims, None).peak <= budget < before
+
+
+def test_slurm_plan_sizes_the_job_not_the_login_node(cli, recipe, tmp_path):
+    """The script is written for the cluster's GPUs; the plan's target is launch.gpu (nothing on this node)."""
+    script = tmp_path / "job.sbatch"
+    code, out, err = cli("launch", "slurm", recipe(gpu="H100"), "--nodes", "2", "--preset", "zero3",
+                         "--script", script)
+    assert code == 0, err
+    assert script.is_file()
+
+
+def test_calibration_times_real_steps_on_this_machine(recipe, tiny_dir):
+    from smolalign.estimate.calibrate import calibrate
+    from smolalign.estimate.dims import read_config, read_dims
+    from smolalign.estimate.memory import Setup
+
+    dims = read_dims(str(tiny_dir))
+    work = {"tokens_per_micro_batch": 2 * 64, "sequence_length": 64, "sequences_per_step": 4}
+    seconds, how = calibrate(read_config(str(tiny_dir)), dims, {"per_device_train_batch_size": 2}, work,
+                             Setup(gpu=False, dtype="float32"))
+    assert 0 < seconds < 60
+    assert json.dumps(how)
