@@ -73,13 +73,13 @@ def dims_from_config(config) -> ModelDims:
     return dims_from_model(model)
 
 
-def read_config(spec: str, revision: str | None = None, key: str = "model.source", tokenizer: str | None = None):
-    """The transformers config of a model source, without weights; None when it cannot be had without a download
-    or a conversion (a hub id not in the local cache, an unconverted pretraining checkpoint). A config that is there
-    but unreadable is a SmolalignError naming `key`."""
-    from smolalign.models.sources import checkpoint_cache_dir, gguf_cache_dir, resolve_source
+def read_config(source, key: str = "model.source"):
+    """The transformers config of a resolved model source (`models.sources.ModelSource`), without weights; None when
+    it cannot be had without a download or a conversion (a hub id not in the local cache, an unconverted
+    pretraining checkpoint). A config that is there but unreadable is a SmolalignError naming `key`."""
+    from smolalign.models.sources import checkpoint_cache_dir, gguf_cache_dir
 
-    source = resolve_source(spec, revision, tokenizer, "model.tokenizer")
+    spec, revision = source.location, source.revision
     kind, location = source.kind, Path(source.location)
     if kind == "checkpoint":
         location = checkpoint_cache_dir(source)
@@ -104,9 +104,10 @@ def read_config(spec: str, revision: str | None = None, key: str = "model.source
         raise SmolalignError(f"{key} {spec}: its config cannot be read ({exc})") from None
 
 
-def read_dims(spec: str, revision: str | None = None, key: str = "model.source", tokenizer: str | None = None
-              ) -> ModelDims | None:
-    config = read_config(spec, revision, key, tokenizer)
+def read_dims(source, key: str = "model.source") -> ModelDims | None:
+    """Dims of a resolved model source; None when its config cannot be had offline (see read_config)."""
+    spec = source.location
+    config = read_config(source, key)
     if config is None:
         return None
     try:

@@ -10,7 +10,9 @@ from smolalign.estimate.memory import DTYPE_BYTES, MemoryEstimate, Setup, estima
 from smolalign.estimate.settings import setup_for, target_device, workload
 from smolalign.estimate.time import DEFAULT_UTILIZATION, describe_seconds, step_time
 from smolalign.hardware import Hardware, resolve_dtype
-from smolalign.models.size import describe_bytes, describe_count, source_parameter_count
+from smolalign.models.size import source_parameter_count
+from smolalign.models.sources import source_of
+from smolalign.quantities import describe_bytes, describe_count
 
 SHARDINGS = {"none": "one process", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
              "fsdp": "FSDP"}
@@ -26,14 +28,15 @@ def extra_parts(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: i
     scored = 0
     reference = None
     if recipe.stage == "po" and recipe.reference.kind in ("policy", "source"):
-        reference = dims.params if recipe.reference.kind == "policy" else source_parameter_count(recipe.reference.source)
+        reference = dims.params if recipe.reference.kind == "policy" else \
+            source_parameter_count(source_of(recipe, "reference"))
     if recipe.stage == "rl" and recipe.method.trainer == "grpo" and settings.get("beta") and recipe.peft is None:
         reference = dims.params
     if reference:
         parts["reference model"] = reference * b // shards
         scored = reference
     if recipe.stage == "rl" and recipe.teacher is not None:
-        teacher = source_parameter_count(recipe.teacher.source)
+        teacher = source_parameter_count(source_of(recipe, "teacher"))
         if teacher:
             hardware = Hardware("cuda" if setup.gpu else "cpu", 1, "", setup.gpu, 1, 1)
             teacher_b = DTYPE_BYTES.get(resolve_dtype(recipe.teacher.dtype, hardware), 4)
@@ -91,7 +94,7 @@ def add_fit_rows(plan, recipe, hardware: Hardware, *, steps: int | None = None, 
     """Memory per device and time per step, added to `plan`; bad launch.gpu / launch.gpu_memory values and a model
     config that is there but unreadable are SmolalignErrors naming the key."""
     gpu, budget = target_device(recipe, hardware)
-    dims = read_dims(recipe.model.source, recipe.model.revision, tokenizer=recipe.model.tokenizer)
+    dims = read_dims(source_of(recipe))
     if dims is None:
         if gpu is not None or budget is not None:
             raise SmolalignError(f"model.source {recipe.model.source}: its config cannot be read without downloading or "
@@ -132,7 +135,7 @@ def _time_rows(plan, recipe, settings, setup: Setup, dims: ModelDims, gpu: Gpu |
         from smolalign.estimate.calibrate import calibrate
         from smolalign.estimate.dims import read_config
 
-        config = read_config(recipe.model.source, recipe.model.revision, tokenizer=recipe.model.tokenizer)
+        config = read_config(source_of(recipe))
         seconds, how = calibrate(config, dims, settings, work, setup)
         label = f"{describe_seconds(seconds)} measured ({how})"
     elif gpu is not None and gpu.bf16_flops:

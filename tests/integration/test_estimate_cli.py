@@ -63,12 +63,13 @@ def test_a_plan_that_does_not_fit_gets_changes_that_fit(tiny_dir):
     from smolalign.estimate.dims import read_dims
     from smolalign.estimate.fit import _estimate, knobs_to_fit
     from smolalign.estimate.memory import CUDA_CONTEXT, Setup
+    from smolalign.models.sources import resolve_source
     from smolalign.recipe.validate import validate_recipe
 
     raw = {"model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": "x.jsonl"}]},
            "train": {"max_length": 2048, "per_device_train_batch_size": 8, "gradient_checkpointing": False}}
     recipe = validate_recipe(raw, "sft", "test")
-    dims = read_dims(str(tiny_dir))
+    dims = read_dims(resolve_source(str(tiny_dir)))
     settings = {"optim": "adamw_torch", **recipe.train}
     setup = Setup(processes=4, sharding="ddp", dtype="bfloat16", gpu=True)
     before = _estimate(recipe, settings, setup, dims, None).peak
@@ -98,10 +99,12 @@ def test_calibration_times_real_steps_on_this_machine(recipe, tiny_dir):
     from smolalign.estimate.calibrate import calibrate
     from smolalign.estimate.dims import read_config, read_dims
     from smolalign.estimate.memory import Setup
+    from smolalign.models.sources import resolve_source
 
-    dims = read_dims(str(tiny_dir))
+    source = resolve_source(str(tiny_dir))
+    dims = read_dims(source)
     work = {"tokens_per_micro_batch": 2 * 64, "sequence_length": 64, "sequences_per_step": 4}
-    seconds, how = calibrate(read_config(str(tiny_dir)), dims, {"per_device_train_batch_size": 2}, work,
+    seconds, how = calibrate(read_config(source), dims, {"per_device_train_batch_size": 2}, work,
                              Setup(gpu=False, dtype="float32"))
     assert 0 < seconds < 60
     assert json.dumps(how)
