@@ -23,6 +23,7 @@ from smolalign.recipe.schema import (
     TemplateSection,
 )
 from smolalign.recipe.typecheck import build, check_config_section, reject_unknown
+from smolalign.recipe.upstream import reject_owned_train_keys
 
 SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train", "launch", "eval")
 STAGE_SECTIONS = {"po": ("method", "reference", "pairs"), "rl": ("method", "rewards", "generation", "teacher")}
@@ -85,8 +86,7 @@ def normalize_train(train: dict, stage: str) -> dict:
         raise SmolalignError(
             f"train.packing must be false or one of {', '.join(PACKING_STRATEGIES)}, got {train['packing_strategy']!r}"
         )
-    if "max_seq_length" in train:
-        raise SmolalignError("unknown key train.max_seq_length (did you mean max_length?)")
+    reject_owned_train_keys(train)
     if stage == "rl":
         for key, hint in RL_TRAIN_KEYS_OWNED.items():
             if key in train:

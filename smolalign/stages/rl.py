@@ -34,6 +34,7 @@ def load_prompts(recipe: Recipe):
     every row's `chat_template_kwargs` column holds its effective mode, which the format and length rewards read."""
     import datasets
 
+    from smolalign.data.formats import with_system_message
     from smolalign.data.mixture import JSON_PREFIX
     from smolalign.data.sources import load_source
 
@@ -53,6 +54,8 @@ def load_prompts(recipe: Recipe):
         if isinstance(prompt, str) and prompt.startswith(JSON_PREFIX):
             prompt = json.loads(prompt[len(JSON_PREFIX):])
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+        if recipe.data.system_prompt is not None:
+            messages = with_system_message(messages, recipe.data.system_prompt)
         kwargs = row.get("chat_template_kwargs") or {}
         wanted = kwargs.get("enable_thinking") if isinstance(kwargs, dict) else None
         if wanted is not None and wanted != default:

@@ -1,0 +1,124 @@
+"""Where the keys of TRL, alignment-handbook and open-r1 configs live in a smolalign recipe, and which of their
+reward names mean the same as ours.
+
+The one table of upstream names: `smolalign recipes import` translates with it, and validation reads it so that
+`model_name_or_path` or `train.warmup_ratio` written in a smolalign recipe is answered with its home, not only a
+spelling suggestion. Only the stdlib is imported here.
+"""
+
+RENAMED = {
+    # ModelConfig (TRL) / ModelArguments (alignment-handbook)
+    "model_name_or_path": "model.source",
+    "model_revision": "model.revision",
+    "torch_dtype": "model.dtype",
+    "dtype": "model.dtype",
+    "attn_implementation": "model.attn_implementation",
+    "trust_remote_code": "model.trust_remote_code",
+    "load_in_4bit": "model.quantization: 4bit",
+    "load_in_8bit": "model.quantization: 8bit",
+    "use_peft": "a peft: section (its keys are peft.LoraConfig's)",
+    "lora_r": "peft.r",
+    "lora_alpha": "peft.lora_alpha",
+    "lora_dropout": "peft.lora_dropout",
+    "lora_target_modules": "peft.target_modules",
+    "lora_target_parameters": "peft.target_parameters",
+    "lora_modules_to_save": "peft.modules_to_save",
+    "lora_task_type": "peft.task_type",
+    "use_rslora": "peft.use_rslora",
+    "use_dora": "peft.use_dora",
+    # ScriptArguments and dataset mixtures
+    "dataset_name": "data.sources[].path",
+    "dataset_config": "data.sources[].name",
+    "dataset_train_split": "data.sources[].split",
+    "dataset_mixture": "data.sources (one entry per dataset: path, name, split, columns, weight), data.seed and "
+                       "data.eval_split",
+    "datasets": "data.sources",
+    "test_split_size": "data.eval_split",
+    "dataset_prompt_column": "data.sources[].columns: {YOUR_COLUMN: prompt}",
+    "dataset_text_field": "data.sources[].columns: {YOUR_COLUMN: text}",
+    "system_prompt": "data.system_prompt",
+    # Trainer fields TRL renamed or dropped, and fields smolalign sets from a section of its own
+    "warmup_ratio": "train.warmup_steps (a float below 1 is a ratio of the total steps)",
+    "max_seq_length": "train.max_length",
+    "max_prompt_length": "nowhere in TRL 1.16: train.max_length caps prompt plus answer (po), pairs.max_prompt_tokens "
+                         "drops long prompts of generated pairs",
+    "chat_template": "template.name (a shipped template, a .jinja file, or model for the tokenizer's own)",
+    "chat_template_path": "template.name",
+    "eos_token": "nowhere: smolalign sets EOS to the template's end-of-turn token",
+    "reward_funcs": "rewards: [{name, weight, params}]",
+    "reward_weights": "rewards[].weight",
+    "use_vllm": "generation.backend: vllm_colocate or vllm_server",
+    "vllm_mode": "generation.backend: vllm_colocate or vllm_server",
+    "loss_type": "method: (po), e.g. method: apo_zero",
+    "num_processes": "launch.num_processes",
+}
+"""Upstream key -> its smolalign home, in the words a message shows."""
+
+OWNED_TRAIN_KEYS = ("chat_template_path", "eos_token", "dataset_text_field")
+"""TRL config fields that smolalign sets itself: written in `train:`, TRL would apply them on top of smolalign's
+template and EOS handling, so they are refused with their home instead."""
+
+
+def reject_owned_train_keys(train: dict) -> None:
+    """A SmolalignError for a `train:` key smolalign sets itself."""
+    from smolalign.errors import SmolalignError
+
+    for key in OWNED_TRAIN_KEYS:
+        if key in train:
+            raise SmolalignError(f"train.{key} is set by smolalign: {RENAMED[key]}")
+
+
+def rename_hint(key: str) -> str | None:
+    """'KEY is written HOME in a smolalign recipe' for an upstream key, else None."""
+    home = RENAMED.get(str(key))
+    if home is None:
+        return None
+    if home.startswith("nowhere"):
+        return f"{key} is a TRL / alignment-handbook / open-r1 key with no smolalign equivalent ({home})"
+    return f"{key} is a TRL / alignment-handbook / open-r1 key: in a smolalign recipe it is {home}"
+
+
+OPENR1_TAGS = ["<think>\n", "\n</think>\n", "\n<answer>\n", "\n</answer>"]
+"""open-r1's tag_count_reward: a quarter point for each of these appearing exactly once."""
+
+REWARD_ALIASES = {
+    # open-r1 (src/open_r1/rewards.py get_reward_funcs) and TRL's `trl grpo` registry (trl/scripts/grpo.py)
+    "accuracy": "math_accuracy",
+    "accuracy_reward": "math_accuracy",
+    "reasoning_accuracy_reward": "math_accuracy",
+    "format": "answer_format",
+    "code_format": "answer_format",
+    "tag_count": "tag_count",
+    "repetition_penalty": "repetition",
+    "soft_overlong_punishment": "soft_overlong",
+    "get_soft_overlong_punishment": "soft_overlong",
+    "code": "code",
+}
+"""Upstream reward name -> the built-in reward that scores the same thing (math-verify equality with the solution
+column; open-r1's exact <think>/<answer> layout; the tags counted once; word n-gram repetition; DAPO's overlong
+penalty in tokens; the pass share of the row's tests)."""
+
+REWARDS_REFUSED = {
+    "reasoning_steps": "open-r1 counts 'Step 1:', bullets and 'First,'/'Next,' words; there is no built-in "
+                       "equivalent: write it as path/to/file.py:function",
+    "length": "open-r1's Kimi-1.5 length reward compares character lengths within a group; the closest built-ins "
+              "are cosine_length (accuracy scaled by length, in tokens) and soft_overlong (DAPO, in tokens)",
+    "cosine": "open-r1's cosine reward counts characters (max_len), ours counts tokens: use cosine_length with "
+              "max_length in tokens (params min_value_wrong, max_value_wrong, min_value_correct, max_value_correct)",
+    "binary_code": "use code (the share of tests passed) or write a 0/1 wrapper as path/to/file.py:function",
+    "ioi_code": "IOI scoring runs on a Piston server; smolalign's code reward runs Python tests locally",
+    "cf_code": "Codeforces scoring runs on a Piston server; smolalign's code reward runs Python tests locally",
+    "think_format_reward": "TRL's accepts any text with one <think>...</think>; think_format also needs non-empty "
+                           "reasoning and an answer after it, matching the row's think mode: use think_format if "
+                           "that is what you want",
+}
+"""Upstream reward names with no built-in of the same meaning, and the closest real equivalent."""
+
+
+def reward_hint(name: str) -> str | None:
+    """A message for an upstream reward name used where a smolalign reward is expected, else None."""
+    if name in REWARD_ALIASES and REWARD_ALIASES[name] != name:
+        return f"{name!r} is the open-r1 / TRL name; the built-in that scores the same is {REWARD_ALIASES[name]!r}"
+    if name in REWARDS_REFUSED:
+        return f"{name!r} is an open-r1 / TRL reward with no built-in equivalent: {REWARDS_REFUSED[name]}"
+    return None
