@@ -37,13 +37,15 @@ def local_files(path: Path) -> dict[str, Path]:
 
 
 def copy_shipped(name: str, dest: Path) -> tuple[Path, list[Path]]:
-    """Copy shipped recipe `name` to `dest` (a file, or a folder to put NAME's file in); returns (recipe, data)."""
+    """Copy shipped recipe `name` to `dest` (a .yaml file, or a folder to put it in, created if needed); returns
+    (recipe, data files)."""
     shipped = shipped_recipes()
     key = name.removesuffix(".yaml").removesuffix(".yml")
     if key not in shipped:
         raise SmolalignError(f"no shipped recipe {name!r}{suggest(key, shipped)}; `smolalign recipes list` shows them")
     source = recipe_path(key)
-    target = dest / source.name if dest.is_dir() else dest
+    folder = dest.is_dir() or dest.suffix not in (".yaml", ".yml")
+    target = dest / source.name if folder else dest
     if target.exists():
         raise SmolalignError(f"{target} exists; remove it or give another DEST")
     files = local_files(source)

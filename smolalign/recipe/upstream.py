@@ -40,8 +40,9 @@ RENAMED = {
     # Trainer fields TRL renamed or dropped, and fields smolalign sets from a section of its own
     "warmup_ratio": "train.warmup_steps (a float below 1 is a ratio of the total steps)",
     "max_seq_length": "train.max_length",
-    "max_prompt_length": "nowhere in TRL 1.16: train.max_length caps prompt plus answer (po), pairs.max_prompt_tokens "
-                         "drops long prompts of generated pairs",
+    "max_prompt_length": "nowhere in TRL 1.16: train.max_length caps prompt plus answer (po), rl prompts are not "
+                         "truncated (filter long ones from the data), pairs.max_prompt_tokens drops long prompts of "
+                         "generated pairs",
     "chat_template": "template.name (a shipped template, a .jinja file, or model for the tokenizer's own)",
     "chat_template_path": "template.name",
     "eos_token": "nowhere: smolalign sets EOS to the template's end-of-turn token",
