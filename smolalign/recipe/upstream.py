@@ -52,10 +52,12 @@ RENAMED = {
     "vllm_mode": "generation.backend: vllm_colocate or vllm_server",
     "loss_type": "method: (po), e.g. method: apo_zero",
     "num_processes": "launch.num_processes",
+    "model_init_kwargs": "model: (dtype, attn_implementation, trust_remote_code, revision, quantization); smolalign "
+                         "loads the model and its tokenizer itself",
 }
 """Upstream key -> its smolalign home, in the words a message shows."""
 
-OWNED_TRAIN_KEYS = ("chat_template_path", "eos_token", "dataset_text_field")
+OWNED_TRAIN_KEYS = ("chat_template_path", "eos_token", "dataset_text_field", "model_init_kwargs")
 """TRL config fields that smolalign sets itself: written in `train:`, TRL would apply them on top of smolalign's
 template and EOS handling, so they are refused with their home instead."""
 

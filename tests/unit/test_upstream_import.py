@@ -150,10 +150,13 @@ def test_upstream_names_in_a_recipe_get_their_home(tmp_path, section, key, home)
     assert home in str(caught.value) and key in str(caught.value)
 
 
-def test_train_keys_smolalign_sets_are_refused():
-    raw = {"model": {"source": "some/model"}, "data": {"sources": [{"path": "d.jsonl"}]},
-           "train": {"eos_token": "<|im_end|>"}}
-    with pytest.raises(SmolalignError, match="train.eos_token is set by smolalign"):
+@pytest.mark.parametrize("key, value, home", [
+    ("eos_token", "<|im_end|>", "end-of-turn"), ("chat_template_path", "t.jinja", "template.name"),
+    ("dataset_text_field", "body", "columns"), ("model_init_kwargs", {"use_fast": False}, "model:"),
+])
+def test_train_keys_smolalign_sets_are_refused(key, value, home):
+    raw = {"model": {"source": "some/model"}, "data": {"sources": [{"path": "d.jsonl"}]}, "train": {key: value}}
+    with pytest.raises(SmolalignError, match=f"train.{key} is set by smolalign: .*{home}"):
         validate_recipe(raw, "sft", "r.yaml")
 
 
