@@ -82,12 +82,13 @@ def trl_classes() -> dict:
 
 
 def detect_stage(raw: dict) -> str:
-    """rl for reward functions or GRPO-only fields, po for a DPO loss or DPO-only fields, else sft."""
+    """rl for reward functions or GRPO-only fields, po for beta, a DPO loss or DPO-only fields, else sft."""
     fields = {stage: {f.name for f in dataclasses.fields(cls)} for stage, cls in trl_classes().items()}
     keys = set(raw)
     if "reward_funcs" in keys or keys & (fields["rl"] - fields["po"] - fields["sft"]):
         return "rl"
-    if keys & {"loss_type", "beta"} or keys & (fields["po"] - fields["sft"]):
+    sft_loss = raw.get("loss_type") in ("nll", "dft")  # SFTConfig's own loss_type values
+    if "beta" in keys or ("loss_type" in keys and not sft_loss) or keys & (fields["po"] - fields["sft"]):
         return "po"
     return "sft"
 
@@ -174,11 +175,11 @@ class _State:
                 self.dropped(key, DROPPED[key])
             elif key in REWARD_PARAMS:
                 self.dropped(key, "a parameter of a reward this config does not list")
-            elif key in OWNED_TRAIN_KEYS or key in RENAMED:
-                self.fail(key, f"{self.stage} has no place for it here ({RENAMED[key]})")
-            elif key in fields:
+            elif key in fields and key not in OWNED_TRAIN_KEYS:
                 self.train[key] = value
                 self.lines.append(f"mapped   {key} -> train.{key}")
+            elif key in RENAMED:
+                self.fail(key, f"{self.stage} has no place for it here ({RENAMED[key]})")
             else:
                 self.fail(key, f"not a {self.fmt} key smolalign knows: {cls.__name__}, ModelConfig and "
                                f"ScriptArguments have no such field{suggest(str(key), [*fields, *RENAMED])}")

@@ -7,7 +7,7 @@ import pytest
 from rewards.registry import resolve_reward
 from smolalign.data.mixture import build_mixture
 from smolalign.errors import SmolalignError
-from smolalign.recipe.importer import detect_format, import_config
+from smolalign.recipe.importer import detect_format, detect_stage, import_config
 from smolalign.recipe.schema import DataSection, SourceSection
 from smolalign.recipe.validate import validate_recipe
 
@@ -116,6 +116,12 @@ def test_trl_dpo_with_a_local_mixture(tmp_path, monkeypatch):
 def test_keys_without_a_home_are_refused(config, fragment):
     with pytest.raises(SmolalignError, match=f"^x.yaml: {fragment}"):
         import_config(config, "x.yaml")
+
+
+def test_stage_detection():
+    assert import_config({"model_name_or_path": "m", "dataset_name": "d", "loss_type": "dft"}, "f").stage == "sft"
+    assert import_config({"model_name_or_path": "m", "dataset_name": "d", "beta": 0.1}, "f").stage == "po"
+    assert detect_stage({"model_name_or_path": "m", "dataset_name": "d", "num_generations": 4}) == "rl"
 
 
 def test_format_detection():
