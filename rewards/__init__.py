@@ -4,7 +4,8 @@ completion; None means "no reward for this sample": an unparseable gold answer, 
 
 Modules: `math` (math-verify accuracy), `format` (think tags per mode, tag counting), `length` (DAPO soft overlong,
 cosine-scaled, repetition), `code` and `sandbox` (test cases run in an isolated process), `registry` (names,
-parameters, `path/to/file.py:function`).
+parameters, `path/to/file.py:function`), `think_mode` (the one rule for a row's think mode, which smolalign uses
+too), `errors` (RewardError). Nothing here imports smolalign.
 """
 
 from rewards.registry import REWARDS, resolve_reward

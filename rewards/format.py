@@ -8,7 +8,8 @@
 
 import re
 
-from rewards.text import THINK_CLOSE, THINK_OPEN, column, completion_text, row_mode
+from rewards.text import THINK_CLOSE, THINK_OPEN, column, completion_text
+from rewards.think_mode import row_mode
 
 _THINK = re.compile(r"^\s*<think>(.*?)</think>(.*)$", re.DOTALL)
 

@@ -2,14 +2,15 @@
 as SmolLM3 needed), open-r1's cosine-scaled accuracy, and an n-gram repetition penalty.
 
 Token counts come from `completion_ids` (TRL passes them); without them (e.g. `smolalign rewards test` on a file of
-texts) the `tokenizer` parameter, a model source, counts the tokens.
+texts) the `tokenizer` parameter, a tokenizer directory or hub id, counts the tokens.
 """
 
 import math
 from typing import Any
 
 from rewards.math import MathAccuracy
-from rewards.text import column, completion_text, row_mode
+from rewards.text import column, completion_text
+from rewards.think_mode import row_mode
 
 
 def soft_overlong(length: int, max_length: int, cache: int) -> float:
@@ -32,10 +33,12 @@ class TokenCounter:
             raise ValueError("this reward counts tokens: pass completion_ids, or set the tokenizer parameter "
                              "(a model source) to count them")
         if self._tokenizer is None:
-            from smolalign.models.load import load_tokenizer
-            from smolalign.recipe.schema import ModelSection
+            from pathlib import Path
 
-            self._tokenizer, _ = load_tokenizer(ModelSection(source=self.source), "model")
+            from transformers import AutoTokenizer
+
+            local = Path(self.source).expanduser()
+            self._tokenizer = AutoTokenizer.from_pretrained(str(local) if local.exists() else self.source)
         texts = [completion_text(c) for c in completions]
         return [len(ids) for ids in self._tokenizer(texts, add_special_tokens=False)["input_ids"]]
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from smolalign.errors import SmolalignError
-from smolalign.recipe.typecheck import suggest
+from rewards.errors import RewardError, suggest
+from rewards.upstream import reward_hint
 
 
 def _code(**params):
@@ -32,17 +32,15 @@ REWARDS = ("math_accuracy", "think_format", "tag_count", "soft_overlong", "cosin
 
 
 def resolve_reward(name: str, params: dict | None = None) -> Callable:
-    """The reward callable for `name` with `params`; every problem is a SmolalignError naming the reward."""
+    """The reward callable for `name` with `params`; every problem is a RewardError naming the reward."""
     params = params or {}
     if ":" in name and name.split(":", 1)[0].endswith(".py"):
         return _from_file(name, params)
     factories = _builtin()
     if name not in factories:
-        from smolalign.recipe.upstream import reward_hint
-
         if reward_hint(name):
-            raise SmolalignError(f"reward {reward_hint(name)}")
-        raise SmolalignError(f"unknown reward {name!r}{suggest(name, REWARDS)}; built in: {', '.join(REWARDS)}, "
+            raise RewardError(f"reward {reward_hint(name)}")
+        raise RewardError(f"unknown reward {name!r}{suggest(name, REWARDS)}; built in: {', '.join(REWARDS)}, "
                              "or path/to/file.py:function")
     factory = factories[name]
     target = factory.__init__ if inspect.isclass(factory) else _code_signature()
@@ -50,7 +48,7 @@ def resolve_reward(name: str, params: dict | None = None) -> Callable:
     try:
         return factory(**params)
     except (TypeError, ValueError) as exc:
-        raise SmolalignError(f"reward {name}: {exc}") from None
+        raise RewardError(f"reward {name}: {exc}") from None
 
 
 def _code_signature():
@@ -64,13 +62,13 @@ def _check_params(name: str, function: Callable, params: dict) -> None:
     known = [p for p in signature.parameters if p != "self"]
     for key in params:
         if key not in known:
-            raise SmolalignError(f"reward {name}: unknown parameter {key!r}{suggest(key, known)} "
+            raise RewardError(f"reward {name}: unknown parameter {key!r}{suggest(key, known)} "
                                  f"(parameters: {', '.join(known) or 'none'})")
     missing = [p.name for p in signature.parameters.values()
                if p.name != "self" and p.default is inspect.Parameter.empty
                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in params]
     if missing:
-        raise SmolalignError(f"reward {name}: parameter {missing[0]!r} is required")
+        raise RewardError(f"reward {name}: parameter {missing[0]!r} is required")
 
 
 def _from_file(spec: str, params: dict) -> Callable:
@@ -78,16 +76,16 @@ def _from_file(spec: str, params: dict) -> Callable:
     path_text, attribute = spec.rsplit(":", 1)
     path = Path(path_text).expanduser()
     if not path.is_file():
-        raise SmolalignError(f"reward {spec}: no such file {path}")
+        raise RewardError(f"reward {spec}: no such file {path}")
     module_spec = importlib.util.spec_from_file_location(f"smolalign_user_reward_{path.stem}", path)
     module = importlib.util.module_from_spec(module_spec)
     try:
         module_spec.loader.exec_module(module)
     except Exception as exc:  # the user's file: any error while importing it is bad input
-        raise SmolalignError(f"reward {spec}: the file does not import ({type(exc).__name__}: {exc})") from None
+        raise RewardError(f"reward {spec}: the file does not import ({type(exc).__name__}: {exc})") from None
     function = getattr(module, attribute, None)
     if function is None or not callable(function):
-        raise SmolalignError(f"reward {spec}: {path.name} has no function {attribute!r}")
+        raise RewardError(f"reward {spec}: {path.name} has no function {attribute!r}")
     if params:
         _check_params(spec, function, params)
         function = function(**params)
@@ -102,9 +100,9 @@ def required_columns(reward: Callable) -> tuple[str, ...]:
 
 
 def check_reward_columns(named_rewards: list[tuple[str, Callable]], columns: list[str]) -> None:
-    """Every column each (name, reward) reads is among the data's `columns`; else a SmolalignError naming both."""
+    """Every column each (name, reward) reads is among the data's `columns`; else a RewardError naming both."""
     for name, reward in named_rewards:
         for column in required_columns(reward):
             if column not in columns:
-                raise SmolalignError(f"reward {name} reads the column {column!r}, which the data does not have "
+                raise RewardError(f"reward {name} reads the column {column!r}, which the data does not have "
                                      f"(columns: {', '.join(columns)}; rename yours with columns:)")

@@ -1,11 +1,9 @@
-"""Reading completions the way every reward needs: the text of a completion, its think block and its answer, and
-the think mode its row asked for."""
+"""Reading completions the way every reward needs: the text of a completion, its think block and its answer (the
+think mode a row asked for is decided in `rewards.think_mode`)."""
 
-import re
 from typing import Any
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-_FLAG_WORDS = re.compile(r"(?<![\w/])/(no_think|think)(?![\w/])")
 
 
 def completion_text(completion: Any) -> str:
@@ -28,20 +26,6 @@ def answer_part(text: str) -> str | None:
     if THINK_OPEN in text:
         return None
     return text
-
-
-def row_mode(prompt: Any, template_kwargs: Any = None, default: str = "think") -> str:
-    """"think" or "no_think" for a row: a /think or /no_think word in the prompt's system message wins, then the
-    row's chat_template_kwargs.enable_thinking, then `default`."""
-    if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict) and prompt[0].get("role") == "system":
-        flags = set(_FLAG_WORDS.findall(str(prompt[0].get("content") or "")))
-        if "no_think" in flags:
-            return "no_think"
-        if "think" in flags:
-            return "think"
-    if isinstance(template_kwargs, dict) and template_kwargs.get("enable_thinking") is not None:
-        return "think" if template_kwargs["enable_thinking"] else "no_think"
-    return default
 
 
 def column(columns: dict, name: str, n: int) -> list:

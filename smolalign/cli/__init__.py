@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from smolalign.errors import RunFailure, SmolalignError
+from smolalign.errors import USER_ERRORS, RunFailure
 
 app = typer.Typer(
     name="smolalign",
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     launch.CURRENT_ARGV = list(argv) if argv is not None else sys.argv[1:]
     try:
         app(args=argv, standalone_mode=True)  # usage errors exit 2 inside typer
-    except SmolalignError as exc:
+    except USER_ERRORS as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
     except RunFailure as exc:

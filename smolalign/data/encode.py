@@ -11,10 +11,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from smolalign.data.mixture import JSON_PREFIX, ORIGIN
+from rewards.think_mode import row_mode
+from smolalign.data.mixture import ORIGIN, decoded
 from smolalign.errors import SmolalignError
 from smolalign.templates.registry import ChatTemplate
-from smolalign.templates.render import render, rendered_think_mode, requested_think_mode
+from smolalign.templates.render import render, rendered_think_mode
 
 PROBLEM = "_problem"
 """Column holding what is wrong with a row ("" when nothing is)."""
@@ -90,11 +91,11 @@ class Encoder:
         kwargs = {**self.template_kwargs, **_row_kwargs(row.get("chat_template_kwargs"))}
         tools = _tools(row.get("tools"))
         if self.format == "messages":
-            messages = _decoded(row["messages"])
+            messages = decoded(row["messages"])
             text, spans = render(self.template, messages, tools=tools, special_tokens=self.special_tokens, **kwargs)
             problem = self.think_problem(messages, kwargs, text)
             return text, (spans if self.mask.assistant_only else None), problem, self.mask.assistant_only
-        prompt, completion = _decoded(row["prompt"]), _decoded(row["completion"])
+        prompt, completion = decoded(row["prompt"]), decoded(row["completion"])
         if isinstance(prompt, str):
             text = prompt + completion
             text = text if text.endswith(self.eos_token) else text + self.eos_token
@@ -112,7 +113,7 @@ class Encoder:
     def think_problem(self, messages: list[dict], kwargs: dict, text: str) -> str:
         if not self.template.is_hybrid:
             return ""
-        wanted, got = requested_think_mode(messages, kwargs), rendered_think_mode(text)
+        wanted, got = row_mode(messages, kwargs), rendered_think_mode(text)
         if got is not None and got != wanted:
             return f"asked for {wanted} mode but the template rendered {got}"
         return ""
@@ -167,26 +168,26 @@ def _plain_backend(tokenizer):
     return backend
 
 
-def _decoded(value: Any) -> Any:
-    """Columns that had to be stored as JSON to align sources are decoded back (see `mixture.JSON_PREFIX`)."""
-    if isinstance(value, str) and value.startswith(JSON_PREFIX):
-        return json.loads(value[len(JSON_PREFIX):])
-    return value
-
-
 def _tools(value: Any) -> list | None:
-    """Per-row tools: a list, or a JSON string as TRL datasets store them."""
-    value = _decoded(value)
+    """Per-row tools: a list, or a JSON string as TRL datasets store them; elements given as JSON strings are decoded
+    too, so a template prints each definition once, not as an encoded string."""
+    value = decoded(value)
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise SmolalignError(f"a tools value is neither a list nor JSON: {value[:80]!r}") from None
+        value = _json_tool(value)
+    if isinstance(value, list):
+        value = [_json_tool(tool) if isinstance(tool, str) else tool for tool in value]
     return value or None
 
 
+def _json_tool(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise SmolalignError(f"a tools value is neither a list nor JSON: {text[:80]!r}") from None
+
+
 def _row_kwargs(value: Any) -> dict:
-    value = _decoded(value)
+    value = decoded(value)
     if not value:
         return {}
     if not isinstance(value, dict):

@@ -21,6 +21,9 @@ from smolalign.recipe.schema import DataSection, SourceSection
 ORIGIN = "_origin"
 JSON_PREFIX = "\x00json\x00"
 """Marks a value stored as JSON text because its schema differed between sources."""
+PROMPT_FORMAT = "prompt"
+"""Prompt rows (rl, distillation, pairs, eval): a `prompt` column, or `messages` whose trailing assistant turns
+are dropped; every other column is kept for the rewards."""
 
 
 @dataclass
@@ -46,15 +49,27 @@ def weighted_rows(n: int, weight: float, seed: int) -> list[int]:
     return indices
 
 
+def decoded(value):
+    """A value stored as JSON text to align sources (see `JSON_PREFIX`), decoded back; others as they are."""
+    if isinstance(value, str) and value.startswith(JSON_PREFIX):
+        return json.loads(value[len(JSON_PREFIX):])
+    return value
+
+
 def _prepare_source(source: SourceSection, requested_format: str, index: int, seed: int, system_prompt=None):
     dataset = load_source(source)
     if len(dataset) == 0:
         raise SmolalignError(f"data source {source.path} is empty")
-    fmt = detect_format(dataset.column_names, requested_format, source.path)
+    if requested_format == PROMPT_FORMAT:
+        fmt = PROMPT_FORMAT
+        dataset = _as_prompt_rows(dataset, source.path)
+    else:
+        fmt = detect_format(dataset.column_names, requested_format, source.path)
     if fmt == "messages" and "messages" not in dataset.column_names:
         dataset = dataset.map(lambda row: {"messages": sharegpt_to_messages(row["conversations"])},
                               remove_columns=["conversations"])
-    dataset = dataset.select_columns(canonical_columns(fmt, dataset.column_names))
+    if fmt != PROMPT_FORMAT:
+        dataset = dataset.select_columns(canonical_columns(fmt, dataset.column_names))
     if system_prompt is not None:
         dataset = add_system_prompt(dataset, fmt, system_prompt, source.path)
     n = len(dataset)
@@ -63,6 +78,28 @@ def _prepare_source(source: SourceSection, requested_format: str, index: int, se
     if rows != list(range(n)):
         dataset = dataset.select(rows)
     return dataset, fmt, n
+
+
+def _as_prompt_rows(dataset, where: str):
+    """A source of prompts: a row's `messages` (where it has no `prompt`) becomes its `prompt`, without the trailing
+    assistant turns."""
+    columns = dataset.column_names
+    if "messages" not in columns:
+        if "prompt" not in columns:
+            raise SmolalignError(f"data source {where} has no prompt column (columns: {', '.join(columns)}; rename "
+                                 "yours with columns: {yours: prompt})")
+        return dataset
+
+    def to_prompt(row):
+        prompt = row.get("prompt")
+        if prompt is not None:  # one column holds both kinds of row, so a string prompt becomes a user message
+            return {"prompt": [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt}
+        messages = list(row["messages"] or [])
+        while messages and messages[-1].get("role") == "assistant":
+            messages.pop()
+        return {"prompt": messages}
+
+    return dataset.map(to_prompt, remove_columns=[c for c in ("prompt", "messages") if c in columns])
 
 
 def _as_json_strings(dataset, columns: list[str]):
@@ -87,13 +124,15 @@ def _with_json_extras(dataset, extras: list[str]):
     return dataset
 
 
-def build_mixture(data: DataSection) -> Mixture:
-    """Load, weight and concatenate every source, then split off the held-out rows."""
+def build_mixture(data: DataSection, requested_format: str | None = None) -> Mixture:
+    """Load, weight and concatenate every source, then split off the held-out rows; `requested_format` (e.g.
+    PROMPT_FORMAT) overrides `data.format`."""
     import datasets
 
     parts, formats, counts = [], {}, {}
     for index, source in enumerate(data.sources):
-        dataset, fmt, n = _prepare_source(source, data.format, index, data.seed, data.system_prompt)
+        dataset, fmt, n = _prepare_source(source, requested_format or data.format, index, data.seed,
+                                          data.system_prompt)
         parts.append(dataset)
         formats[source.path] = fmt
         counts[source.path] = (n, len(dataset))
@@ -103,7 +142,8 @@ def build_mixture(data: DataSection) -> Mixture:
     if len(parts) == 1:
         mixed = parts[0]
     else:
-        extras = sorted({c for p in parts for c in p.column_names if c in EXTRA_COLUMNS})
+        optional = set(EXTRA_COLUMNS) if requested_format != PROMPT_FORMAT else {c for p in parts for c in p.column_names}
+        extras = sorted({c for p in parts for c in p.column_names if c in optional} - {ORIGIN})
         if any(set(p.column_names) != set(parts[0].column_names) for p in parts):
             parts = [_with_json_extras(p, extras) for p in parts]
         parts = [p.select_columns(sorted(p.column_names)) for p in parts]

@@ -8,8 +8,8 @@ the prompt differently once an answer follows, an answer that does not end with 
 other than the one asked for, an empty answer, and identical chosen and rejected answers (no training signal).
 """
 
-from smolalign.data.encode import Encoder, _decoded, _row_kwargs, _tools, common_prefix_length
-from smolalign.data.mixture import ORIGIN
+from smolalign.data.encode import Encoder, _row_kwargs, _tools, common_prefix_length
+from smolalign.data.mixture import ORIGIN, decoded
 from smolalign.errors import SmolalignError
 from smolalign.templates.render import render
 
@@ -50,8 +50,8 @@ class PreferenceEncoder(Encoder):
 
     def render_pair(self, row: dict, names: tuple[str, ...]) -> dict:
         """Texts of prompt + each answer, the prompt's length in characters, and where each answer ends."""
-        answers = [_decoded(row[n]) for n in names]
-        prompt = _decoded(row.get("prompt"))
+        answers = [decoded(row[n]) for n in names]
+        prompt = decoded(row.get("prompt"))
         if all(isinstance(a, str) for a in answers) and (prompt is None or isinstance(prompt, str)):
             prompt = prompt or ""
             texts = [prompt + a if (prompt + a).endswith(self.eos_token) else prompt + a + self.eos_token

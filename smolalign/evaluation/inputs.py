@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from smolalign.errors import SmolalignError
+from rewards.think_mode import without_mode_flags
+from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.recipe.schema import EvalRewardSection, EvalSection
 
-_FLAG_WORDS = re.compile(r"(?<!\S)/(no_think|think)(?!\S)")
 _LABEL = re.compile(r"^[\w.-]+$")
 
 
@@ -87,26 +87,23 @@ def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None,
 
 
 def read_prompts(section: EvalSection, rewards: list) -> list[EvalPrompt]:
-    """The prompts of every data source, each source checked for the columns the rewards read."""
+    """The prompts of the data sources (weighted and seeded like `data:` sources), checked for the columns the
+    rewards read."""
     from rewards.registry import check_reward_columns
-    from smolalign.data.sources import load_source
-    from smolalign.pairs.prompts import as_messages
+    from smolalign.data.mixture import ORIGIN
+    from smolalign.data.prompts import as_messages, source_prompts
 
+    rows = source_prompts(section.data, section.seed).train
+    try:
+        check_reward_columns([(r.name, fn) for r, fn in rewards], rows.column_names)
+    except USER_ERRORS as exc:
+        raise SmolalignError(f"eval.data: {exc}") from None
     prompts, flagged = [], 0
-    for source in section.data:
-        dataset = load_source(source)
-        try:
-            check_reward_columns([(r.name, fn) for r, fn in rewards], dataset.column_names)
-        except SmolalignError as exc:
-            raise SmolalignError(f"data source {source.path}: {exc}") from None
-        for index, row in enumerate(dataset):
-            where = f"{source.path}#{index}"
-            messages, had_flag = without_mode_flags(as_messages(row, where))
-            flagged += had_flag
-            columns = {k: v for k, v in row.items() if k not in ("prompt", "messages")}
-            prompts.append(EvalPrompt(messages, columns, where))
-            if section.max_prompts is not None and len(prompts) == section.max_prompts:
-                break
+    for row in rows:
+        messages, had_flag = without_mode_flags(as_messages(row["prompt"], row[ORIGIN]))
+        flagged += had_flag
+        columns = {k: v for k, v in row.items() if k not in ("prompt", ORIGIN)}
+        prompts.append(EvalPrompt(messages, columns, row[ORIGIN]))
         if section.max_prompts is not None and len(prompts) == section.max_prompts:
             break
     if not prompts:
@@ -115,15 +112,3 @@ def read_prompts(section: EvalSection, rewards: list) -> list[EvalPrompt]:
         print(f"note: {flagged} prompt(s) carried /think or /no_think in their system message; the flag is taken out "
               "and each mode is set by the evaluation", file=sys.stderr)
     return prompts
-
-
-def without_mode_flags(messages: list[dict]) -> tuple[list[dict], bool]:
-    """The messages without /think or /no_think words in the first system message (dropped if nothing is left)."""
-    if not messages or messages[0].get("role") != "system" or not isinstance(messages[0].get("content"), str):
-        return messages, False
-    content = messages[0]["content"]
-    stripped = re.sub(r"[ \t]{2,}", " ", _FLAG_WORDS.sub("", content)).strip()
-    if stripped == content.strip():
-        return messages, False
-    rest = messages[1:]
-    return ([{**messages[0], "content": stripped}, *rest] if stripped else rest), True

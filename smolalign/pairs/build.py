@@ -11,6 +11,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from rewards.think_mode import row_mode
 from smolalign.errors import SmolalignError
 from smolalign.pairs.output import (
     PARTIAL_SUFFIX,
@@ -124,7 +125,9 @@ def _pair_row(prompt, chosen: dict, rejected: dict, think: bool | None, key: str
         "prompt": prompt.messages,
         "chosen": [{"role": "assistant", "content": chosen["text"]}],
         "rejected": [{"role": "assistant", "content": rejected["text"]}],
-        "chat_template_kwargs": {} if think is None else {"enable_thinking": think},
+        # The mode the policy's template will render the pair in: a flag in the prompt wins over `think`.
+        "chat_template_kwargs": {} if think is None else {
+            "enable_thinking": row_mode(prompt.messages, {"enable_thinking": think}) == "think"},
         "provenance": {**provenance, "prompt_origin": prompt.origin, "config": key},
     }
 

@@ -28,45 +28,22 @@ def prompt_key(messages: list[dict]) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
-def as_messages(row: dict, where: str) -> list[dict]:
-    """A row's prompt as messages: `prompt` (a string or messages) or `messages` without trailing assistant turns."""
-    if "prompt" in row and row["prompt"] is not None:
-        prompt = row["prompt"]
-        if isinstance(prompt, str):
-            messages = [{"role": "user", "content": prompt}]
-        elif isinstance(prompt, list):
-            messages = [dict(m) for m in prompt]
-        else:
-            raise SmolalignError(f"prompt row {where}: prompt must be a string or a list of messages")
-    elif "messages" in row and isinstance(row["messages"], list):
-        messages = [dict(m) for m in row["messages"]]
-        while messages and messages[-1].get("role") == "assistant":
-            messages.pop()
-    else:
-        raise SmolalignError(f"prompt row {where}: needs a prompt column (a string or messages) or messages")
-    messages = [{k: v for k, v in m.items() if v is not None} for m in messages]
-    if not messages or messages[-1].get("role") != "user":
-        raise SmolalignError(f"prompt row {where}: the prompt must end with a user message")
-    return messages
-
-
 def load_prompts(pairs: PairsSection) -> PromptSet:
-    """Every prompt of every source, first occurrence kept; `max_prompts` cuts the list after de-duplication."""
-    from smolalign.data.sources import load_source
+    """Every prompt of every source (weighted and seeded like `data:` sources), first occurrence kept;
+    `max_prompts` cuts the list after de-duplication."""
+    from smolalign.data.mixture import ORIGIN
+    from smolalign.data.prompts import as_messages, source_prompts
 
     prompts, seen, counts = [], set(), {"read": 0, "duplicate": 0}
-    for source in pairs.prompts:
-        dataset = load_source(source)
-        for index, row in enumerate(dataset):
-            where = f"{source.path}#{index}"
-            messages = as_messages(row, where)
-            counts["read"] += 1
-            key = prompt_key(messages)
-            if key in seen:
-                counts["duplicate"] += 1
-                continue
-            seen.add(key)
-            prompts.append(Prompt(key, messages, where))
+    for row in source_prompts(pairs.prompts, pairs.seed).train:
+        messages = as_messages(row["prompt"], row[ORIGIN])
+        counts["read"] += 1
+        key = prompt_key(messages)
+        if key in seen:
+            counts["duplicate"] += 1
+            continue
+        seen.add(key)
+        prompts.append(Prompt(key, messages, row[ORIGIN]))
     if pairs.max_prompts is not None and len(prompts) > pairs.max_prompts:
         counts["beyond_max_prompts"] = len(prompts) - pairs.max_prompts
         prompts = prompts[:pairs.max_prompts]

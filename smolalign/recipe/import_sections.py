@@ -6,8 +6,9 @@ key it takes with `renamed` or `dropped`.
 
 from pathlib import Path
 
+from rewards.upstream import OPENR1_TAGS, REWARD_ALIASES, REWARDS_REFUSED
 from smolalign.recipe.importer import ACCELERATE_PRESETS, local_or_hub
-from smolalign.recipe.upstream import OPENR1_TAGS, RENAMED, REWARD_ALIASES, REWARDS_REFUSED
+from smolalign.recipe.upstream import RENAMED
 
 PEFT_KEYS = {"lora_r": "r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout",
              "lora_target_modules": "target_modules", "lora_target_parameters": "target_parameters",

@@ -5,19 +5,13 @@ wrong type is caught before anything heavy loads and is reported as `section.key
 """
 
 import dataclasses
-import difflib
 import enum
 import types
 import typing
 from typing import Any, Literal, Union
 
+from rewards.errors import suggest  # the one did-you-mean, shared with the rewards
 from smolalign.errors import SmolalignError
-
-
-def suggest(key: str, known: typing.Iterable[str]) -> str:
-    """' (did you mean X?)' for the closest known key, or ''."""
-    hint = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {hint[0]}?)" if hint else ""
 
 
 def reject_unknown(mapping: dict, known: typing.Iterable[str], where: str) -> None:

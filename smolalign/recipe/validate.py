@@ -8,7 +8,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from smolalign.errors import SmolalignError
+from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.recipe.schema import (
     STAGES,
     DataSection,
@@ -156,7 +156,7 @@ def eval_section(mapping: Any) -> EvalSection | None:
     for index, reward in enumerate(section.rewards):
         try:
             resolve_reward(reward.name, reward.params)
-        except SmolalignError as exc:
+        except USER_ERRORS as exc:
             raise SmolalignError(f"eval.rewards.{index}: {exc}") from None
     return section
 
@@ -218,7 +218,7 @@ def _rl_sections(raw: dict):
     for index, reward in enumerate(rewards):
         try:
             resolve_reward(reward.name, reward.params)
-        except SmolalignError as exc:
+        except USER_ERRORS as exc:
             raise SmolalignError(f"rewards.{index}: {exc}") from None
     return Method(name, "grpo"), rewards, generation, None
 

@@ -130,9 +130,9 @@ def learning_rate(recipe: Recipe) -> float:
 
 def load_distill_data(recipe: Recipe, pairing: Pairing):
     """Prompts (and, for GOLD's off-policy share, completions), with each row's think mode in its prompt."""
-    from smolalign.stages.rl import load_prompts
+    from smolalign.data.prompts import recipe_prompts
 
-    prompts = load_prompts(recipe)
+    prompts = recipe_prompts(recipe).train
     has_completion = "completion" in prompts.column_names
     lmbda = recipe.train.get("lmbda", 0.5)
     if pairing.trainer == "gold" and lmbda < 1.0 and not has_completion:

@@ -1,16 +1,14 @@
 """`smolalign rl`: GRPO on TRL's GRPOTrainer with smolalign's verifiable rewards.
 
-smolalign checks the prompts and the columns every reward reads before any model loads, carries each row's think
-mode into its prompt (a /think or /no_think flag in the system message, which the SmolLM3 template honours per
-row), maps the rewards and weights onto TRL, and picks the generation backend: transformers `generate`, vLLM
-colocated in the training process, or a vLLM server (one that runs, or one it starts, health-checks and stops).
+smolalign reads the prompts through the data mixture (smolalign.data.prompts, which carries each row's think mode
+into its prompt), checks the columns every reward reads before any model loads, maps the rewards and weights onto
+TRL, and picks the generation backend: transformers `generate`, vLLM colocated in the training process, or a vLLM
+server (one that runs, or one it starts, health-checks and stops).
 A watchdog fails the run when no step finishes within `generation.stall_timeout`, instead of hanging.
 """
 
-import json
 from pathlib import Path
 
-from rewards.text import row_mode
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
@@ -25,55 +23,6 @@ def build_rewards(recipe: Recipe) -> list:
     from rewards.registry import resolve_reward
 
     return [resolve_reward(r.name, r.params) for r in recipe.rewards]
-
-
-def load_prompts(recipe: Recipe):
-    """The prompt dataset: `prompt` as messages (a string becomes one user message), every other column kept for
-    the rewards. A row whose chat_template_kwargs.enable_thinking differs from template.kwargs gets a /think or
-    /no_think system flag (TRL renders every prompt with the same kwargs; the flag switches the mode per row), and
-    every row's `chat_template_kwargs` column holds its effective mode, which the format and length rewards read."""
-    import datasets
-
-    from smolalign.data.formats import with_system_message
-    from smolalign.data.mixture import JSON_PREFIX
-    from smolalign.data.sources import load_source
-
-    datasets.disable_progress_bars()
-    parts = []
-    for source in recipe.data.sources:
-        dataset = load_source(source)
-        if "prompt" not in dataset.column_names:
-            raise SmolalignError(f"data source {source.path} has no prompt column (columns: "
-                                 f"{', '.join(dataset.column_names)}; rename yours with columns: {{yours: prompt}})")
-        parts.append(dataset)
-    dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
-    default = recipe.template.kwargs.get("enable_thinking", True)  # templates think unless told otherwise
-
-    def to_messages(row):
-        prompt = row["prompt"]
-        if isinstance(prompt, str) and prompt.startswith(JSON_PREFIX):
-            prompt = json.loads(prompt[len(JSON_PREFIX):])
-        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
-        if recipe.data.system_prompt is not None:
-            messages = with_system_message(messages, recipe.data.system_prompt)
-        kwargs = row.get("chat_template_kwargs") or {}
-        wanted = kwargs.get("enable_thinking") if isinstance(kwargs, dict) else None
-        if wanted is not None and wanted != default:
-            messages = with_mode_flag(messages, "/think" if wanted else "/no_think")
-        mode = row_mode(messages, {"enable_thinking": default if wanted is None else wanted})
-        return {"prompt": messages, "chat_template_kwargs": {"enable_thinking": mode == "think"}}
-
-    return dataset.map(to_messages, keep_in_memory=True)
-
-
-def with_mode_flag(messages: list[dict], flag: str) -> list[dict]:
-    """The messages with `flag` in the first system message (added when there is none)."""
-    if messages and messages[0].get("role") == "system":
-        content = str(messages[0].get("content") or "")
-        if "/think" in content.split() or "/no_think" in content.split():
-            return messages
-        return [{**messages[0], "content": f"{content} {flag}".strip()}, *messages[1:]]
-    return [{"role": "system", "content": flag}, *messages]
 
 
 def check_batch(recipe: Recipe, hardware: Hardware) -> None:
@@ -92,15 +41,17 @@ def check_batch(recipe: Recipe, hardware: Hardware) -> None:
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     from rewards.registry import check_reward_columns
+    from smolalign.data.prompts import recipe_prompts
     from smolalign.models.sources import resolve_model
 
     resolve_model(recipe.model)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     check_batch(recipe, hardware)
     rewards = build_rewards(recipe)
-    prompts = load_prompts(recipe)
-    check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)], prompts.column_names)
-    plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")
+    prompts = recipe_prompts(recipe)
+    check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)],
+                         prompts.train.column_names)
+    plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
     add_rl_rows(plan, recipe)
     return plan, prompts, rewards
 
@@ -167,7 +118,8 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
         args = grpo_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
         model = load_model(recipe.model, dtype, hardware, tokenizer)
-        trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=prompts,
+        trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train,
+                              eval_dataset=prompts.eval,
                               processing_class=tokenizer, peft_config=peft_config(recipe),
                               callbacks=[metrics_callback(run_dir), watchdog.callback()])
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)

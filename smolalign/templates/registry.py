@@ -34,6 +34,11 @@ class ChatTemplate:
         """Whether it switches between think and no_think modes (and so can be checked for the mode it rendered)."""
         return "enable_thinking" in self.text
 
+    @property
+    def reads_mode_flags(self) -> bool:
+        """Whether a /think or /no_think flag in the system message switches its mode (so a row can carry one)."""
+        return self.is_hybrid and "/no_think" in self.text
+
 
 def shipped_templates() -> dict[str, Path]:
     root = asset_dir("chat_templates")

@@ -11,7 +11,6 @@ from smolalign.errors import SmolalignError
 from smolalign.templates.registry import ChatTemplate
 
 Span = tuple[int, int]
-_FLAG_WORDS = re.compile(r"(?<!\S)/(no_think|think)(?!\S)")
 _RENDERED_MODE = re.compile(r"Reasoning Mode: /(no_think|think)\b")
 
 
@@ -30,18 +29,6 @@ def render(template: ChatTemplate, messages: list[dict], *, add_generation_promp
     except TemplateError as exc:
         raise SmolalignError(f"template {template.name} failed to render: {exc}") from None
     return texts[0], [tuple(s) for s in spans[0]]
-
-
-def requested_think_mode(messages: list[dict], kwargs: dict) -> str:
-    """"think" or "no_think": a whole-word flag in the first system message wins over `enable_thinking`."""
-    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
-        flags = set(_FLAG_WORDS.findall(messages[0]["content"]))
-        if "no_think" in flags:
-            return "no_think"
-        if "think" in flags:
-            return "think"
-    enable = kwargs.get("enable_thinking", True)
-    return "think" if enable is None or enable else "no_think"
 
 
 def rendered_think_mode(text: str) -> str | None:

@@ -82,10 +82,10 @@ def test_open_r1_grpo_imports_and_dry_runs(cli, tiny_dir, tmp_path, monkeypatch)
     code, _, err = cli("rl", out, "--dry-run", "--output-dir", tmp_path / "run")
     assert code == 0, err
 
+    from smolalign.data.prompts import recipe_prompts
     from smolalign.recipe.validate import load_recipe
-    from smolalign.stages.rl import load_prompts
 
-    rows = load_prompts(load_recipe(str(out), [], "rl"))
+    rows = recipe_prompts(load_recipe(str(out), [], "rl")).train
     assert rows[0]["prompt"][0] == {"role": "system", "content": recipe["data"]["system_prompt"]}
     assert rows[0]["prompt"][1] == {"role": "user", "content": "What is 0 + 0?"}
     assert rows[0]["solution"] == "0"

@@ -26,8 +26,7 @@ def slow(completions, **kw):
 
 @pytest.fixture
 def rl_recipe(write_recipe, tiny_dir, tiny_tokenizer, tmp_path):
-    rows = [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1),
-             "chat_template_kwargs": {"enable_thinking": i % 2 == 0}} for i in range(32)]
+    rows = [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1)} for i in range(32)]
     data = write_jsonl(tmp_path / "prompts.jsonl", rows)
     rewards_file = tmp_path / "my_rewards.py"
     rewards_file.write_text(REWARDS_FILE.format(target=tiny_tokenizer.convert_tokens_to_ids("Ġplus")))
@@ -39,7 +38,7 @@ def rl_recipe(write_recipe, tiny_dir, tiny_tokenizer, tmp_path):
         template = extra.pop("template", {"name": "chatml"})
         return str(write_recipe({
             "model": {"source": str(tiny_dir)}, "template": template, "method": "grpo",
-            "data": {"sources": [{"path": str(data)}]},
+            "data": extra.pop("data", {"sources": [{"path": str(data)}]}),
             "rewards": rewards or [{"name": f"{rewards_file}:target_share"}], "train": train, **extra}))
 
     make.rewards_file = rewards_file
@@ -67,22 +66,35 @@ def test_builtin_rewards_and_weights_reach_trl(cli, rl_recipe, tmp_path):
     assert "1×math_accuracy + 0.5×think_format + 0.25×soft_overlong" in out
 
 
-def test_each_rows_think_mode_reaches_its_prompt(rl_recipe):
+def test_each_rows_think_mode_reaches_its_prompt(rl_recipe, tmp_path):
+    from smolalign.data.prompts import recipe_prompts
     from smolalign.recipe.validate import load_recipe
-    from smolalign.stages.rl import load_prompts
 
-    prompts = load_prompts(load_recipe(rl_recipe(), [], "rl"))
+    rows = [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1),
+             "chat_template_kwargs": {"enable_thinking": i % 2 == 0}} for i in range(4)]
+    data = write_jsonl(tmp_path / "modes.jsonl", rows)
+    sources = {"sources": [{"path": str(data)}]}
+    prompts = recipe_prompts(load_recipe(rl_recipe(template={"name": "smollm3"}, data=sources), [], "rl")).train
     assert prompts[0]["prompt"] == [{"role": "user", "content": "what is 0 plus 1"}]  # think: the default
     assert prompts[1]["prompt"] == [{"role": "system", "content": "/no_think"},
                                     {"role": "user", "content": "what is 1 plus 2"}]
     assert [prompts[i]["chat_template_kwargs"] for i in (0, 1)] == [{"enable_thinking": True},
                                                                     {"enable_thinking": False}]
     assert prompts[0]["solution"] == "1"
-    no_think = load_prompts(load_recipe(rl_recipe(template={"name": "chatml", "kwargs": {"enable_thinking": False}}),
-                                        [], "rl"))
+    no_think = recipe_prompts(load_recipe(rl_recipe(template={"name": "smollm3", "kwargs": {"enable_thinking": False}},
+                                                    data=sources), [], "rl")).train
     assert no_think[0]["prompt"][0] == {"role": "system", "content": "/think"}
     assert no_think[1]["prompt"] == [{"role": "user", "content": "what is 1 plus 2"}]
     assert no_think[1]["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_per_row_modes_exit_2_with_a_template_that_has_none(cli, rl_recipe, tmp_path):
+    """chatml has no think modes: a row asking for one is refused, naming the row, instead of a flag being pasted
+    into its prompt."""
+    rows = [{"prompt": "what is 1 plus 2", "solution": "3", "chat_template_kwargs": {"enable_thinking": False}}]
+    data = write_jsonl(tmp_path / "modes.jsonl", rows)
+    code, out, err = cli("rl", rl_recipe(data={"sources": [{"path": str(data)}]}), "--dry-run")
+    assert code == 2 and "modes.jsonl#0: chat_template_kwargs.enable_thinking" in err and "chatml" in err, err
 
 
 @pytest.mark.parametrize(("rewards", "message"), [

@@ -6,8 +6,8 @@ import math
 import pytest
 
 from rewards import resolve_reward
+from rewards.errors import RewardError
 from rewards.length import soft_overlong
-from smolalign.errors import SmolalignError
 
 
 def msg(text: str) -> list[dict]:
@@ -27,6 +27,16 @@ def msg(text: str) -> list[dict]:
     ("<think>\nit is 42, but I keep thinking", "42", 0.0),                 # never answered
     ("", "42", 0.0),
     ("It is 42.", "a moose?", None),                                       # gold does not parse: skipped
+    # An explicit anchor decides; the last number counts only without one (asides in parentheses left out).
+    ("The answer is 5 (since 2 + 2 = 4)", "4", 0.0),
+    ("The answer is 5 (since 2 + 2 = 4)", "5", 1.0),
+    ("The sum is 42. (12 + 30)", "42", 1.0),
+    (r"\boxed{42}. Check: 41", "42", 1.0),
+    (r"\boxed{\frac{63}{400}}", r"\frac{63}{400}", 1.0),                 # open-r1's tests/test_rewards.py cases
+    (r"\boxed{\frac{64}{400}}", r"\frac{63}{400}", 0.0),
+    (r"The answer is $\boxed{\frac{63}{400}}$", r"\frac{63}{400}", 1.0),
+    ("Final answer: 7. Because 3 + 4 = 7 and 7 + 1 = 8", "7", 1.0),
+    ("x = 3\ny = 4", "4", 1.0),                                             # the last line with an = sign
 ])
 def test_math_accuracy(completion, gold, expected):
     reward = resolve_reward("math_accuracy")
@@ -114,7 +124,7 @@ def test_repetition_penalty():
     ("soft_overlong", {"max_length": 10, "cache": 20}, "cache must not exceed"),
 ])
 def test_registry_errors(name, params, message):
-    with pytest.raises(SmolalignError, match=message):
+    with pytest.raises(RewardError, match=message):
         resolve_reward(name, params)
 
 
@@ -127,7 +137,7 @@ def test_reward_from_a_file(tmp_path):
     assert resolve_reward(f"{path}:scaled", {"factor": 2})(["abc"]) == [6]
     broken = tmp_path / "broken.py"
     broken.write_text("import not_a_module_anywhere\n")
-    with pytest.raises(SmolalignError, match="does not import"):
+    with pytest.raises(RewardError, match="does not import"):
         resolve_reward(f"{broken}:f")
-    with pytest.raises(SmolalignError, match="no function 'nope'"):
+    with pytest.raises(RewardError, match="no function 'nope'"):
         resolve_reward(f"{path}:nope")

@@ -5,9 +5,10 @@ import json
 
 import pytest
 
+from rewards.think_mode import row_mode
 from smolalign.errors import SmolalignError
 from smolalign.templates.registry import resolve_template
-from smolalign.templates.render import render, rendered_think_mode, requested_think_mode
+from smolalign.templates.render import render, rendered_think_mode
 
 SMOLLM3 = resolve_template("smollm3")
 HEADER = "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\n"
@@ -130,9 +131,9 @@ def test_chatml_marks_answers_and_end_of_turn():
 
 
 def test_requested_and_rendered_modes():
-    assert requested_think_mode(conversation("x /no_think"), {}) == "no_think"
-    assert requested_think_mode(conversation("x /thinking"), {"enable_thinking": False}) == "no_think"
-    assert requested_think_mode(conversation("x"), {}) == "think"
+    assert row_mode(conversation("x /no_think"), {}) == "no_think"
+    assert row_mode(conversation("x /thinking"), {"enable_thinking": False}) == "no_think"
+    assert row_mode(conversation("x"), {}) == "think"
     assert rendered_think_mode("Reasoning Mode: /no_think\n") == "no_think"
     assert rendered_think_mode("plain") is None
 
@@ -161,3 +162,42 @@ def test_hub_template_bugs_are_real_and_ours_fixes_them():
     assert rendered_think_mode(text) == "think"
     assert "Explain ing carefully" in text
     assert "Hugging Face.\n\n<|im_start|>" not in render(SMOLLM3, [{"role": "user", "content": "x"}])[0]
+
+
+def hub_template():
+    from conftest import SHARED
+
+    hub = SHARED / "reference" / "smollm3_chat_template.jinja"
+    if not hub.is_file():
+        pytest.skip("shared reference templates are not available")
+    return resolve_template(str(hub))
+
+
+def test_tools_given_as_json_strings_render_as_the_hub_template_prints_them():
+    """A list of JSON strings (as datasets store tool definitions) is decoded element-wise, not encoded twice."""
+    from smolalign.data.encode import _tools
+
+    tools = [json.dumps({"name": "add", "description": "Add two numbers", "parameters": {"a": {"type": "int"}}}),
+             json.dumps({"name": "neg", "parameters": {}})]
+    messages = [{"role": "system", "content": "Use tools."}, {"role": "user", "content": "1+1?"}]
+    hub, _ = render(hub_template(), messages, xml_tools=tools, strftime_now=lambda fmt: "01 January 2026")
+    ours, _ = render(SMOLLM3, messages, xml_tools=_tools(json.dumps(tools)))
+    as_strings, _ = render(SMOLLM3, messages, xml_tools=tools)
+
+    def block(text: str) -> str:
+        return text[text.index("<tools>\n"):text.index("</tools>\n\nFor each")]
+
+    assert block(ours) == block(hub) == block(as_strings) == "<tools>\n" + "\n".join(tools) + "\n"
+    assert '\\"name\\"' not in ours
+
+
+@pytest.mark.parametrize("system", ["  Indented instructions.", "\n\nAfter blank lines.  \n"])
+def test_system_text_keeps_its_leading_whitespace_as_in_the_hub_template(system):
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "x"}]
+    hub, _ = render(hub_template(), messages, strftime_now=lambda fmt: "01 January 2026")
+    ours, _ = render(SMOLLM3, messages)
+
+    def instructions(text: str) -> str:
+        return text.split("## Custom Instructions\n\n", 1)[1].split("\n\n<|im_", 1)[0]
+
+    assert instructions(ours) == instructions(hub) == system.rstrip()

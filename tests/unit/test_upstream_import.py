@@ -4,6 +4,7 @@ values as in their published recipes), not copied from them."""
 
 import pytest
 
+from rewards.errors import RewardError
 from rewards.registry import resolve_reward
 from smolalign.data.mixture import build_mixture
 from smolalign.errors import SmolalignError
@@ -180,9 +181,9 @@ def test_open_r1_format_and_code_format_rewards():
 
 
 def test_open_r1_reward_names_point_at_ours():
-    with pytest.raises(SmolalignError, match="'format' is the open-r1 / TRL name.*'answer_format'"):
+    with pytest.raises(RewardError, match="'format' is the open-r1 / TRL name.*'answer_format'"):
         resolve_reward("format")
-    with pytest.raises(SmolalignError, match="reasoning_steps.*no built-in equivalent"):
+    with pytest.raises(RewardError, match="reasoning_steps.*no built-in equivalent"):
         resolve_reward("reasoning_steps")
 
 

@@ -1,0 +1,93 @@
+"""Prompt rows for every stage that generates (rl, distillation, pairs, eval), read through the data mixture so that
+every documented data key works for them too (`sources[].weight`, `eval_split`, `seed`, `columns`).
+
+`smolalign rl recipes/quickstart/rl.yaml --dry-run` reads its prompts here.
+"""
+
+from dataclasses import dataclass
+
+from rewards.think_mode import flag_mode, row_mode, with_mode_flag
+from smolalign.data.mixture import ORIGIN, PROMPT_FORMAT, build_mixture, decoded
+from smolalign.errors import SmolalignError
+from smolalign.recipe.schema import DataSection, SourceSection
+
+
+@dataclass
+class PromptRows:
+    train: object
+    """datasets.Dataset: `prompt` (messages), `_origin` ("file#row") and every other column of the sources."""
+    eval: object | None
+    """The held-out rows (data.eval_split), in the same shape; None without a split."""
+
+
+def as_messages(prompt, where: str) -> list[dict]:
+    """A prompt as messages: a string is one user message; messages must end with a user message."""
+    prompt = decoded(prompt)
+    if isinstance(prompt, str):
+        messages = [{"role": "user", "content": prompt}]
+    elif isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt):
+        messages = [{k: v for k, v in m.items() if v is not None} for m in prompt]
+    else:
+        raise SmolalignError(f"prompt row {where}: prompt must be a string or a list of messages")
+    if not messages or messages[-1].get("role") != "user":
+        raise SmolalignError(f"prompt row {where}: the prompt must end with a user message")
+    return messages
+
+
+def read_prompt_rows(data: DataSection) -> PromptRows:
+    """The mixture of prompt sources (weighted, seeded, split), each prompt as messages."""
+    mixture = build_mixture(data, PROMPT_FORMAT)
+
+    def normalise(row):
+        return {"prompt": as_messages(row["prompt"], row[ORIGIN]),
+                **{k: decoded(v) for k, v in row.items() if k not in ("prompt", ORIGIN)}}
+
+    def convert(dataset):
+        return None if dataset is None else dataset.map(normalise, keep_in_memory=True)
+
+    return PromptRows(convert(mixture.train), convert(mixture.eval))
+
+
+def source_prompts(sources: list[SourceSection], seed: int = 0) -> PromptRows:
+    """Prompt rows of a list of sources (pairs.prompts, eval.data), weighted and seeded as `data:` would be."""
+    return read_prompt_rows(DataSection(sources=list(sources), seed=seed))
+
+
+def with_think_modes(dataset, template_kwargs: dict, template_reads_flags: bool, template_name: str):
+    """Each row's mode carried into its prompt: TRL renders every prompt with the same template kwargs, so a row
+    whose chat_template_kwargs.enable_thinking differs from `template_kwargs` gets the /think or /no_think flag
+    that switches it (refused for a template that ignores flags), and every row's `chat_template_kwargs` column
+    holds its effective mode, which the format and length rewards read."""
+    default = row_mode(None, template_kwargs)
+
+    def carry(row):
+        messages = row["prompt"]
+        kwargs = row.get("chat_template_kwargs") or {}
+        if not isinstance(kwargs, dict):
+            raise SmolalignError(f"prompt row {row[ORIGIN]}: chat_template_kwargs must be a mapping, got {kwargs!r}")
+        mode = row_mode(messages, {**template_kwargs, **kwargs})
+        if mode != default and flag_mode(messages) is None:
+            if not template_reads_flags:
+                raise SmolalignError(
+                    f"prompt row {row[ORIGIN]}: chat_template_kwargs.enable_thinking asks for {mode} mode, which "
+                    f"template {template_name} cannot switch per row (it reads no /think or /no_think flag); "
+                    "remove the key from the data, set template.kwargs.enable_thinking for every row, or use "
+                    "template: smollm3")
+            messages = with_mode_flag(messages, mode)
+        return {"prompt": messages, "chat_template_kwargs": {"enable_thinking": mode == "think"}}
+
+    return dataset.map(carry, keep_in_memory=True).remove_columns([ORIGIN])
+
+
+def recipe_prompts(recipe) -> PromptRows:
+    """The prompts of an rl or distillation recipe (`data:`), with each row's think mode carried into its prompt."""
+    from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+
+    name = recipe.template.name
+    reads_flags = name != MODEL_TEMPLATE and resolve_template(name).reads_mode_flags
+    rows = read_prompt_rows(recipe.data)
+
+    def carry(dataset):
+        return None if dataset is None else with_think_modes(dataset, recipe.template.kwargs, reads_flags, name)
+
+    return PromptRows(carry(rows.train), carry(rows.eval))
