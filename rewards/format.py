@@ -59,3 +59,24 @@ class TagCount:
         return [sum(completion_text(c).count(tag) == 1 for tag in self.tags) / len(self.tags) for c in completions]
 
 
+
+
+class AnswerFormat:
+    """`answer_format`: 1.0 when the completion is laid out as open-r1's format reward asks,
+    `<think>\\n...\\n</think>\\n<answer>\\n...\\n</answer>`, else 0.0. With param `language` (open-r1's code_format), the
+    answer must also hold a fenced ```language block; a row's `language` column overrides it."""
+
+    def __init__(self, language: str | None = None):
+        self.language = language
+        self.required_columns = ()
+        self.__name__ = "answer_format"
+
+    def pattern(self, language: str | None) -> re.Pattern:
+        code = rf".*?```{re.escape(language)}.*?```" if language else ""
+        # MULTILINE as open-r1 has it: `$` also matches before a newline, so text after the last line is tolerated.
+        return re.compile(rf"^<think>\n.*?\n</think>\n<answer>\n.*?{code}.*?\n</answer>$", re.DOTALL | re.MULTILINE)
+
+    def __call__(self, completions: list, **columns) -> list[float]:
+        languages = column(columns, "language", len(completions)) if self.language else [None] * len(completions)
+        return [1.0 if self.pattern(row_language or self.language).match(completion_text(c)) else 0.0
+                for c, row_language in zip(completions, languages, strict=True)]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rewards.errors import RewardError, suggest
+from rewards.upstream import reward_hint
 
 
 def _code(**params):
@@ -17,15 +18,17 @@ def _code(**params):
 
 
 def _builtin() -> dict[str, Callable[..., Any]]:
-    from rewards.format import TagCount, ThinkFormat
+    from rewards.format import AnswerFormat, TagCount, ThinkFormat
     from rewards.length import CosineScaled, Repetition, SoftOverlong
     from rewards.math import MathAccuracy
 
     return {"math_accuracy": MathAccuracy, "think_format": ThinkFormat, "tag_count": TagCount,
-            "soft_overlong": SoftOverlong, "cosine_length": CosineScaled, "repetition": Repetition, "code": _code}
+            "soft_overlong": SoftOverlong, "cosine_length": CosineScaled, "repetition": Repetition, "code": _code,
+            "answer_format": AnswerFormat}
 
 
-REWARDS = ("math_accuracy", "think_format", "tag_count", "soft_overlong", "cosine_length", "repetition", "code")
+REWARDS = ("math_accuracy", "think_format", "tag_count", "soft_overlong", "cosine_length", "repetition", "code",
+           "answer_format")
 
 
 def resolve_reward(name: str, params: dict | None = None) -> Callable:
@@ -35,6 +38,8 @@ def resolve_reward(name: str, params: dict | None = None) -> Callable:
         return _from_file(name, params)
     factories = _builtin()
     if name not in factories:
+        if reward_hint(name):
+            raise RewardError(f"reward {reward_hint(name)}")
         raise RewardError(f"unknown reward {name!r}{suggest(name, REWARDS)}; built in: {', '.join(REWARDS)}, "
                              "or path/to/file.py:function")
     factory = factories[name]

@@ -83,7 +83,11 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
     rows["loss"] = _loss_description(data_format or recipe.data.format, layout)
     if template is not None:
         markers = "with" if template.has_generation_markers else "without"
-        rows["template"] = f"{template.name} (sha256 {template.sha256[:12]}, {markers} generation markers)"
+        from smolalign.templates.render import trained_after_end_of_turn
+
+        after = trained_after_end_of_turn(template)
+        trains = f", trains {after!r} after the end-of-turn token" if after else ""
+        rows["template"] = f"{template.name} (sha256 {template.sha256[:12]}, {markers} generation markers{trains})"
     else:
         rows["template"] = recipe.template.name
     dtype = resolve_dtype(recipe.model.dtype, hardware)

@@ -1,4 +1,7 @@
-"""`smolalign recipes list | show | validate`."""
+"""`smolalign recipes list | show | validate | import | cp`."""
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -47,3 +50,28 @@ def validate(recipe: RecipeArg, set_: SetOption = None,
     raw = apply_overrides(read_recipe(path), set_ or [])
     validate_recipe(raw, stage or raw.get("stage") or "sft", str(path))
     typer.echo(f"{path}: ok")
+
+
+ImportFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="A TRL, alignment-handbook or open-r1 "
+                                                                            "YAML.")]
+ImportFrom = Annotated[str | None, typer.Option("--from", help="trl, handbook or open-r1 (default: from the keys).")]
+ImportOut = Annotated[Path | None, typer.Option("-o", "--output", help="Where to write the recipe (default: print it).")]
+ImportStage = Annotated[str | None, typer.Option(help="sft, po or rl (default: from the keys).")]
+
+
+@app.command("import")
+def import_(file: ImportFile, from_: ImportFrom = None, out: ImportOut = None, stage: ImportStage = None) -> None:
+    """Translate an upstream config into a smolalign recipe; prints where every key went."""
+    from smolalign.recipe.importer import run_import
+
+    run_import(file, from_, out, stage)
+
+
+@app.command()
+def cp(name: Annotated[str, typer.Argument(help="A shipped recipe, e.g. quickstart/sft.")],
+       dest: Annotated[Path, typer.Argument(help="A file, or a folder to copy the recipe into.")]) -> None:
+    """Copy a shipped recipe to edit, with its data files, so that it runs from DEST's folder."""
+    from smolalign.recipe.copy_shipped import copy_shipped
+
+    target, data = copy_shipped(name, dest)
+    typer.echo(f"{target}" + "".join(f"\n  + {p}" for p in data))

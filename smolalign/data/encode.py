@@ -124,12 +124,20 @@ class Encoder:
 
         trained = labels != -100
         span_ends = trained & ~np.append(trained[1:], False)
-        wrong = span_ends & (ids != self.eos_id)
-        if wrong.any():
-            token = self.tokenizer.convert_ids_to_tokens(int(ids[np.argmax(wrong)]))
-            return (f"a trained span ends with {token!r}, not the end-of-turn token {self.eos_token!r}: "
-                    "the model would not learn to stop")
+        for end in np.flatnonzero(span_ends & (ids != self.eos_id)):
+            # Whitespace trained after the end-of-turn token is accepted: the handbook's SmolLM3 training template
+            # closes each answer with "<|im_end|>\n" inside {% generation %}.
+            start = end
+            while start > 0 and trained[start] and ids[start] != self.eos_id and self._is_whitespace(ids[start]):
+                start -= 1
+            if not (trained[start] and ids[start] == self.eos_id):
+                token = self.tokenizer.convert_ids_to_tokens(int(ids[end]))
+                return (f"a trained span ends with {token!r}, not the end-of-turn token {self.eos_token!r} "
+                        "(whitespace may follow it): the model would not learn to stop")
         return ""
+
+    def _is_whitespace(self, token_id) -> bool:
+        return not self.tokenizer.decode([int(token_id)]).strip()
 
 
 def masked_labels(ids, offsets, spans: list[tuple[int, int]], length: int):

@@ -56,3 +56,33 @@ def sharegpt_to_messages(conversations: list[dict]) -> list[dict]:
     roles = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system",
              "tool": "tool", "function_call": "assistant", "observation": "tool"}
     return [{"role": roles.get(turn.get("from"), turn.get("from")), "content": turn.get("value")} for turn in conversations]
+
+
+def with_system_message(messages: list[dict], text: str) -> list[dict]:
+    """The messages with a system message holding `text` first, unless they already open with one (a row's own
+    system message wins, as open-r1's make_conversation leaves rows that have one)."""
+    if messages and isinstance(messages[0], dict) and messages[0].get("role") == "system":
+        return list(messages)
+    return [{"role": "system", "content": text}, *messages]
+
+
+def add_system_prompt(dataset, fmt: str, text: str, where: str):
+    """`data.system_prompt` put into every row of a source: the conversation (messages), or the prompt (prompt +
+    completion, preference pairs, unpaired); a pair without a prompt gets it at the start of both answers."""
+    def conversational(value, column: str):
+        if isinstance(value, str):
+            if fmt in ("prompt_completion", "unpaired"):
+                raise SmolalignError(f"data.system_prompt: data source {where} has plain-text prompts (column "
+                                     f"{column!r} is a string), which no chat template renders; give the prompts as "
+                                     "messages, or remove system_prompt")
+            return with_system_message([{"role": "user", "content": value}], text)
+        return with_system_message(list(value or []), text)
+
+    if fmt == "text":
+        raise SmolalignError(f"data.system_prompt: data source {where} is plain text (column 'text'), which has no "
+                             "conversation to add a system message to")
+    if fmt == "messages":
+        return dataset.map(lambda row: {"messages": conversational(row["messages"], "messages")})
+    if fmt == "preference" and "prompt" not in dataset.column_names:
+        return dataset.map(lambda row: {side: conversational(row[side], side) for side in ("chosen", "rejected")})
+    return dataset.map(lambda row: {"prompt": conversational(row["prompt"], "prompt")})

@@ -7,7 +7,13 @@ import json
 import math
 from dataclasses import dataclass
 
-from smolalign.data.formats import EXTRA_COLUMNS, canonical_columns, detect_format, sharegpt_to_messages
+from smolalign.data.formats import (
+    EXTRA_COLUMNS,
+    add_system_prompt,
+    canonical_columns,
+    detect_format,
+    sharegpt_to_messages,
+)
 from smolalign.data.sources import load_source
 from smolalign.errors import SmolalignError
 from smolalign.recipe.schema import DataSection, SourceSection
@@ -50,7 +56,7 @@ def decoded(value):
     return value
 
 
-def _prepare_source(source: SourceSection, requested_format: str, index: int, seed: int):
+def _prepare_source(source: SourceSection, requested_format: str, index: int, seed: int, system_prompt=None):
     dataset = load_source(source)
     if len(dataset) == 0:
         raise SmolalignError(f"data source {source.path} is empty")
@@ -64,6 +70,8 @@ def _prepare_source(source: SourceSection, requested_format: str, index: int, se
                               remove_columns=["conversations"])
     if fmt != PROMPT_FORMAT:
         dataset = dataset.select_columns(canonical_columns(fmt, dataset.column_names))
+    if system_prompt is not None:
+        dataset = add_system_prompt(dataset, fmt, system_prompt, source.path)
     n = len(dataset)
     dataset = dataset.add_column(ORIGIN, [f"{source.path}#{i}" for i in range(n)])
     rows = weighted_rows(n, source.weight, seed + index)
@@ -123,7 +131,8 @@ def build_mixture(data: DataSection, requested_format: str | None = None) -> Mix
 
     parts, formats, counts = [], {}, {}
     for index, source in enumerate(data.sources):
-        dataset, fmt, n = _prepare_source(source, requested_format or data.format, index, data.seed)
+        dataset, fmt, n = _prepare_source(source, requested_format or data.format, index, data.seed,
+                                          data.system_prompt)
         parts.append(dataset)
         formats[source.path] = fmt
         counts[source.path] = (n, len(dataset))

@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from types import ModuleType
 
 from smolalign.errors import SmolalignError
+from smolalign.recipe.upstream import OWNED_TRAIN_KEYS, RENAMED
 
+EVERY_METHOD_OWNS = {key: RENAMED[key] for key in OWNED_TRAIN_KEYS}
+"""TRL fields that would override smolalign's template, EOS and model loading in any trainer."""
 PO_KEYS_OWNED = {
     "loss_type": "set the loss with method: (e.g. method: apo_zero, or method: {sigmoid: 1.0, sft: 0.5})",
     "loss_weights": "give weights with method: {sigmoid: 1.0, sft: 0.5}",
@@ -35,12 +38,17 @@ class MethodSpec:
     """The trainer class, "module:Class" (smolalign's subclass where it replaces TRL's dataset preparation)."""
     runner: str
     """The stage module: `check_before_loading(recipe, hardware)` and `run(recipe, ...)`."""
-    refused: dict[str, str] = field(default_factory=dict)
-    """`train:` keys smolalign sets from its own sections, each with where to set it instead."""
+    owned: dict[str, str] = field(default_factory=dict)
+    """`train:` keys smolalign sets from this method's own sections, each with where to set it instead."""
     consumed: tuple[str, ...] = ()
     """`train:` keys smolalign's data pipeline applies itself; they are not passed to the TRL config."""
     prompt_groups: bool = False
     """The trainer samples each prompt num_generations times (GRPO): its steps count groups, not rows."""
+
+    @property
+    def refused(self) -> dict[str, str]:
+        """Every `train:` key smolalign refuses for this method, with where to set it instead."""
+        return {**EVERY_METHOD_OWNS, **self.owned}
 
 
 _DISTILL = "smolalign.stages.distill"

@@ -63,6 +63,8 @@ class DataSection:
     """Seed for mixture sampling and the held-out split."""
     on_untrained: Literal["fail", "drop"] = "fail"
     """What to do with an example in which no token is trained: fail the run, or drop it and print the count."""
+    system_prompt: str | None = None
+    """A system message put first in every row that does not open with one (its conversation, or its prompt)."""
 
     def __post_init__(self) -> None:
         if not self.sources:

@@ -24,8 +24,6 @@ def normalize_train(train: dict, stage: str, spec: MethodSpec) -> dict:
         raise SmolalignError(
             f"train.packing must be false or one of {', '.join(PACKING_STRATEGIES)}, got {train['packing_strategy']!r}"
         )
-    if "max_seq_length" in train:
-        raise SmolalignError("unknown key train.max_seq_length (did you mean max_length?)")
     for key, hint in spec.refused.items():
         if key in train:
             raise SmolalignError(f"train.{key} is set by smolalign: {hint}")

@@ -15,8 +15,12 @@ from smolalign.errors import SmolalignError
 
 
 def reject_unknown(mapping: dict, known: typing.Iterable[str], where: str) -> None:
+    from smolalign.recipe.upstream import rename_hint
+
     known = list(known)
     for key in mapping:
+        if key not in known and rename_hint(key):
+            raise SmolalignError(f"unknown key {_join(where, key)}: {rename_hint(key)}")
         if key not in known:
             raise SmolalignError(f"unknown key {_join(where, key)}{suggest(str(key), known)}")
 

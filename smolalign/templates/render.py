@@ -35,3 +35,18 @@ def rendered_think_mode(text: str) -> str | None:
     """The mode a SmolLM3-style render announces in its metadata, or None if it announces none."""
     match = _RENDERED_MODE.search(text)
     return match.group(1) if match else None
+
+
+def trained_after_end_of_turn(template: ChatTemplate) -> str:
+    """The whitespace a template trains after an answer's last token (the handbook's SmolLM3 training template
+    trains "<|im_end|>\\n"): the tail of the generation span of a one-exchange conversation; "" when none."""
+    if not template.has_generation_markers:
+        return ""
+    try:
+        text, spans = render(template, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}])
+    except SmolalignError:
+        return ""
+    if not spans:
+        return ""
+    answer = text[spans[-1][0]:spans[-1][1]]
+    return answer[len(answer.rstrip()):]

@@ -1,0 +1,73 @@
+"""`smolalign recipes cp NAME DEST`: a shipped recipe copied to edit, with the data files it names next to it.
+
+The recipe text is copied as is (its comments are the documentation); every relative path in it that names a file
+next to the shipped recipe (its data) is copied to the same relative place under DEST's folder, where the copy
+resolves it the same way. Paths that name run outputs (runs/...) stay relative to where you run.
+"""
+
+import copy
+import shutil
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.recipe.load import _absolutize_paths, recipe_path, shipped_recipes
+from smolalign.recipe.typecheck import suggest
+from smolalign.recipe.yamlio import load_yaml
+
+
+def local_files(path: Path) -> dict[str, Path]:
+    """Relative path as written in the recipe -> the file or folder next to the shipped recipe."""
+    written = load_yaml(path.read_text(), source=str(path)) or {}
+    resolved = copy.deepcopy(written)
+    _absolutize_paths(resolved, path.parent)
+    found: dict[str, Path] = {}
+
+    def walk(before, after) -> None:
+        if isinstance(before, dict):
+            for key in before:
+                walk(before[key], after.get(key))
+        elif isinstance(before, list):
+            for a, b in zip(before, after, strict=True):
+                walk(a, b)
+        elif isinstance(before, str) and before != after:
+            found[before] = Path(after)
+
+    walk(written, resolved)
+    return found
+
+
+def copy_shipped(name: str, dest: Path) -> tuple[Path, list[Path]]:
+    """Copy shipped recipe `name` to `dest` (a .yaml file, or a folder to put it in, created if needed); returns
+    (recipe, data files)."""
+    shipped = shipped_recipes()
+    key = name.removesuffix(".yaml").removesuffix(".yml")
+    if key not in shipped:
+        raise SmolalignError(f"no shipped recipe {name!r}{suggest(key, shipped)}; `smolalign recipes list` shows them")
+    source = recipe_path(key)
+    folder = dest.is_dir() or dest.suffix not in (".yaml", ".yml")
+    target = dest / source.name if folder else dest
+    if target.exists():
+        raise SmolalignError(f"{target} exists; remove it or give another DEST")
+    files = local_files(source)
+    plans = []
+    for written, origin in files.items():
+        copied = target.parent / written
+        if copied.exists() and not _same(origin, copied):
+            raise SmolalignError(f"{copied} exists and differs from the shipped {written}; remove it or copy "
+                                 "elsewhere")
+        plans.append((origin, copied))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for origin, copied in plans:
+        copied.parent.mkdir(parents=True, exist_ok=True)
+        if origin.is_dir():
+            shutil.copytree(origin, copied, dirs_exist_ok=True)
+        elif not copied.exists():
+            shutil.copy2(origin, copied)
+    shutil.copy2(source, target)
+    return target, [c for _, c in plans]
+
+
+def _same(a: Path, b: Path) -> bool:
+    if a.is_dir() or b.is_dir():
+        return a.is_dir() and b.is_dir()
+    return a.read_bytes() == b.read_bytes()

@@ -1,0 +1,149 @@
+"""`smolalign recipes import` end to end: a config in each upstream layout becomes a recipe file that the stage's
+dry run accepts with local data; a refused import writes nothing; `recipes cp` copies a shipped recipe with its
+data so that it runs from elsewhere."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from tiny_models import chat_rows, pair_rows, write_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+CHATML = (REPO / "chat_templates" / "chatml.jinja").read_text()
+
+
+def write_config(path: Path, mapping: dict) -> Path:
+    path.write_text("# Model arguments\n" + yaml.safe_dump(mapping, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def templated_model(tiny_dir, tmp_path) -> Path:
+    """The tiny model with a chat template of its own, as hub models ship (upstream configs default to it)."""
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "tiny-with-template"
+    shutil.copytree(tiny_dir, folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.chat_template = CHATML
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_handbook_sft_imports_and_dry_runs(cli, tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    config = write_config(tmp_path / "config_sft.yaml", {
+        "model_name_or_path": str(tiny_dir), "torch_dtype": "float32",
+        "chat_template": CHATML,
+        "dataset_mixture": {"datasets": [{"id": "chat.jsonl", "columns": ["messages"], "weight": 0.5}], "seed": 1},
+        "dataset_num_proc": 2, "eos_token": "<|im_end|>",
+        "assistant_only_loss": True, "learning_rate": 2.0e-5, "lr_scheduler_type": "cosine_with_min_lr",
+        "lr_scheduler_kwargs": {"min_lr_rate": 0.1}, "max_length": 256, "max_steps": 2,
+        "per_device_train_batch_size": 2, "warmup_ratio": 0.03, "overwrite_output_dir": True,
+    })
+    out = tmp_path / "recipes" / "sft.yaml"
+    code, stdout, err = cli("recipes", "import", config, "-o", out)
+    assert code == 0, err
+    recipe = yaml.safe_load(out.read_text())
+    template = out.parent / "config_sft.chat_template.jinja"
+    assert template.read_text() == CHATML
+    assert recipe["data"]["sources"] == [{"path": str(tmp_path / "chat.jsonl"), "split": "train",
+                                          "columns": ["messages"], "weight": 0.5}]
+    assert recipe["train"]["warmup_steps"] == 0.03 and "warmup_ratio" not in recipe["train"]
+    assert "dropped  eos_token" in stdout
+    run_dir = tmp_path / "run"
+    code, _, err = cli("sft", out, "--dry-run", "--output-dir", run_dir)
+    assert code == 0, err
+    assert not run_dir.exists()
+
+
+def test_open_r1_grpo_imports_and_dry_runs(cli, tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "math.jsonl", [{"problem": f"What is {i} + {i}?", "solution": str(2 * i), "level": 1}
+                                          for i in range(8)])
+    config = write_config(tmp_path / "config_demo.yaml", {
+        "model_name_or_path": str(tiny_dir), "model_revision": "main", "torch_dtype": "float32",
+        "chat_template": CHATML,
+        "dataset_name": str(tmp_path / "math.jsonl"), "dataset_prompt_column": "problem",
+        "system_prompt": "Respond as <think>\n...\n</think>\n<answer>\n...\n</answer>",
+        "bf16": True, "use_vllm": False, "learning_rate": 2.0e-5, "max_prompt_length": 64,
+        "max_completion_length": 16, "num_generations": 4, "per_device_train_batch_size": 4, "max_steps": 2,
+        "reward_funcs": ["accuracy", "format", "tag_count"], "reward_weights": [1.0, 1.0, 1.0],
+        "benchmarks": [], "callbacks": ["push_to_hub_revision"], "hub_model_revision": "main",
+    })
+    out = tmp_path / "grpo.yaml"
+    code, _, err = cli("recipes", "import", config, "-o", out)
+    assert code == 0, err
+    recipe = yaml.safe_load(out.read_text())
+    assert [r["name"] for r in recipe["rewards"]] == ["math_accuracy", "answer_format", "tag_count"]
+    assert recipe["data"]["system_prompt"].startswith("Respond as <think>\n")
+    code, _, err = cli("rl", out, "--dry-run", "--output-dir", tmp_path / "run")
+    assert code == 0, err
+
+    from smolalign.data.prompts import recipe_prompts
+    from smolalign.recipe.validate import load_recipe
+
+    rows = recipe_prompts(load_recipe(str(out), [], "rl")).train
+    assert rows[0]["prompt"][0] == {"role": "system", "content": recipe["data"]["system_prompt"]}
+    assert rows[0]["prompt"][1] == {"role": "user", "content": "What is 0 + 0?"}
+    assert rows[0]["solution"] == "0"
+
+
+def test_trl_dpo_imports_and_dry_runs(cli, templated_model, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "pairs.jsonl", pair_rows(8))
+    config = write_config(tmp_path / "dpo.yaml", {
+        "model_name_or_path": str(templated_model), "dtype": "float32",
+        "datasets": [{"path": "json", "data_files": "pairs.jsonl"}],
+        "beta": 0.1, "loss_type": "apo_zero", "max_length": 256, "max_steps": 2, "per_device_train_batch_size": 2,
+        "use_peft": True, "lora_target_modules": ["q_proj", "v_proj"],
+    })
+    out = tmp_path / "po.yaml"
+    code, _, err = cli("recipes", "import", config, "-o", out)
+    assert code == 0, err
+    recipe = yaml.safe_load(out.read_text())
+    assert recipe["method"] == "apo_zero" and recipe["template"] == {"name": "model"}
+    assert recipe["peft"]["target_modules"] == ["q_proj", "v_proj"]
+    code, _, err = cli("po", out, "--dry-run", "--output-dir", tmp_path / "run")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("patch, fragment", [
+    ({"learnin_rate": 1e-5}, "learnin_rate"),
+    ({"reward_funcs": ["reasoning_steps"]}, "reasoning_steps"),
+])
+def test_refused_import_is_one_line_and_writes_nothing(cli, tmp_path, patch, fragment):
+    config = write_config(tmp_path / "c.yaml", {"model_name_or_path": "m", "dataset_name": "d", **patch})
+    out = tmp_path / "out.yaml"
+    code, _, err = cli("recipes", "import", config, "-o", out)
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err
+    assert str(config) in lines[0] and fragment in lines[0]
+    assert list(tmp_path.iterdir()) == [config]
+
+
+def test_unrecognised_format_is_refused(cli, tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("learning_rate: 1.0e-5\n")
+    code, _, err = cli("recipes", "import", config, "-o", tmp_path / "out.yaml")
+    assert code == 2 and "not a TRL, alignment-handbook or open-r1 config" in err
+    assert not (tmp_path / "out.yaml").exists()
+
+
+def test_cp_copies_a_shipped_recipe_with_its_data(cli, tmp_path, monkeypatch):
+    code, _, err = cli("recipes", "cp", "quickstart/rl", tmp_path / "new" / "my_rl.yaml")
+    assert code == 0, err
+    assert (tmp_path / "new" / "data" / "arithmetic_rl.jsonl").is_file()
+    dest = tmp_path / "work"  # a folder, created
+    code, _, err = cli("recipes", "cp", "quickstart/sft", dest)
+    assert code == 0, err
+    shipped = REPO / "recipes" / "quickstart"
+    assert (dest / "sft.yaml").read_text() == (shipped / "sft.yaml").read_text()
+    assert (dest / "data" / "arithmetic.jsonl").read_bytes() == (shipped / "data" / "arithmetic.jsonl").read_bytes()
+    from smolalign.recipe.load import read_recipe
+
+    assert read_recipe(dest / "sft.yaml")["data"]["sources"][0]["path"] == str(dest / "data" / "arithmetic.jsonl")
+    code, _, err = cli("recipes", "cp", "quickstart/sft", dest)
+    assert code == 2 and "exists" in err
