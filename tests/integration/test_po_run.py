@@ -117,7 +117,7 @@ def test_recipe_mistakes_are_named(cli, po_recipe, extra, message):
 def test_the_run_directory_recipe_reruns_as_written(cli, po_recipe, tmp_path, tiny_dir):
     run_dir = tmp_path / "run"
     code, out, err = cli("po", po_recipe("apo_zero", reference={"source": str(tiny_dir)},
-                                         train={"max_steps": 2}), "-o", run_dir)
+                                         train={"max_steps": 2, "logging_steps": 1}), "-o", run_dir)
     assert code == 0, err
     code, out2, err = cli("po", run_dir / "recipe.yaml", "-o", tmp_path / "rerun")
     assert code == 0, err
