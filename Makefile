@@ -3,7 +3,8 @@
 #                     then GRPO with verifiable rewards (a chat with each result), then GOLD distillation of the
 #                     result into a tiny student with its own tokenizer; then every stage's output scored
 #                     against the base model on held-out questions (table + chart in runs/quickstart/eval/)
-#   make test         the test suite (fast tier; `make test-slow` adds the real-model tests)
+#   make test         the unit and integration tiers (`make test-unit`, `make test-integration` run one each;
+#                     `make test-slow` the real-model tier, `make test-gpu` the CUDA tier); README "Tests" has timings
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,7 +15,7 @@ EVAL_ARGS := --baseline base=smollm2-135m-instruct --data recipes/quickstart/dat
 	--reward math_accuracy --samples 2 --max-new-tokens 72 --batch-size 32 --max-prompts 16 \
 	--json runs/quickstart/eval/eval.json --markdown runs/quickstart/eval/eval.md --chart runs/quickstart/eval/eval.png
 
-.PHONY: quickstart test test-slow bench lint clean
+.PHONY: quickstart test test-unit test-integration test-slow test-gpu bench lint clean
 
 quickstart: $(STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign sft quickstart/sft --overwrite
@@ -29,11 +30,21 @@ quickstart: $(STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/sft/model runs/quickstart/po/model \
 		runs/quickstart/rl/model runs/quickstart/distill/model $(EVAL_ARGS)
 
+# pytest's exit code 5 (no test collected) fails each target like any failure.
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/unit tests/integration
+
+test-unit: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/unit
+
+test-integration: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/integration
 
 test-slow: $(STAMP)
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -m slow
+
+test-gpu: $(STAMP)
+	$(BIN)/python -m pytest -m gpu
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sft_data.py

@@ -21,19 +21,15 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
+from paths import REPO, SHARED  # noqa: E402,F401 - test modules import them from conftest
 
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory) -> Path:
     """A random 2-layer Llama and its BPE tokenizer, saved as a normal transformers directory."""
-    from tiny_models import build_model, build_tokenizer
+    from tiny_models import build_tiny_dir
 
-    directory = tmp_path_factory.mktemp("tiny-llama")
-    tokenizer = build_tokenizer(directory)
-    build_model(directory, tokenizer)
-    return directory
+    return build_tiny_dir(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture(scope="session")

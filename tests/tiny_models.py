@@ -57,6 +57,12 @@ def build_model(directory: Path, tokenizer, arch: str = "llama", hidden: int = 6
     return model
 
 
+def build_tiny_dir(directory: Path) -> Path:
+    """A random 2-layer Llama and its BPE tokenizer, saved as a normal transformers directory."""
+    build_model(directory, build_tokenizer(directory))
+    return directory
+
+
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path

@@ -207,9 +207,15 @@ def test_po_generates_missing_pairs_then_trains(cli, pairs_recipe, tmp_path):
     assert "wrote" in out and (tmp_path / "out" / "pairs.jsonl").is_file()
     assert (tmp_path / "run" / "model" / "config.json").is_file()
     # The recipe written to the run directory reruns: same pairs (cached), not listed twice as data.
-    code, out, err = cli("po", tmp_path / "run" / "recipe.yaml", "--dry-run")
+    pairs = tmp_path / "out" / "pairs.jsonl"
+    before = pairs.read_bytes(), pairs.stat().st_mtime_ns
+    code, out, err = cli("po", tmp_path / "run" / "recipe.yaml", "-o", tmp_path / "rerun")
     assert code == 0, err
-    assert "pairs                  cached" in out and out.count("out/pairs.jsonl") == 2  # plan row + pairs.output
+    assert (pairs.read_bytes(), pairs.stat().st_mtime_ns) == before  # not generated again
+    first, rerun = (json.loads((tmp_path / name / "manifest.json").read_text())["data"]["stats"]
+                    for name in ("run", "rerun"))
+    assert list(rerun["sources"]) == [str(pairs)]  # the pairs file once, not also as a data source
+    assert (rerun["sources"], rerun["train"]) == (first["sources"], first["train"])  # the same rows
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")

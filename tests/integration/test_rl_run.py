@@ -3,7 +3,7 @@ loads, and a stalled run fails loudly within its timeout."""
 
 
 import pytest
-from tiny_models import write_jsonl
+from tiny_models import sft_tiny, write_jsonl
 
 from smolalign.runs.metrics import read_metrics
 
@@ -59,11 +59,14 @@ def test_builtin_rewards_and_weights_reach_trl(cli, rl_recipe, tmp_path):
     rewards = [{"name": "math_accuracy", "weight": 1.0}, {"name": "think_format", "weight": 0.5},
                {"name": "soft_overlong", "weight": 0.25, "params": {"max_length": 16, "cache": 4}}]
     run_dir = tmp_path / "run"
-    code, out, err = cli("rl", rl_recipe(rewards, train={"max_steps": 2}), "-o", run_dir)
+    code, out, err = cli("rl", rl_recipe(rewards, train={"max_steps": 2, "logging_steps": 1}), "-o", run_dir)
     assert code == 0, err
-    logged = {k for m in read_metrics(run_dir) for k in m}
-    assert {"rewards/math_accuracy/mean", "rewards/think_format/mean", "rewards/soft_overlong/mean"} <= logged
-    assert "1×math_accuracy + 0.5×think_format + 0.25×soft_overlong" in out
+    steps = [m for m in read_metrics(run_dir) if "reward" in m]
+    assert len(steps) == 2
+    for m in steps:  # TRL's reward is the weighted sum of the rewards: the recipe's weights are the ones it used
+        parts = m["rewards/math_accuracy/mean"], m["rewards/think_format/mean"], m["rewards/soft_overlong/mean"]
+        assert m["reward"] == pytest.approx(1.0 * parts[0] + 0.5 * parts[1] + 0.25 * parts[2], abs=1e-6)
+    assert any(m["rewards/soft_overlong/mean"] != 0 for m in steps)  # a weight on a zero reward would prove nothing
 
 
 def test_each_rows_think_mode_reaches_its_prompt(rl_recipe, tmp_path):
@@ -156,18 +159,34 @@ def test_grpo_with_lora_and_a_kl_term(cli, rl_recipe, tmp_path):
     assert any("kl" in m for m in read_metrics(run_dir)) and (run_dir / "model" / "config.json").is_file()
 
 
-def test_grpo_with_the_sandboxed_code_reward(cli, write_recipe, tiny_dir, tmp_path):
+@pytest.fixture(scope="module")
+def coder_dir(tiny_dir, tmp_path_factory):
+    """The tiny model after SFT on one task whose answer is a program: `print(6 * 7)` in a fenced block."""
+    rows = [{"messages": [{"role": "user", "content": CODE_TASK},
+                          {"role": "assistant", "content": "```python\nprint(6 * 7)\n```"}]}] * 16
+    return sft_tiny(tiny_dir, tmp_path_factory.mktemp("coder"), rows, steps=100)
+
+
+CODE_TASK = "Print six times seven in Python."
+
+
+def test_grpo_with_the_sandboxed_code_reward(cli, write_recipe, coder_dir, tmp_path):
+    """The test expects 42 on stdout and the answer the model learned, `print(6 * 7)`, has no 42 in its text: a
+    score above 0 means the program ran in the sandbox."""
     from rewards.sandbox import available_levels
 
     if not [level for level in available_levels() if level != "rlimits"]:
         pytest.skip("no sandbox level works on this machine (bubblewrap or unshare)")
-    rows = [{"prompt": "Write add(a, b) in Python.", "test_cases": ["assert add(1, 2) == 3"]}] * 4
+    rows = [{"prompt": CODE_TASK, "test_cases": [{"input": "", "output": "42\n"}]}] * 4
     data = write_jsonl(tmp_path / "tasks.jsonl", rows)
-    recipe = write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "grpo",
+    recipe = write_recipe({"model": {"source": str(coder_dir)}, "template": {"name": "chatml"}, "method": "grpo",
                            "data": {"sources": [{"path": str(data)}]},
                            "rewards": [{"name": "code", "params": {"test_column": "test_cases"}}],
                            "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_steps": 2,
-                                     "max_completion_length": 8, "logging_steps": 1, "save_strategy": "no"}})
+                                     "max_completion_length": 24, "logging_steps": 1, "save_strategy": "no",
+                                     "learning_rate": 1e-6, "gradient_checkpointing": False}})
     code, out, err = cli("rl", recipe, "-o", tmp_path / "run")
     assert code == 0, err
-    assert all(m["rewards/code/mean"] == 0.0 for m in read_metrics(tmp_path / "run") if "reward" in m)
+    scores = [m["rewards/code/mean"] for m in read_metrics(tmp_path / "run") if "reward" in m]
+    assert len(scores) == 2  # logged at every step
+    assert max(scores) > 0  # some completion's program ran in the sandbox and printed 42

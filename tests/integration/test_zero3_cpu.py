@@ -1,6 +1,6 @@
 """DeepSpeed ZeRO-3 on two CPU processes (gloo), from the CLI: `--launch zero3 --num-processes 2` shards the model as
-it loads, trains to the same weights as plain data parallel, resumes from its own checkpoint to the same weights as
-an uninterrupted run, and writes a model directory that loads and equals DeepSpeed's own consolidation of the
+it loads, trains to the weights of plain data parallel within 1e-5, resumes from its own checkpoint to weights
+bit-identical to an uninterrupted run, and writes a model directory that loads and equals DeepSpeed's own consolidation of the
 checkpoint. The same for DPO, whose frozen reference is sharded too."""
 
 import json
@@ -95,6 +95,7 @@ def test_zero3_trains_to_the_weights_of_plain_data_parallel(sft_runs):
     folder = sft_runs["dir"]
     assert json.loads((folder / "sft-zero3" / "manifest.json").read_text())["result"]["global_step"] == 4
     # Same global batch, same data order: sharded optimizer steps must land where replicated ones do.
+    # Not bit-identical: ZeRO-3 reduces gradients in another order (3.8e-6 measured).
     assert_same(weights(folder / "sft-zero3" / "model"), weights(folder / "sft-ddp" / "model"), atol=1e-5)
 
 
@@ -102,7 +103,7 @@ def test_zero3_resumes_to_the_weights_of_an_uninterrupted_run(sft_runs):
     folder = sft_runs["dir"]
     result = json.loads((folder / "sft-resumed" / "manifest.json").read_text())["result"]
     assert result["resumed_from"].endswith("checkpoint-2") and result["global_step"] == 4
-    assert_same(weights(folder / "sft-resumed" / "model"), weights(folder / "sft-zero3" / "model"), atol=1e-6)
+    assert_same(weights(folder / "sft-resumed" / "model"), weights(folder / "sft-zero3" / "model"), atol=0.0)
 
 
 def test_zero3_model_directory_loads_and_equals_deepspeeds_consolidation(sft_runs):
@@ -134,7 +135,7 @@ def test_zero3_dpo_trains_resumes_and_exports(dpo_runs):
     assert logged[-1]["rewards/margins"] > logged[0]["rewards/margins"] + 0.5
     result = json.loads((folder / "dpo-resumed" / "manifest.json").read_text())["result"]
     assert result["resumed_from"].endswith("checkpoint-2")
-    assert_same(weights(folder / "dpo-resumed" / "model"), weights(folder / "dpo-zero3" / "model"), atol=1e-6)
+    assert_same(weights(folder / "dpo-resumed" / "model"), weights(folder / "dpo-zero3" / "model"), atol=0.0)
     AutoModelForCausalLM.from_pretrained(folder / "dpo-zero3" / "model")
 
 
