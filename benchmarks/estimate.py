@@ -23,6 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
+# This file's folder comes first on sys.path when it runs as a script, where benchmarks/rewards.py would shadow the
+# `rewards` package that smolalign imports: the folder goes last.
+_HERE = Path(__file__).resolve().parent
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {
     # SmolLM3-3B's published shape

@@ -15,7 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# This file's folder comes first on sys.path when it runs as a script, where benchmarks/rewards.py would shadow the
+# `rewards` package that smolalign imports: the folder goes last.
+_HERE = Path(__file__).resolve().parent
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 from gpu_model import require_gpu, smollm3_3b  # noqa: E402
 
 

@@ -15,7 +15,13 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 from types import SimpleNamespace
+
+# This file's folder comes first on sys.path when it runs as a script, where benchmarks/rewards.py would shadow the
+# `rewards` package that smolalign imports: the folder goes last.
+_HERE = Path(__file__).resolve().parent
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")

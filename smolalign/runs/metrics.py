@@ -24,12 +24,13 @@ def read_metrics(run_dir: Path) -> list[dict]:
 def summary(run_dir: Path, key: str = "loss", companions: tuple[str, ...] = ()) -> str:
     """"loss 2.31 (step 2) -> 0.42 (step 16)": the first and last logged value of `key`, followed by those of the
     first of `companions` the last entry has ("; rewards/margins 0.18 -> 5.3")."""
-    logged = [m for m in read_metrics(run_dir) if key in m]
+    logged = [m for m in read_metrics(run_dir) if m.get(key) is not None]  # None: TRL logged NaN (no reward scored)
     if not logged:
-        return f"{key}: nothing logged (train.logging_steps is larger than the run)"
+        return f"{key}: nothing logged (train.logging_steps is larger than the run, or every value was NaN)"
     first, last = logged[0], logged[-1]
     text = f"{key} {first[key]:.4g} (step {first['step']}) -> {last[key]:.4g} (step {last['step']})"
-    companion = next((k for k in companions if k in last), None)
+    companion = next((k for k in companions if last.get(k) is not None), None)
     if companion:
-        text += f"; {companion} {first.get(companion, float('nan')):.4g} -> {last[companion]:.4g}"
+        start = first.get(companion)
+        text += f"; {companion} {float('nan') if start is None else start:.4g} -> {last[companion]:.4g}"
     return text

@@ -23,3 +23,16 @@ def test_resume_without_a_checkpoint_starts_fresh_and_skips_a_cut_off_save(tmp_p
     (finished / "model").mkdir(parents=True)
     with pytest.raises(SmolalignError, match="holds a finished model"):
         prepare_run_dir(finished, resume=True, overwrite=False)
+
+
+def test_summary_skips_steps_whose_value_was_not_logged(tmp_path):
+    """A step where no reward could be scored logs None: the summary reads the steps that have a value."""
+    import json
+
+    from smolalign.runs.metrics import summary
+
+    rows = [{"step": 1, "reward": None}, {"step": 2, "reward": 0.25, "kl": None}, {"step": 3, "reward": 0.75, "kl": 0.5}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert summary(tmp_path, "reward", ("kl",)) == "reward 0.25 (step 2) -> 0.75 (step 3); kl nan -> 0.5"
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": None}) + "\n")
+    assert summary(tmp_path, "reward").startswith("reward: nothing logged")
