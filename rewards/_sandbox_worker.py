@@ -1,0 +1,288 @@
+"""The trusted sandbox worker. Never imported: `rewards.sandbox` passes this file's text to `python -I -S -c`, inside
+the worker's namespaces (bwrap or unshare), so it is never a file the code could read or modify.
+
+Process tree of one execution (see docs/sandbox.md for what each step protects):
+
+    worker      started once per pool slot; sets up the read-only world, then waits for jobs on its control socket
+    └─ fork     per job; enters a new pid and mount namespace and forks the supervisor, then exits
+       └─ supervisor   pid 1 of the execution's namespace: mounts a fresh tmpfs work dir and /proc, enforces the wall
+          │            clock, kills and reaps everything when the code is done, and reports how it ended
+          └─ code      drops privileges, applies the rlimits and runs the program in this forked interpreter
+
+The worker never reads a job's source or stdin (they arrive as file descriptors that only the execution reads), so
+the memory image every execution is forked from holds no other execution's data.
+"""
+
+import gc
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import socket
+import sys
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+LOCKED_FLAGS = {"nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21,
+                "strictatime": 1 << 24}
+CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 24, 36, 38
+_libc = None
+
+
+def libc():
+    global _libc
+    if _libc is None:
+        import ctypes
+
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+    return _libc
+
+
+def check(result, what):
+    if result != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), what)
+
+
+def mount(src, dst, fstype=None, flags=0, data=None):
+    def enc(s):
+        return None if s is None else os.fsencode(s)
+
+    check(libc().mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), dst)
+
+
+def mount_points():
+    import re
+
+    with open("/proc/self/mountinfo") as f:
+        rows = [line.split() for line in f]
+    return [(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), r[4]), r[5].split(",")) for r in rows]
+
+
+def expose(base):
+    # The uid the code runs as may not traverse e.g. /root, where the interpreter lives: cover the first such ancestor
+    # with an empty tmpfs (this also hides the rest of it) and bind the installation back at its own path.
+    parts = base.strip("/").split("/")
+    ancestors = ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+    blocked = next((a for a in ancestors if not os.stat(a).st_mode & 0o001), None)
+    if blocked is None:
+        return
+    fd = os.open(base, os.O_PATH | os.O_DIRECTORY)
+    mount("tmpfs", blocked, "tmpfs", MS_NOSUID, "mode=755,size=64k")
+    os.makedirs(base, exist_ok=True)
+    mount(f"/proc/self/fd/{fd}", base, flags=MS_BIND | MS_REC)
+    os.close(fd)
+
+
+def read_only_world():
+    import errno
+
+    for target, options in mount_points():
+        # Flags such as nodev are locked in a user namespace and must be repeated, or the remount fails.
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | sum(LOCKED_FLAGS.get(o, 0) for o in options)
+        try:
+            mount(None, target, flags=flags)
+        except OSError:
+            pass  # judged by the check below: shadowed mount points cannot be remounted and need not be
+    for target, _ in mount_points():
+        if target.startswith(("/proc", "/sys")) or not os.path.lexists(target):
+            continue
+        if not os.statvfs(target).f_flag & os.ST_RDONLY:
+            raise OSError(errno.EROFS, "could not make this mount read-only", target)
+
+
+def drop_capabilities():
+    """Empty the bounding, permitted, effective and inheritable sets (root of a user namespace keeps them across
+    fork, and no exec follows that would drop them)."""
+    import ctypes
+
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        check(libc().prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "PR_CAPBSET_DROP")
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = (ctypes.c_uint32 * 6)()
+    check(libc().capset(header, data), "capset")
+
+
+def set_limits(limits):
+    for name, soft, hard in limits:
+        resource_id = getattr(resource, name)
+        current_hard = resource.getrlimit(resource_id)[1]
+        if current_hard != resource.RLIM_INFINITY:
+            soft, hard = min(soft, current_hard), min(hard, current_hard)
+        resource.setrlimit(resource_id, (soft, hard))
+
+
+def serve(control, isolated):
+    """The worker's loop: returns only in a forked child (the execution's supervisor), with the job's descriptors.
+    In the isolating levels that child is pid 1 of a new pid namespace."""
+    own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC) if isolated else None
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:  # supervisors of earlier jobs
+                pass
+        except ChildProcessError:
+            pass
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 16, 8)
+        except OSError:
+            message, fds = b"", []
+        if message != b"job" or len(fds) != 6:
+            for fd in fds:
+                os.close(fd)
+            os._exit(0)  # the pool closed (or died): as pid 1 of our namespace, everything in it dies with us
+        if isolated:
+            check(libc().unshare(CLONE_NEWPID), "unshare")  # for the next child only
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            return fds
+        if isolated:
+            check(libc().setns(own_pid_namespace, CLONE_NEWPID), "setns")  # so that the next unshare works
+        for fd in fds:
+            os.close(fd)
+
+
+def start_execution(config, fds):
+    """In the job's fork: returns only in the process that runs the code, with (source, path of main.py)."""
+    job_fd, stdin_fd, stdout_fd, stderr_fd, report_fd, cancel_fd = fds
+    isolated = config["namespaces"]
+    if isolated:
+        check(libc().unshare(CLONE_NEWNS), "unshare")
+        mount(None, "/", flags=MS_REC | MS_PRIVATE)
+        workdir = config["workdir"]
+        owner = "" if config["uid"] is None else f",uid={config['uid']},gid={config['gid']}"
+        mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV,
+              f"size={config['dir_bytes']},nr_inodes={config['dir_files']},mode=0700{owner}")
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    else:
+        workdir = os.path.join(config["scratch"], "smolalign-sandbox-" + os.urandom(8).hex())
+        os.mkdir(workdir, 0o700)
+    with os.fdopen(job_fd, "rb") as f:
+        source = f.read()
+    libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # the code (same uid without root) cannot ptrace or read us
+    pid = os.fork()
+    if pid == 0:
+        run_as_code(config, workdir, source, (stdin_fd, stdout_fd, stderr_fd), report_fd)
+        return source, os.path.join(workdir, "main.py")
+    for fd in (stdin_fd, stdout_fd, stderr_fd):
+        os.close(fd)
+    supervise(config, pid, isolated, workdir, report_fd, cancel_fd)
+
+
+def supervise(config, pid, isolated, workdir, report_fd, cancel_fd):
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(cancel_fd, select.POLLIN)
+    events = dict(poller.poll(config["wall_seconds"] * 1000))
+    if pidfd in events:
+        report = b"E%d\n" % os.waitpid(pid, 0)[1]
+    else:
+        report = b"C" if cancel_fd in events else b"T"  # output limit (or the pool went away), or wall clock
+        os.kill(pid, signal.SIGKILL)
+    if isolated:
+        assert os.getpid() == 1
+        victims = -1  # as pid 1: every other process of this execution, whatever it did
+    else:
+        victims = -pid  # the code's session and process group
+    try:
+        os.kill(victims, signal.SIGKILL)
+    except OSError:
+        pass  # nothing left
+    try:
+        while True:
+            os.waitpid(-1, 0)
+    except ChildProcessError:
+        pass
+    if not isolated:
+        shutil.rmtree(workdir, ignore_errors=True)
+    os.write(report_fd, report)
+    os._exit(0)
+
+
+def run_as_code(config, workdir, source, stdio, report_fd):
+    try:
+        os.setsid()
+        for target, fd in enumerate(stdio):
+            os.dup2(fd, target)
+        if config["uid"] is not None:
+            os.setgroups([])
+            os.setresgid(config["gid"], config["gid"], config["gid"])
+            os.setresuid(config["uid"], config["uid"], config["uid"])
+        elif config["namespaces"]:
+            drop_capabilities()
+        if config["namespaces"]:
+            check(libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+        os.chdir(workdir)
+        with open("main.py", "wb") as f:
+            f.write(source)
+        os.write(report_fd, b"S")
+        os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        set_limits(config["limits"])
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        os._exit(127)
+    os.umask(0o022)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    sys.argv = ["main.py"]
+    sys.path.insert(0, workdir)
+    if "random" in sys.modules:
+        sys.modules["random"].seed()  # else every execution would draw the worker's sequence
+
+
+def finish(code):
+    """End like the interpreter would, minus finalization (tearing down every module costs more than the execution):
+    wait for the code's threads, run its atexit functions, flush, exit."""
+    import atexit
+
+    if "threading" in sys.modules:
+        sys.modules["threading"]._shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 -- e.g. the code closed it
+            pass
+    os._exit(code)
+
+
+config = json.loads(sys.argv[1])
+control = socket.socket(fileno=config["control_fd"])
+control.set_inheritable(False)
+os.umask(0o077)
+sys.dont_write_bytecode = True
+libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+if config["private_mounts"]:
+    if config["uid"] is not None:
+        expose(config["base"])
+    read_only_world()
+for name in config["preload"]:
+    __import__(name)
+gc.freeze()  # executions never scan (and so never copy) the worker's objects
+_source, _path = start_execution(config, serve(control, config["namespaces"]))
+_main = type(sys)("__main__")
+_main.__file__, _main.__builtins__ = _path, __builtins__
+sys.modules["__main__"] = _main
+try:
+    exec(compile(_source, _path, "exec"), _main.__dict__)
+except SystemExit as exit_request:
+    code = exit_request.code
+    if code is None or isinstance(code, int):
+        finish(code or 0)
+    print(code, file=sys.stderr)
+    finish(1)
+except BaseException:
+    _type, _value, _traceback = sys.exc_info()
+    sys.excepthook(_type, _value, _traceback.tb_next)
+    finish(1)
+finish(0)
