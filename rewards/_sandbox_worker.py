@@ -18,7 +18,6 @@ import json
 import os
 import resource
 import select
-import shutil
 import signal
 import socket
 import sys
@@ -186,7 +185,10 @@ def supervise(config, pid, isolated, workdir, report_fd, cancel_fd):
         report = b"E%d\n" % os.waitpid(pid, 0)[1]
     else:
         report = b"C" if cancel_fd in events else b"T"  # output limit (or the pool went away), or wall clock
-        os.kill(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     if isolated:
         assert os.getpid() == 1
         victims = -1  # as pid 1: every other process of this execution, whatever it did
@@ -194,7 +196,7 @@ def supervise(config, pid, isolated, workdir, report_fd, cancel_fd):
         victims = -pid  # the code's session and process group
     try:
         os.kill(victims, signal.SIGKILL)
-    except OSError:
+    except ProcessLookupError:
         pass  # nothing left
     try:
         while True:
@@ -202,6 +204,8 @@ def supervise(config, pid, isolated, workdir, report_fd, cancel_fd):
     except ChildProcessError:
         pass
     if not isolated:
+        import shutil
+
         shutil.rmtree(workdir, ignore_errors=True)
     os.write(report_fd, report)
     os._exit(0)

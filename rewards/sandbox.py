@@ -209,20 +209,26 @@ class _Worker:
         self.level, self.limits = level, limits
         self.proc: subprocess.Popen | None = None
         self.uid: int | None = None
+        self.mount_point: str | None = None
+        self.control: socket.socket | None = None
+        self._lock = threading.Lock()  # close() may come from another thread (the pool closing mid-batch)
 
     def run(self, source: str, stdin: str) -> Execution:
         start = time.monotonic()
-        if self.proc is None or self.proc.poll() is not None:
-            self.close()
-            try:
-                self._start()
-            except OSError as e:
-                return Execution("sandbox_error", None, "", f"could not start the sandbox: {e}", 0.0)
-        execution = self._execute(source.encode("utf-8", "replace"), stdin.encode("utf-8", "replace"), start)
+        with self._lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self._close()
+                try:
+                    self._start()
+                except OSError as e:
+                    return Execution("sandbox_error", None, "", f"could not start the sandbox: {e}", 0.0)
+            control = self.control
+        execution = self._execute(control, source.encode("utf-8", "replace"), stdin.encode("utf-8", "replace"), start)
         if execution.status == "sandbox_error":
-            stderr = self._worker_stderr()
-            self.close()  # whatever went wrong, the next execution gets a fresh worker
-            execution.stderr = (execution.stderr + stderr).strip()
+            with self._lock:
+                if self.control is control:
+                    execution.stderr = (execution.stderr + self._worker_stderr()).strip()
+                    self._close()  # whatever went wrong, the next execution gets a fresh worker
         return execution
 
     def _start(self) -> None:
@@ -231,7 +237,7 @@ class _Worker:
         if self.level == "unshare":
             self.mount_point = tempfile.mkdtemp(prefix="smolalign-sandbox-")
             os.chmod(self.mount_point, 0o755)
-        workdir = _SANDBOX_DIR if self.level == "bwrap" else getattr(self, "mount_point", tempfile.gettempdir())
+        workdir = _SANDBOX_DIR if self.level == "bwrap" else self.mount_point or tempfile.gettempdir()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {
             "control_fd": theirs.fileno(),
@@ -263,7 +269,7 @@ class _Worker:
             theirs.close()
         self.control = ours
 
-    def _execute(self, source: bytes, stdin: bytes, start: float) -> Execution:
+    def _execute(self, control: socket.socket, source: bytes, stdin: bytes, start: float) -> Execution:
         limits = self.limits
         job, stdin_file = _sealed_memfd(source), _sealed_memfd(stdin)
         out_r, out_w = os.pipe()
@@ -272,7 +278,7 @@ class _Worker:
         cancel_r, cancel_w = os.pipe()
         try:
             try:
-                socket.send_fds(self.control, [b"job"], [job, stdin_file, out_w, err_w, report_w, cancel_r])
+                socket.send_fds(control, [b"job"], [job, stdin_file, out_w, err_w, report_w, cancel_r])
             except OSError as e:
                 return Execution("sandbox_error", None, "", f"the sandbox worker is gone: {e}", time.monotonic() - start)
             finally:
@@ -296,8 +302,13 @@ class _Worker:
         return "\n" + _decode(self.stderr.read(_READ_CHUNK))
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self.proc is not None:
             self.control.close()  # the worker exits on EOF; as pid 1 of its namespace it takes everything with it
+            self.control = None
             try:
                 self.proc.wait(1.0)
             except subprocess.TimeoutExpired:
@@ -310,7 +321,7 @@ class _Worker:
         if self.uid is not None:
             _uid_slots.give_back(self.uid)
             self.uid = None
-        if getattr(self, "mount_point", None):
+        if self.mount_point:
             shutil.rmtree(self.mount_point, ignore_errors=True)
             self.mount_point = None
 
@@ -380,14 +391,14 @@ def _bwrap_prefix(env: dict) -> list[str]:
     argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    # The worker needs CAP_SYS_ADMIN for each execution's pid/mount namespace, tmpfs and /proc; every execution drops
-    # all capabilities before its code runs.
+    # The worker needs CAP_SYS_ADMIN for each execution's pid/mount namespace, tmpfs and /proc, and (as root)
+    # CAP_KILL to kill what the code started under its own uid; the code itself runs with no capabilities.
     if os.geteuid() == 0:
         # As root, --unshare-all makes a user namespace that maps 0 to 0 and bwrap keeps *all* capabilities. Leave the
         # user namespace out so the execution can switch to an unprivileged uid, and keep only the caps for that.
         argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         argv += ["--cap-drop", "ALL"]
-        for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN"):
+        for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_KILL"):
             argv += ["--cap-add", cap]
     else:
         argv += ["--unshare-all", "--cap-add", "CAP_SYS_ADMIN"]
