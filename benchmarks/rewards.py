@@ -1,14 +1,18 @@
 """Reward throughput: the math reward (completions/s) and the code reward (sandboxed executions/s), each with one
 worker and with every core, measured in the same run and printed as ratios.
 
-    python benchmarks/rewards.py [--completions 2000] [--programs 64]
+    python benchmarks/rewards.py [--completions 2000] [--programs 96] [--only math|code]
 
-Targets: math at least 500 completions/s per core; code at least 20 executions/s per core for a small test suite.
-The math reward runs in one process per worker (math-verify is CPU-bound Python); the code reward's pool runs one
-sandboxed process per execution.
+Targets: math at least 500 completions/s per core; code at least 100 executions/s per core. The math reward runs in
+one process per worker (math-verify is CPU-bound Python). The code reward scores fenced completions of realistic size
+(benchmarks/code_tasks.py: functions with four asserts and stdin/stdout programs with four tests, a quarter of them
+wrong, one in 48 never ending on one test) through `CodeReward`, one batch per call as in training, with the worker
+pool and, in the same run, with the previous implementation (benchmarks/sandbox_baseline.py: one namespace set-up and
+two interpreter starts per execution); both must give the same scores.
 """
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -20,8 +24,9 @@ from pathlib import Path
 # This file's folder comes first on sys.path when it runs as a script, and its name would shadow the `rewards`
 # package it measures.
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.append(str(Path(__file__).resolve().parent))  # after the package: for code_tasks and sandbox_baseline
 
-CODE_TASK = "def add(a, b):\n    return a + b\n"
+CODE_LIMITS = {"cpu_seconds": 1, "wall_seconds": 1}  # a hung program costs a worker one second
 
 
 def math_completions(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
@@ -58,36 +63,71 @@ def math_rate(completions: list[str], golds: list[str], workers: int) -> float:
     return len(completions) / elapsed
 
 
-def code_rate(programs: int, workers: int) -> tuple[float, str]:
-    from rewards.code import score_assert_tests
-    from rewards.sandbox import Pool, choose_level
+def code_batch(programs: int) -> tuple[list[str], list[str], int, int]:
+    """(completions, test column, executions, executions that time out)."""
+    from code_tasks import HANGS
+    from code_tasks import programs as make_programs
 
-    tests = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
-    with Pool(workers=workers) as pool:
+    chosen = make_programs(programs)
+    completions = [f"Here is my solution.\n```python\n{source}```\n" for source, _ in chosen]
+    hanging = sum(source == HANGS for source, _ in chosen)
+    return completions, [json.dumps(tests) for _, tests in chosen], sum(len(t) for _, t in chosen), hanging
+
+
+def code_rate(batch, workers: int, baseline: bool) -> tuple[float, list, str]:
+    """Executions/s scoring the batch with `workers` workers, the scores, and the sandbox level."""
+    from rewards.code import CodeReward
+
+    completions, tests, executions, _ = batch
+    reward = CodeReward(workers=workers, limits=CODE_LIMITS)
+    if baseline:
+        import sandbox_baseline
+
+        reward.pool.close()
+        reward.pool = sandbox_baseline.Pool(workers, reward.pool.limits, reward.pool.level)
+    try:
+        reward(completions[:workers], test_cases=tests[:workers])  # start the workers (the baseline has none)
         start = time.perf_counter()
-        scores = [score_assert_tests(CODE_TASK, tests, pool) for _ in range(programs // len(tests))]
+        scores = reward(completions, test_cases=tests)
         elapsed = time.perf_counter() - start
-    assert all(s == 1.0 for s in scores), scores
-    return len(scores) * len(tests) / elapsed, choose_level()
+    finally:
+        reward.close()
+    assert all(s is not None for s in scores), scores
+    return executions / elapsed, scores, reward.pool.level
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--completions", type=int, default=2000)
-    parser.add_argument("--programs", type=int, default=96, help="sandboxed executions per measurement")
+    parser.add_argument("--programs", type=int, default=96, help="code completions per measurement (4 tests each)")
+    parser.add_argument("--only", choices=("math", "code"))
     args = parser.parse_args()
     cores = os.cpu_count() or 1
+    load_before = f"{os.getloadavg()[0]:.2f}"
     print(f"machine: {platform.machine()}, {cores} cores; python {sys.version.split()[0]}")
-    completions, golds = math_completions(args.completions)
-    one = math_rate(completions, golds, 1)
-    many = math_rate(completions, golds, cores)
-    print(f"math_accuracy: 1 worker {one:,.0f} completions/s; {cores} workers {many:,.0f}/s "
-          f"({many / cores:,.0f}/s per core); ratio {many / one:.2f} (target >= 500/s per core)")
-    one_code, level = code_rate(args.programs, 1)
-    many_code, _ = code_rate(args.programs, cores)
-    print(f"code (sandbox {level}, 3 asserts per program, one execution per assert): 1 worker {one_code:.1f} "
-          f"executions/s; {cores} workers {many_code:.1f}/s ({many_code / cores:.1f}/s per core); ratio "
-          f"{many_code / one_code:.2f} (target >= 20/s per core)")
+    if args.only in (None, "math"):
+        completions, golds = math_completions(args.completions)
+        one = math_rate(completions, golds, 1)
+        many = math_rate(completions, golds, cores)
+        print(f"math_accuracy: 1 worker {one:,.0f} completions/s; {cores} workers {many:,.0f}/s "
+              f"({many / cores:,.0f}/s per core); ratio {many / one:.2f} (target >= 500/s per core)")
+    if args.only in (None, "code"):
+        batch = code_batch(args.programs)
+        rates, level, expected = {}, None, None
+        for baseline in (False, True):
+            for workers in (1, cores):
+                rates[baseline, workers], scores, level = code_rate(batch, workers, baseline)
+                expected = expected or scores
+                assert scores == expected, "the baseline and the worker pool disagree"
+        print(f"code (sandbox {level}; {args.programs} programs, {batch[2]} executions, {batch[3]} timing out; "
+              f"mean score {sum(expected) / len(expected):.3f}):")
+        for baseline, name in ((True, "baseline (one sandbox per execution)"), (False, "worker pool")):
+            one, many = rates[baseline, 1], rates[baseline, cores]
+            print(f"  {name}: 1 worker {one:.1f} executions/s; {cores} workers {many:.1f}/s "
+                  f"({many / cores:.1f}/s per core)")
+        print(f"  worker pool / baseline: {rates[False, 1] / rates[True, 1]:.1f}x with 1 worker, "
+              f"{rates[False, cores] / rates[True, cores]:.1f}x with {cores} (target >= 100 executions/s per core)")
+        print(f"  load average before/after: {load_before} / {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
