@@ -116,6 +116,7 @@ class Pool:
         self.level = choose_level(level)
         self.limits = limits
         self.workers = workers or len(os.sched_getaffinity(0))
+        self.executions = 0  # run so far, for throughput figures
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self._all = [_Worker(self.level, limits) for _ in range(self.workers)]
         for worker in self._all:
@@ -124,7 +125,9 @@ class Pool:
 
     def run_many(self, jobs: list[tuple[str, str]]) -> list[Execution]:
         """Run (source, stdin) jobs; the results are in the order of the jobs."""
-        return list(self._executor.map(self._run_one, jobs))
+        results = list(self._executor.map(self._run_one, jobs))
+        self.executions += len(jobs)
+        return results
 
     def _run_one(self, job: tuple[str, str]) -> Execution:
         worker = self._idle.get()

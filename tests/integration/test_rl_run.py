@@ -156,18 +156,31 @@ def test_grpo_with_lora_and_a_kl_term(cli, rl_recipe, tmp_path):
     assert any("kl" in m for m in read_metrics(run_dir)) and (run_dir / "model" / "config.json").is_file()
 
 
-def test_grpo_with_the_sandboxed_code_reward(cli, write_recipe, tiny_dir, tmp_path):
+@pytest.fixture
+def code_recipe(write_recipe, tiny_dir, tmp_path):
     from rewards.sandbox import available_levels
 
     if not [level for level in available_levels() if level != "rlimits"]:
         pytest.skip("no sandbox level works on this machine (bubblewrap or unshare)")
     rows = [{"prompt": "Write add(a, b) in Python.", "test_cases": ["assert add(1, 2) == 3"]}] * 4
     data = write_jsonl(tmp_path / "tasks.jsonl", rows)
-    recipe = write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "grpo",
-                           "data": {"sources": [{"path": str(data)}]},
-                           "rewards": [{"name": "code", "params": {"test_column": "test_cases"}}],
-                           "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_steps": 2,
-                                     "max_completion_length": 8, "logging_steps": 1, "save_strategy": "no"}})
-    code, out, err = cli("rl", recipe, "-o", tmp_path / "run")
+    return write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "grpo",
+                         "data": {"sources": [{"path": str(data)}]},
+                         "rewards": [{"name": "code", "params": {"test_column": "test_cases", "workers": 3}}],
+                         "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_steps": 2,
+                                   "max_completion_length": 8, "logging_steps": 1, "save_strategy": "no"}})
+
+
+def test_the_plan_names_the_sandbox_level_in_use(cli, code_recipe):
+    from rewards.sandbox import choose_level
+
+    code, out, err = cli("rl", code_recipe, "--dry-run")
+    assert code == 0, err
+    row = next(line.split(None, 1)[1] for line in out.splitlines() if line.strip().startswith("sandbox "))
+    assert row.startswith(f"{choose_level()}, 3 workers")
+
+
+def test_grpo_with_the_sandboxed_code_reward(cli, code_recipe, tmp_path):
+    code, out, err = cli("rl", code_recipe, "-o", tmp_path / "run")
     assert code == 0, err
     assert all(m["rewards/code/mean"] == 0.0 for m in read_metrics(tmp_path / "run") if "reward" in m)
