@@ -13,6 +13,7 @@ The worker never reads a job's source or stdin (they arrive as file descriptors 
 the memory image every execution is forked from holds no other execution's data.
 """
 
+import errno
 import gc
 import json
 import os
@@ -27,6 +28,7 @@ LOCKED_FLAGS = {"nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "nodirati
                 "strictatime": 1 << 24}
 CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 24, 36, 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _libc = None
 
 
@@ -79,8 +81,6 @@ def expose(base):
 
 
 def read_only_world():
-    import errno
-
     for target, options in mount_points():
         # Flags such as nodev are locked in a user namespace and must be repeated, or the remount fails.
         flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | sum(LOCKED_FLAGS.get(o, 0) for o in options)
@@ -96,17 +96,19 @@ def read_only_world():
 
 
 def drop_capabilities():
-    """Empty the bounding, permitted, effective and inheritable sets (root of a user namespace keeps them across
-    fork, and no exec follows that would drop them)."""
+    """Empty the permitted, effective, inheritable and ambient sets (root of a user namespace keeps them across fork,
+    and no exec follows that would drop them), and the bounding set where we may (bwrap leaves us without
+    CAP_SETPCAP, but then no_new_privs, set next, keeps any exec from gaining capabilities)."""
     import ctypes
 
     with open("/proc/sys/kernel/cap_last_cap") as f:
         last = int(f.read())
     for cap in range(last + 1):
-        check(libc().prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "PR_CAPBSET_DROP")
+        if libc().prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EPERM:
+            check(-1, "PR_CAPBSET_DROP")
+    check(libc().prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "PR_CAP_AMBIENT")
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
-    data = (ctypes.c_uint32 * 6)()
-    check(libc().capset(header, data), "capset")
+    check(libc().capset(header, (ctypes.c_uint32 * 6)()), "capset")
 
 
 def set_limits(limits):
@@ -118,10 +120,22 @@ def set_limits(limits):
         resource.setrlimit(resource_id, (soft, hard))
 
 
+def can_return_to_own_pid_namespace(own):
+    """Whether setns() back to our own pid namespace works here (not under bwrap's nested user namespace). Tried in
+    a child, since a failed attempt would leave our next child in the namespace unshared for the test."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(libc().unshare(CLONE_NEWPID) == 0 and libc().setns(own, CLONE_NEWPID) == 0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 1
+
+
 def serve(control, isolated):
     """The worker's loop: returns only in a forked child (the execution's supervisor), with the job's descriptors.
     In the isolating levels that child is pid 1 of a new pid namespace."""
     own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC) if isolated else None
+    # unshare(CLONE_NEWPID) affects our next child only, and only once unless we can go back with setns(); where we
+    # cannot, an intermediate child unshares for each job (one more fork per execution).
+    direct = isolated and can_return_to_own_pid_namespace(own_pid_namespace)
     while True:
         try:
             while os.waitpid(-1, os.WNOHANG)[0]:  # supervisors of earlier jobs
@@ -136,14 +150,20 @@ def serve(control, isolated):
             for fd in fds:
                 os.close(fd)
             os._exit(0)  # the pool closed (or died): as pid 1 of our namespace, everything in it dies with us
-        if isolated:
-            check(libc().unshare(CLONE_NEWPID), "unshare")  # for the next child only
+        if direct:
+            check(libc().unshare(CLONE_NEWPID), "unshare")
         pid = os.fork()
         if pid == 0:
             control.close()
+            if isolated and not direct:
+                check(libc().unshare(CLONE_NEWPID), "unshare")
+                if os.fork():
+                    os._exit(0)  # the supervisor is reparented to the worker, a subreaper
             return fds
-        if isolated:
-            check(libc().setns(own_pid_namespace, CLONE_NEWPID), "setns")  # so that the next unshare works
+        if direct:
+            check(libc().setns(own_pid_namespace, CLONE_NEWPID), "setns")
+        else:
+            os.waitpid(pid, 0)
         for fd in fds:
             os.close(fd)
 
@@ -159,7 +179,12 @@ def start_execution(config, fds):
         owner = "" if config["uid"] is None else f",uid={config['uid']},gid={config['gid']}"
         mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV,
               f"size={config['dir_bytes']},nr_inodes={config['dir_files']},mode=0700{owner}")
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        try:
+            mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        except PermissionError:
+            # A user namespace may mount proc only where a full one is visible, which bwrap's (partly covered) is
+            # not: then the code gets an empty /proc rather than a view of the worker's namespace.
+            mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=555")
     else:
         workdir = os.path.join(config["scratch"], "smolalign-sandbox-" + os.urandom(8).hex())
         os.mkdir(workdir, 0o700)
