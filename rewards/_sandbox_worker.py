@@ -26,7 +26,9 @@ import sys
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 LOCKED_FLAGS = {"nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21,
                 "strictatime": 1 << 24}
-CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
+SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = 1, 7, -4, -5
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 24, 36, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _libc = None
@@ -111,6 +113,23 @@ def drop_capabilities():
     check(libc().capset(header, (ctypes.c_uint32 * 6)()), "capset")
 
 
+def keyctl(*args):
+    import ctypes
+
+    if SYS_KEYCTL is None:
+        return
+    if libc().syscall(SYS_KEYCTL, *(ctypes.c_long(a) for a in args)) == -1 and ctypes.get_errno() != errno.ENOSYS:
+        check(-1, f"keyctl{args}")
+
+
+def fresh_keyrings():
+    """Kernel keyrings outlive processes: the per-uid ones are emptied (as the code's uid, before the code runs), and
+    a new empty session keyring replaces the one inherited from whoever started the pool."""
+    keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)
+    keyctl(KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING)
+    keyctl(KEYCTL_CLEAR, KEY_SPEC_USER_SESSION_KEYRING)
+
+
 def set_limits(limits):
     for name, soft, hard in limits:
         resource_id = getattr(resource, name)
@@ -173,7 +192,8 @@ def start_execution(config, fds):
     job_fd, stdin_fd, stdout_fd, stderr_fd, report_fd, cancel_fd = fds
     isolated = config["namespaces"]
     if isolated:
-        check(libc().unshare(CLONE_NEWNS), "unshare")
+        # SysV IPC objects and POSIX message queues outlive their processes: each execution gets its own.
+        check(libc().unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
         mount(None, "/", flags=MS_REC | MS_PRIVATE)
         workdir = config["workdir"]
         owner = "" if config["uid"] is None else f",uid={config['uid']},gid={config['gid']}"
@@ -249,6 +269,7 @@ def run_as_code(config, workdir, source, stdio, report_fd):
             drop_capabilities()
         if config["namespaces"]:
             check(libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+            fresh_keyrings()
         os.chdir(workdir)
         with open("main.py", "wb") as f:
             f.write(source)
@@ -291,6 +312,8 @@ os.umask(0o077)
 sys.dont_write_bytecode = True
 libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+if config["namespaces"]:
+    keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)  # let go of the session keyring of whoever started the pool
 if config["private_mounts"]:
     if config["uid"] is not None:
         expose(config["base"])

@@ -1,5 +1,6 @@
 """The sandbox: basic execution on every level, and attacks that must be contained on every isolating level."""
 
+import ctypes
 import glob
 import os
 import socket
@@ -593,3 +594,59 @@ def _listdir(path: str) -> list[str]:
         return os.listdir(path)
     except OSError:
         return []
+
+
+KEYS = '''\
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+libc.shmat.restype = ctypes.c_void_p
+KEYRINGS = {"thread": -1, "process": -2, "session": -3, "user": -4, "user_session": -5}
+
+
+def find_key(description):
+    found = []
+    for name, keyring in KEYRINGS.items():
+        key = libc.syscall(250, 10, ctypes.c_long(keyring), b"user", description, 0)  # KEYCTL_SEARCH
+        if key > 0:
+            buffer = ctypes.create_string_buffer(64)
+            size = libc.syscall(250, 11, ctypes.c_long(key), buffer, 64)  # KEYCTL_READ
+            found.append((name, buffer.raw[:max(size, 0)].decode(errors="replace")))
+    return found
+'''
+
+
+@isolating_levels
+def test_no_kernel_objects_carry_over(level):
+    # Keyrings, SysV shared memory and message queues outlive the processes that made them.
+    if os.uname().machine != "x86_64":
+        pytest.skip("the test calls keyctl by its x86_64 syscall number")
+    secret = uuid.uuid4().hex
+    leave = KEYS + (
+        "for name, keyring in KEYRINGS.items():\n"
+        f"    libc.syscall(248, b'user', b'smolalign-test', {secret.encode()!r}, 32, ctypes.c_long(keyring))\n"
+        "memory = libc.shmget(4242, 4096, 0o1666)\n"
+        f"ctypes.memmove(libc.shmat(memory, None, 0), {secret.encode()!r}, 32)\n"
+        "queue = libc.msgget(4243, 0o1666)\n"
+        f"message = ctypes.create_string_buffer(ctypes.c_long(1).value.to_bytes(8, 'little') + {secret.encode()!r})\n"
+        "libc.msgsnd(queue, message, 32, 0)\n"
+        "print(sorted(dict(find_key(b'smolalign-test'))), memory >= 0, queue >= 0)\n"
+    )
+    look = KEYS + (
+        "print((find_key(b'smolalign-test'), find_key(b'smolalign-host'), libc.shmget(4242, 0, 0), "
+        "libc.msgget(4243, 0)))\n"
+    )
+    # And a key in this process's session keyring, which whatever it starts would possess.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    host_key = libc.syscall(248, b"user", b"smolalign-host", b"host secret", 11, ctypes.c_long(-3))
+    assert host_key > 0
+    try:
+        with Pool(workers=1, limits=LIMITS, level=level) as pool:
+            left = pool.run_many([(leave, "")])[0]
+            looked = pool.run_many([(look, "")])[0]
+    finally:
+        libc.syscall(250, 3, ctypes.c_long(host_key))  # KEYCTL_REVOKE
+    # Control: the first execution could make every one of them.
+    assert left.stdout == "['process', 'session', 'thread', 'user', 'user_session'] True True\n", left
+    assert eval(looked.stdout) == ([], [], -1, -1)
