@@ -256,7 +256,7 @@ class _Worker:
             "dir_files": 4096,
             "preload": _PRELOAD,
             # Without namespaces RLIMIT_NPROC would count all of this user's processes, not just the sandbox's.
-            "limits": _rlimits(self.limits, with_nproc=isolating),
+            "limits": _rlimits(self.limits, with_nproc=isolating, own_uid=self.uid is None),
         }
         argv = [_interpreter(), "-I", "-S", "-c", _WORKER_SOURCE, json.dumps(config)]
         env = _sandbox_env(workdir)
@@ -431,7 +431,7 @@ def _unshare_prefix() -> list[str]:
                    "--propagation", "private"]
 
 
-def _rlimits(limits: Limits, with_nproc: bool) -> list[tuple[str, int, int]]:
+def _rlimits(limits: Limits, with_nproc: bool, own_uid: bool) -> list[tuple[str, int, int]]:
     cpu = max(1, math.ceil(limits.cpu_seconds))
     memory = limits.memory_mb * 2**20
     rows = [
@@ -442,7 +442,10 @@ def _rlimits(limits: Limits, with_nproc: bool) -> list[tuple[str, int, int]]:
         ("RLIMIT_NOFILE", 256, 256),
     ]
     if with_nproc:
-        rows.append(("RLIMIT_NPROC", limits.processes, limits.processes))
+        # Without root the code keeps our uid, counted per user namespace (one per worker), where the wrapper, the
+        # worker and the supervisor already hold three tasks of it.
+        processes = limits.processes + (3 if own_uid else 0)
+        rows.append(("RLIMIT_NPROC", processes, processes))
     return rows
 
 
