@@ -335,6 +335,7 @@ except SystemExit as exit_request:
     finish(1)
 except BaseException:
     _type, _value, _traceback = sys.exc_info()
-    sys.excepthook(_type, _value, _traceback.tb_next)
+    _value.__traceback__ = _traceback.tb_next  # from main.py on, as `python main.py` would print it
+    sys.excepthook(_type, _value, _value.__traceback__)
     finish(1)
 finish(0)
