@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import random
+import resource
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -74,8 +75,9 @@ def code_batch(programs: int) -> tuple[list[str], list[str], int, int]:
     return completions, [json.dumps(tests) for _, tests in chosen], sum(len(t) for _, t in chosen), hanging
 
 
-def code_rate(batch, workers: int, baseline: bool) -> tuple[float, list, str]:
-    """Executions/s scoring the batch with `workers` workers, the scores, and the sandbox level."""
+def code_rate(batch, workers: int, baseline: bool) -> tuple[float, float, list, str]:
+    """(executions/s, CPU seconds per execution of this process and every sandbox process, scores, sandbox level) for
+    scoring the batch with `workers` workers."""
     from rewards.code import CodeReward
 
     completions, tests, executions, _ = batch
@@ -87,13 +89,35 @@ def code_rate(batch, workers: int, baseline: bool) -> tuple[float, list, str]:
         reward.pool = sandbox_baseline.Pool(workers, reward.pool.limits, reward.pool.level)
     try:
         reward(completions[:workers], test_cases=tests[:workers])  # start the workers (the baseline has none)
+        cpu_before = _cpu_seconds(reward.pool)
         start = time.perf_counter()
         scores = reward(completions, test_cases=tests)
         elapsed = time.perf_counter() - start
+        cpu = _cpu_seconds(reward.pool) - cpu_before
     finally:
         reward.close()
     assert all(s is not None for s in scores), scores
-    return executions / elapsed, scores, reward.pool.level
+    return executions / elapsed, cpu / executions, scores, reward.pool.level
+
+
+def _cpu_seconds(pool) -> float:
+    """CPU time used so far by this process and the worker pool's process trees (each worker's reaped executions are
+    in its children's times). Unlike wall time, this does not depend on how busy the shared machine is. (Not for the
+    baseline: its sandboxes die killed, unreaped by their parents, and take their times with them.)"""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    ticks = os.sysconf("SC_CLK_TCK")
+    pending = [worker.proc.pid for worker in getattr(pool, "_all", []) if worker.proc is not None]
+    while pending:
+        pid = pending.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            total += sum(int(value) for value in fields[11:15]) / ticks  # utime, stime, cutime, cstime
+            for task in os.listdir(f"/proc/{pid}/task"):
+                pending += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+        except OSError:
+            pass  # it exited meanwhile
+    return total
 
 
 def main() -> None:
@@ -113,10 +137,10 @@ def main() -> None:
               f"({many / cores:,.0f}/s per core); ratio {many / one:.2f} (target >= 500/s per core)")
     if args.only in (None, "code"):
         batch = code_batch(args.programs)
-        rates, level, expected = {}, None, None
+        rates, cpu, level, expected = {}, {}, None, None
         for baseline in (False, True):
             for workers in (1, cores):
-                rates[baseline, workers], scores, level = code_rate(batch, workers, baseline)
+                rates[baseline, workers], cpu[baseline, workers], scores, level = code_rate(batch, workers, baseline)
                 expected = expected or scores
                 assert scores == expected, "the baseline and the worker pool disagree"
         print(f"code (sandbox {level}; {args.programs} programs, {batch[2]} executions, {batch[3]} timing out; "
@@ -125,6 +149,9 @@ def main() -> None:
             one, many = rates[baseline, 1], rates[baseline, cores]
             print(f"  {name}: 1 worker {one:.1f} executions/s; {cores} workers {many:.1f}/s "
                   f"({many / cores:.1f}/s per core)")
+        print(f"  worker pool CPU time (this process and every sandbox process, independent of the machine's load): "
+              f"{cpu[False, cores] * 1000:.1f} ms per execution, i.e. {1 / cpu[False, cores]:.0f} executions per "
+              "CPU-second")
         print(f"  worker pool / baseline: {rates[False, 1] / rates[True, 1]:.1f}x with 1 worker, "
               f"{rates[False, cores] / rates[True, cores]:.1f}x with {cores} (target >= 100 executions/s per core)")
         print(f"  load average before/after: {load_before} / {os.getloadavg()[0]:.2f}")
