@@ -1,13 +1,13 @@
 """The trusted sandbox worker. Never imported: `rewards.sandbox` passes this file's text to `python -I -S -c`, inside
 the worker's namespaces (bwrap or unshare), so it is never a file the code could read or modify.
 
-Process tree of one execution (see docs/sandbox.md for what each step protects):
+The worker is pid 1 of its own pid namespace, which holds nothing but the worker and the execution in progress. Per
+job (see docs/sandbox.md for what each step protects):
 
-    worker      started once per pool slot; sets up the read-only world, then waits for jobs on its control socket
-    └─ fork     per job; enters a new pid and mount namespace and forks the supervisor, then exits
-       └─ supervisor   pid 1 of the execution's namespace: mounts a fresh tmpfs work dir and /proc, enforces the wall
-          │            clock, kills and reaps everything when the code is done, and reports how it ended
-          └─ code      drops privileges, applies the rlimits and runs the program in this forked interpreter
+    worker      waits for a job on its control socket, forks, then supervises the fork: enforces the wall clock and
+    │           the host's cancel, kills everything else in its pid namespace, reaps it and reports how it ended
+    └─ fork     enters a mount and IPC namespace of its own with a fresh tmpfs work dir, drops privileges, applies
+                the rlimits and runs the program in this forked interpreter
 
 The worker never reads a job's source or stdin (they arrive as file descriptors that only the execution reads), so
 the memory image every execution is forked from holds no other execution's data.
@@ -26,7 +26,7 @@ import sys
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 LOCKED_FLAGS = {"nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21,
                 "strictatime": 1 << 24}
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWIPC = 0x00020000, 0x08000000
 SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
 KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = 1, 7, -4, -5
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 24, 36, 38
@@ -139,25 +139,12 @@ def set_limits(limits):
         resource.setrlimit(resource_id, (soft, hard))
 
 
-def can_return_to_own_pid_namespace(own):
-    """Whether setns() back to our own pid namespace works here (not under bwrap's nested user namespace). Tried in
-    a child, since a failed attempt would leave our next child in the namespace unshared for the test."""
-    pid = os.fork()
-    if pid == 0:
-        os._exit(libc().unshare(CLONE_NEWPID) == 0 and libc().setns(own, CLONE_NEWPID) == 0)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 1
-
-
-def serve(control, isolated):
-    """The worker's loop: returns only in a forked child (the execution's supervisor), with the job's descriptors.
-    In the isolating levels that child is pid 1 of a new pid namespace."""
-    own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC) if isolated else None
-    # unshare(CLONE_NEWPID) affects our next child only, and only once unless we can go back with setns(); where we
-    # cannot, an intermediate child unshares for each job (one more fork per execution).
-    direct = isolated and can_return_to_own_pid_namespace(own_pid_namespace)
+def serve(control, config):
+    """The worker's loop: forks one process per job and supervises it; returns only in that process (which then runs
+    the code) with (source, path of main.py)."""
     while True:
         try:
-            while os.waitpid(-1, os.WNOHANG)[0]:  # supervisors of earlier jobs
+            while os.waitpid(-1, os.WNOHANG)[0]:  # rlimits level: orphans of earlier executions, reparented to us
                 pass
         except ChildProcessError:
             pass
@@ -169,74 +156,64 @@ def serve(control, isolated):
             for fd in fds:
                 os.close(fd)
             os._exit(0)  # the pool closed (or died): as pid 1 of our namespace, everything in it dies with us
-        if direct:
-            check(libc().unshare(CLONE_NEWPID), "unshare")
+        scratch = None  # the rlimits level's work directory, on the host's temp filesystem
+        if not config["namespaces"]:
+            scratch = os.path.join(config["scratch"], f"smolalign-sandbox-{os.urandom(8).hex()}")
         pid = os.fork()
         if pid == 0:
             control.close()
-            if isolated and not direct:
-                check(libc().unshare(CLONE_NEWPID), "unshare")
-                if os.fork():
-                    os._exit(0)  # the supervisor is reparented to the worker, a subreaper
-            return fds
-        if direct:
-            check(libc().setns(own_pid_namespace, CLONE_NEWPID), "setns")
-        else:
-            os.waitpid(pid, 0)
-        for fd in fds:
-            os.close(fd)
+            return start_execution(config, fds, scratch)
+        supervise(config, pid, fds, scratch)
 
 
-def start_execution(config, fds):
-    """In the job's fork: returns only in the process that runs the code, with (source, path of main.py)."""
+def start_execution(config, fds, scratch):
     job_fd, stdin_fd, stdout_fd, stderr_fd, report_fd, cancel_fd = fds
-    isolated = config["namespaces"]
-    if isolated:
-        # SysV IPC objects and POSIX message queues outlive their processes: each execution gets its own.
-        check(libc().unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
-        mount(None, "/", flags=MS_REC | MS_PRIVATE)
-        workdir = config["workdir"]
-        owner = "" if config["uid"] is None else f",uid={config['uid']},gid={config['gid']}"
-        mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV,
-              f"size={config['dir_bytes']},nr_inodes={config['dir_files']},mode=0700{owner}")
-        try:
-            mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        except PermissionError:
-            # A user namespace may mount proc only where a full one is visible, which bwrap's (partly covered) is
-            # not: then the code gets an empty /proc rather than a view of the worker's namespace.
-            mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=555")
-    else:
-        workdir = os.path.join(config["scratch"], "smolalign-sandbox-" + os.urandom(8).hex())
-        os.mkdir(workdir, 0o700)
-    with os.fdopen(job_fd, "rb") as f:
-        source = f.read()
-    libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # the code (same uid without root) cannot ptrace or read us
-    pid = os.fork()
-    if pid == 0:
-        run_as_code(config, workdir, source, (stdin_fd, stdout_fd, stderr_fd), report_fd)
-        return source, os.path.join(workdir, "main.py")
-    for fd in (stdin_fd, stdout_fd, stderr_fd):
+    try:
+        os.close(cancel_fd)
+        if config["namespaces"]:
+            # A mount namespace for this execution's own tmpfs, and an IPC namespace since SysV IPC objects and POSIX
+            # message queues outlive their processes.
+            check(libc().unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+            mount(None, "/", flags=MS_REC | MS_PRIVATE)
+            workdir = config["workdir"]
+            owner = "" if config["uid"] is None else f",uid={config['uid']},gid={config['gid']}"
+            mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV,
+                  f"size={config['dir_bytes']},nr_inodes={config['dir_files']},mode=0700{owner}")
+        else:
+            workdir = scratch
+            os.mkdir(workdir, 0o700)
+        with os.fdopen(job_fd, "rb") as f:
+            source = f.read()
+    except BaseException:
+        import traceback
+
+        os.dup2(stderr_fd, 2)
+        traceback.print_exc()
+        os._exit(127)
+    run_as_code(config, workdir, source, (stdin_fd, stdout_fd, stderr_fd), report_fd)
+    return source, os.path.join(workdir, "main.py")
+
+
+def supervise(config, pid, fds, scratch):
+    """Wait for the code to exit, the wall clock to run out or the host to cancel; then kill every process of the
+    execution, reap them and report how it ended. The report pipe closes only once nothing of it is left."""
+    for fd in fds[:4]:  # only the execution reads the job and stdin, and writes stdout and stderr
         os.close(fd)
-    supervise(config, pid, isolated, workdir, report_fd, cancel_fd)
-
-
-def supervise(config, pid, isolated, workdir, report_fd, cancel_fd):
+    report_fd, cancel_fd = fds[4:]
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
     poller.register(cancel_fd, select.POLLIN)
     events = dict(poller.poll(config["wall_seconds"] * 1000))
+    os.close(pidfd)
     if pidfd in events:
         report = b"E%d\n" % os.waitpid(pid, 0)[1]
     else:
         report = b"C" if cancel_fd in events else b"T"  # output limit (or the pool went away), or wall clock
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    if isolated:
+    if config["namespaces"]:
+        # As pid 1 of a namespace that holds only us and this execution: everything it started, whatever it did.
         assert os.getpid() == 1
-        victims = -1  # as pid 1: every other process of this execution, whatever it did
+        victims = -1
     else:
         victims = -pid  # the code's session and process group
     try:
@@ -244,16 +221,20 @@ def supervise(config, pid, isolated, workdir, report_fd, cancel_fd):
     except ProcessLookupError:
         pass  # nothing left
     try:
-        while True:
-            os.waitpid(-1, 0)
+        if config["namespaces"]:
+            while True:
+                os.waitpid(-1, 0)
+        elif report[:1] != b"E":
+            os.waitpid(pid, 0)
     except ChildProcessError:
         pass
-    if not isolated:
+    if scratch:
         import shutil
 
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     os.write(report_fd, report)
-    os._exit(0)
+    os.close(report_fd)
+    os.close(cancel_fd)
 
 
 def run_as_code(config, workdir, source, stdio, report_fd):
@@ -282,7 +263,7 @@ def run_as_code(config, workdir, source, stdio, report_fd):
         traceback.print_exc()
         os._exit(127)
     os.umask(0o022)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the worker, pid 1, must not have a handler
     sys.argv = ["main.py"]
     sys.path.insert(0, workdir)
     if "random" in sys.modules:
@@ -321,7 +302,8 @@ if config["private_mounts"]:
 for name in config["preload"]:
     __import__(name)
 gc.freeze()  # executions never scan (and so never copy) the worker's objects
-_source, _path = start_execution(config, serve(control, config["namespaces"]))
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # so that, as pid 1, we ignore it from the code like any other signal
+_source, _path = serve(control, config)
 _main = type(sys)("__main__")
 _main.__file__, _main.__builtins__ = _path, __builtins__
 sys.modules["__main__"] = _main

@@ -13,12 +13,13 @@ Isolation levels (see docs/sandbox.md for what each protects against and what it
 * ``rlimits`` -- resource limits only, no isolation at all. Never chosen automatically.
 
 A pool slot is one *worker*: a trusted interpreter (``rewards/_sandbox_worker.py``) started once inside the level's
-namespaces. Each execution is a fork of it that enters a pid and mount namespace of its own, gets a fresh tmpfs work
-directory, drops privileges (as root: to a dedicated unprivileged uid per worker), applies the rlimits and runs the
-code in the forked interpreter: no interpreter start and no namespace set-up per execution. Source and stdin reach
-the execution as sealed memfds and its stdout/stderr are pipes read here, so the worker never holds job data. The
-execution's supervisor reports over a private pipe that the code started and how it ended; no report means the
-sandbox itself failed (status ``sandbox_error``), which callers must not confuse with wrong code.
+namespaces, as pid 1 of its own pid namespace. Each execution is a fork of it that enters a mount and IPC namespace
+of its own, gets a fresh tmpfs work directory, drops privileges (as root: to a dedicated unprivileged uid per
+worker), applies the rlimits and runs the code in the forked interpreter: no interpreter start per execution. Source
+and stdin reach the execution as sealed memfds and its stdout/stderr are pipes read here, so the worker never holds
+job data. The worker reports over a private pipe that the code started and how it ended, once it has killed and
+reaped every process of the execution; no report means the sandbox itself failed (status ``sandbox_error``), which
+callers must not confuse with wrong code.
 """
 
 from __future__ import annotations
@@ -256,7 +257,7 @@ class _Worker:
             "dir_files": 4096,
             "preload": _PRELOAD,
             # Without namespaces RLIMIT_NPROC would count all of this user's processes, not just the sandbox's.
-            "limits": _rlimits(self.limits, with_nproc=isolating, own_uid=self.uid is None),
+            "limits": _rlimits(self.limits, with_nproc=isolating, shared=_tasks_sharing_the_uid(self.level, self.uid)),
         }
         argv = [_interpreter(), "-I", "-S", "-c", _WORKER_SOURCE, json.dumps(config)]
         env = _sandbox_env(workdir)
@@ -391,7 +392,8 @@ def _classify(report: bytes, over: bool) -> tuple[str, int | None]:
 
 
 def _bwrap_prefix(env: dict) -> list[str]:
-    argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--clearenv"]
+    # --as-pid-1: the worker itself is pid 1, so that killing everything else in the namespace ends an execution.
+    argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--clearenv", "--as-pid-1"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
     # The worker needs CAP_SYS_ADMIN for each execution's pid/mount namespace, tmpfs and /proc, and (as root)
@@ -431,7 +433,15 @@ def _unshare_prefix() -> list[str]:
                    "--propagation", "private"]
 
 
-def _rlimits(limits: Limits, with_nproc: bool, own_uid: bool) -> list[tuple[str, int, int]]:
+def _tasks_sharing_the_uid(level: str, uid: int | None) -> int:
+    """Without root the code keeps our uid, whose tasks are counted per user namespace (one per worker): there the
+    worker, and under unshare the unshare process too, already hold some of the code's process budget."""
+    if uid is not None:
+        return 0
+    return {"bwrap": 1, "unshare": 2}.get(level, 0)
+
+
+def _rlimits(limits: Limits, with_nproc: bool, shared: int = 0) -> list[tuple[str, int, int]]:
     cpu = max(1, math.ceil(limits.cpu_seconds))
     memory = limits.memory_mb * 2**20
     rows = [
@@ -442,9 +452,7 @@ def _rlimits(limits: Limits, with_nproc: bool, own_uid: bool) -> list[tuple[str,
         ("RLIMIT_NOFILE", 256, 256),
     ]
     if with_nproc:
-        # Without root the code keeps our uid, counted per user namespace (one per worker), where the wrapper, the
-        # worker and the supervisor already hold three tasks of it.
-        processes = limits.processes + (3 if own_uid else 0)
+        processes = limits.processes + shared
         rows.append(("RLIMIT_NPROC", processes, processes))
     return rows
 
