@@ -289,7 +289,7 @@ def finish(code):
 config = json.loads(sys.argv[1])
 control = socket.socket(fileno=config["control_fd"])
 control.set_inheritable(False)
-os.umask(0o077)
+os.umask(0o022)  # whatever the pool was started with: directories made for mounts must be traversable
 sys.dont_write_bytecode = True
 libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)

@@ -42,6 +42,13 @@ def test_runs_code_with_stdin(level):
 
 
 @every_level
+def test_the_whole_standard_library_is_importable(level):
+    modules = ["fractions", "decimal", "statistics", "textwrap", "datetime", "unittest", "dataclasses", "sqlite3"]
+    execution = run(f"import importlib\nfor name in {modules!r}:\n    importlib.import_module(name)\nprint('ok')\n", level)
+    assert (execution.status, execution.stdout) == ("ok", "ok\n"), execution.stderr
+
+
+@every_level
 def test_failures_are_errors_with_their_exit_code(level):
     raised = run("raise ValueError('boom')\n", level)
     assert (raised.status, raised.returncode) == ("error", 1)
