@@ -342,8 +342,8 @@ def _sealed_memfd(data: bytes) -> int:
 
 
 def _collect(out_r: int, err_r: int, report_r: int, cancel_w: int, deadline: float, output_bytes: int):
-    """Read stdout, stderr and the supervisor's report until all three close (the supervisor closes the report when
-    every process of the execution is gone). Past `output_bytes`, ask the supervisor to kill the execution. Returns
+    """Read stdout, stderr and the worker's report until all three close (the worker closes the report once
+    every process of the execution is gone). Past `output_bytes`, ask the worker to kill the execution. Returns
     (stdout, stderr, report, over the output limit)."""
     sinks = {out_r: bytearray(), err_r: bytearray(), report_r: bytearray()}
     over = False
