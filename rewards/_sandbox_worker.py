@@ -286,38 +286,49 @@ def finish(code):
     os._exit(code)
 
 
-config = json.loads(sys.argv[1])
-control = socket.socket(fileno=config["control_fd"])
-control.set_inheritable(False)
-os.umask(0o022)  # whatever the pool was started with: directories made for mounts must be traversable
-sys.dont_write_bytecode = True
-libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-if config["namespaces"]:
-    keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)  # let go of the session keyring of whoever started the pool
-if config["private_mounts"]:
-    if config["uid"] is not None:
-        expose(config["base"])
-    read_only_world()
-for name in config["preload"]:
-    __import__(name)
-gc.freeze()  # executions never scan (and so never copy) the worker's objects
-signal.signal(signal.SIGINT, signal.SIG_DFL)  # so that, as pid 1, we ignore it from the code like any other signal
-_source, _path = serve(control, config)
-_main = type(sys)("__main__")
-_main.__file__, _main.__builtins__ = _path, __builtins__
-sys.modules["__main__"] = _main
-try:
-    exec(compile(_source, _path, "exec"), _main.__dict__)
-except SystemExit as exit_request:
-    code = exit_request.code
-    if code is None or isinstance(code, int):
-        finish(code or 0)
-    print(code, file=sys.stderr)
-    finish(1)
-except BaseException:
-    _type, _value, _traceback = sys.exc_info()
-    _value.__traceback__ = _traceback.tb_next  # from main.py on, as `python main.py` would print it
-    sys.excepthook(_type, _value, _value.__traceback__)
-    finish(1)
-finish(0)
+def main():
+    config = json.loads(sys.argv[1])
+    control = socket.socket(fileno=config["control_fd"])
+    control.set_inheritable(False)
+    os.umask(0o022)  # whatever the pool was started with: directories made for mounts must be traversable
+    sys.dont_write_bytecode = True
+    libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if config["namespaces"]:
+        keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)  # let go of the session keyring of whoever started the pool
+    if config["private_mounts"]:
+        if config["uid"] is not None:
+            expose(config["base"])
+        read_only_world()
+    for name in config["preload"]:
+        __import__(name)
+    gc.freeze()  # executions never scan (and so never copy) the worker's objects
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # so that, as pid 1, we ignore it from the code like any other
+    source, path = serve(control, config)
+    del config, control
+    run_main(source, path)
+
+
+def run_main(source, path):
+    """Run the code as `python main.py` would, in a fresh __main__ module."""
+    module = type(sys)("__main__")
+    module.__file__, module.__builtins__ = path, __builtins__
+    sys.modules["__main__"] = module
+    try:
+        exec(compile(source, path, "exec"), module.__dict__)
+    except SystemExit as exit_request:
+        code = exit_request.code
+        if code is None or isinstance(code, int):
+            finish(code or 0)
+        print(code, file=sys.stderr)
+        finish(1)
+    except BaseException:
+        kind, value, traceback = sys.exc_info()
+        value.__traceback__ = traceback.tb_next  # from main.py on, as `python main.py` would print it
+        sys.excepthook(kind, value, value.__traceback__)
+        finish(1)
+    finish(0)
+
+
+if __name__ == "__main__":  # as `python -c`; importing this file (as packaging tools may) runs nothing
+    main()
