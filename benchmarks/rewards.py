@@ -1,7 +1,7 @@
 """Reward throughput: the math reward (completions/s) and the code reward (sandboxed executions/s), each with one
 worker and with every core, measured in the same run and printed as ratios.
 
-    python benchmarks/rewards.py [--completions 2000] [--programs 96] [--only math|code]
+    python benchmarks/rewards.py [--completions 2000] [--programs 96] [--only math|code] [--level auto|bwrap|unshare]
 
 Targets: math at least 500 completions/s per core; code at least 100 executions/s per core. The math reward runs in
 one process per worker (math-verify is CPU-bound Python). The code reward scores fenced completions of realistic size
@@ -75,13 +75,13 @@ def code_batch(programs: int) -> tuple[list[str], list[str], int, int]:
     return completions, [json.dumps(tests) for _, tests in chosen], sum(len(t) for _, t in chosen), hanging
 
 
-def code_rate(batch, workers: int, baseline: bool) -> tuple[float, float, list, str]:
+def code_rate(batch, workers: int, baseline: bool, level: str) -> tuple[float, float, list, str]:
     """(executions/s, CPU seconds per execution of this process and every sandbox process, scores, sandbox level) for
     scoring the batch with `workers` workers."""
     from rewards.code import CodeReward
 
     completions, tests, executions, _ = batch
-    reward = CodeReward(workers=workers, limits=CODE_LIMITS)
+    reward = CodeReward(workers=workers, limits=CODE_LIMITS, level=level)
     if baseline:
         import sandbox_baseline
 
@@ -125,6 +125,7 @@ def main() -> None:
     parser.add_argument("--completions", type=int, default=2000)
     parser.add_argument("--programs", type=int, default=96, help="code completions per measurement (4 tests each)")
     parser.add_argument("--only", choices=("math", "code"))
+    parser.add_argument("--level", default="auto", help="sandbox level for the code reward (default: the strongest)")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     load_before = f"{os.getloadavg()[0]:.2f}"
@@ -140,7 +141,8 @@ def main() -> None:
         rates, cpu, level, expected = {}, {}, None, None
         for baseline in (False, True):
             for workers in (1, cores):
-                rates[baseline, workers], cpu[baseline, workers], scores, level = code_rate(batch, workers, baseline)
+                rates[baseline, workers], cpu[baseline, workers], scores, level = code_rate(batch, workers, baseline,
+                                                                                           args.level)
                 expected = expected or scores
                 assert scores == expected, "the baseline and the worker pool disagree"
         print(f"code (sandbox {level}; {args.programs} programs, {batch[2]} executions, {batch[3]} timing out; "
