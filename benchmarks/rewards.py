@@ -64,12 +64,13 @@ def math_rate(completions: list[str], golds: list[str], workers: int) -> float:
     return len(completions) / elapsed
 
 
-def code_batch(programs: int) -> tuple[list[str], list[str], int, int]:
-    """(completions, test column, executions, executions that time out)."""
+def code_batch(programs: int, hanging: bool = True) -> tuple[list[str], list[str], int, int]:
+    """(completions, test column, executions, executions that time out); without the hanging programs if not
+    `hanging`."""
     from code_tasks import HANGS
     from code_tasks import programs as make_programs
 
-    chosen = make_programs(programs)
+    chosen = [(source, tests) for source, tests in make_programs(programs) if hanging or source != HANGS]
     completions = [f"Here is my solution.\n```python\n{source}```\n" for source, _ in chosen]
     hanging = sum(source == HANGS for source, _ in chosen)
     return completions, [json.dumps(tests) for _, tests in chosen], sum(len(t) for _, t in chosen), hanging
@@ -154,6 +155,11 @@ def main() -> None:
         print(f"  worker pool CPU time (this process and every sandbox process, independent of the machine's load): "
               f"{cpu[False, cores] * 1000:.1f} ms per execution, i.e. {1 / cpu[False, cores]:.0f} executions per "
               "CPU-second")
+        steady = code_batch(args.programs, hanging=False)
+        rate, steady_cpu, _, _ = code_rate(steady, cores, False, args.level)
+        print(f"  worker pool without the {batch[3]} hanging programs ({steady[2]} executions): {cores} workers "
+              f"{rate:.1f}/s ({rate / cores:.1f}/s per core); CPU {steady_cpu * 1000:.1f} ms per execution, i.e. "
+              f"{1 / steady_cpu:.0f} per CPU-second")
         print(f"  worker pool / baseline: {rates[False, 1] / rates[True, 1]:.1f}x with 1 worker, "
               f"{rates[False, cores] / rates[True, cores]:.1f}x with {cores} (target >= 100 executions/s per core)")
         print(f"  load average before/after: {load_before} / {os.getloadavg()[0]:.2f}")
