@@ -111,7 +111,7 @@ class CodeReward:
 
     @staticmethod
     def _plan(completion: Any, tests: Any) -> _Plan:
-        tests = _parse_tests(tests)
+        tests = parse_tests(tests)
         if not tests:
             return _Plan([], lambda _: None)
         code = extract_code(completion_text(completion))
@@ -173,7 +173,8 @@ def _output_lines(text: str) -> list[str]:
     return lines
 
 
-def _parse_tests(value: Any) -> list | None:
+def parse_tests(value: Any) -> list | None:
+    """A row's tests as a list (None when the row has none); ValueError naming what is wrong."""
     if value is None:
         return None
     if isinstance(value, str):

@@ -13,8 +13,13 @@ from rewards.upstream import reward_hint
 
 def _code(**params):
     from rewards.code import CodeReward
+    from rewards.sandbox import SandboxUnavailable
 
-    return CodeReward(**params)
+    try:
+        return CodeReward(**params)
+    except SandboxUnavailable as exc:
+        raise ValueError(f"{exc}; install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or util-linux's "
+                         "unshare") from None
 
 
 def _builtin() -> dict[str, Callable[..., Any]]:

@@ -37,6 +37,9 @@ def test(
         missing = [i for i, row in enumerate(rows) if column not in row]
         if missing:
             raise SmolalignError(f"{completions}#{missing[0]}: reward {name} reads the column {column!r}")
+    if getattr(reward, "pool", None) is not None:
+        run_pooled(reward, rows, completions)
+        return
     total, scores = 0.0, []
     for index, row in enumerate(rows):
         columns = {k: [v] for k, v in row.items() if k not in ("completion", "prompt")}
@@ -52,10 +55,39 @@ def test(
         scores.append(score)
         shown = "None (skipped)" if score is None else f"{score:.4g}"
         typer.echo(f"#{index}  {shown:>14}  {elapsed * 1000:9.1f} ms  {preview(row['completion'])}")
+    typer.echo(f"{summary(scores)}; {total * 1000:.1f} ms in all")
+
+
+def run_pooled(reward, rows: list[dict], completions: Path) -> None:
+    """The code reward: every completion in one call, through the sandbox pool training uses, so that they run in
+    parallel as they would in a GRPO step."""
+    from rewards.code import parse_tests
+
+    for index, row in enumerate(rows):
+        try:
+            parse_tests(row.get(reward.test_column))
+        except ValueError as exc:
+            raise SmolalignError(f"{completions}#{index}: {reward.test_column}: {exc}") from None
+    names = sorted({key for row in rows for key in row} - {"completion", "prompt"})
+    columns = {name: [row.get(name) for row in rows] for name in names}
+    pool = reward.pool
+    try:
+        start, before = time.perf_counter(), pool.executions
+        scores = reward([row["completion"] for row in rows], **columns)
+        elapsed, executions = time.perf_counter() - start, pool.executions - before
+    finally:
+        reward.close()
+    for index, (row, score) in enumerate(zip(rows, scores, strict=True)):
+        shown = "None (skipped)" if score is None else f"{score:.4g}"
+        typer.echo(f"#{index}  {shown:>14}  {preview(row['completion'])}")
+    typer.echo(f"{summary(scores)}; {executions} sandboxed executions in {elapsed:.2f} s: "
+               f"{executions / elapsed:.1f} executions/s (sandbox {pool.level}, {pool.workers} workers)")
+
+
+def summary(scores: list) -> str:
     valid = [s for s in scores if s is not None]
     mean = f"{sum(valid) / len(valid):.4g}" if valid else "n/a"
-    typer.echo(f"{len(rows)} completions: mean {mean} over {len(valid)} scored, {len(rows) - len(valid)} None; "
-               f"{total * 1000:.1f} ms in all")
+    return f"{len(scores)} completions: mean {mean} over {len(valid)} scored, {len(scores) - len(valid)} None"
 
 
 def read_rows(path: Path) -> list[dict]:

@@ -53,6 +53,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
                          prompts.train.column_names)
     plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
     add_rl_rows(plan, recipe)
+    add_sandbox_row(plan, rewards)
     return plan, prompts, rewards
 
 
@@ -68,6 +69,15 @@ def add_rl_rows(plan, recipe: Recipe) -> None:
     from smolalign.stages.rl_server import describe_generation
 
     rows["generation"] = describe_generation(recipe.generation)
+
+
+def add_sandbox_row(plan, rewards) -> None:
+    """The isolation level of the code reward's sandbox, since it decides what generated code can reach."""
+    pools = [reward.pool for reward in rewards if getattr(reward, "pool", None) is not None]
+    if pools:
+        pool = pools[0]
+        hint = "" if pool.level == "bwrap" else " (bubblewrap is stronger: apt-get install bubblewrap)"
+        plan.rows["sandbox"] = f"{pool.level}, {pool.workers} workers{hint}"
 
 
 def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None):

@@ -170,22 +170,35 @@ def coder_dir(tiny_dir, tmp_path_factory):
 CODE_TASK = "Print six times seven in Python."
 
 
-def test_grpo_with_the_sandboxed_code_reward(cli, write_recipe, coder_dir, tmp_path):
-    """The test expects 42 on stdout and the answer the model learned, `print(6 * 7)`, has no 42 in its text: a
-    score above 0 means the program ran in the sandbox."""
+@pytest.fixture
+def code_recipe(write_recipe, coder_dir, tmp_path):
     from rewards.sandbox import available_levels
 
     if not [level for level in available_levels() if level != "rlimits"]:
         pytest.skip("no sandbox level works on this machine (bubblewrap or unshare)")
     rows = [{"prompt": CODE_TASK, "test_cases": [{"input": "", "output": "42\n"}]}] * 4
     data = write_jsonl(tmp_path / "tasks.jsonl", rows)
-    recipe = write_recipe({"model": {"source": str(coder_dir)}, "template": {"name": "chatml"}, "method": "grpo",
-                           "data": {"sources": [{"path": str(data)}]},
-                           "rewards": [{"name": "code", "params": {"test_column": "test_cases"}}],
-                           "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_steps": 2,
-                                     "max_completion_length": 24, "logging_steps": 1, "save_strategy": "no",
-                                     "learning_rate": 1e-6, "gradient_checkpointing": False}})
-    code, out, err = cli("rl", recipe, "-o", tmp_path / "run")
+    return write_recipe({"model": {"source": str(coder_dir)}, "template": {"name": "chatml"}, "method": "grpo",
+                         "data": {"sources": [{"path": str(data)}]},
+                         "rewards": [{"name": "code", "params": {"test_column": "test_cases", "workers": 3}}],
+                         "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_steps": 2,
+                                   "max_completion_length": 24, "logging_steps": 1, "save_strategy": "no",
+                                   "learning_rate": 1e-6, "gradient_checkpointing": False}})
+
+
+def test_the_plan_names_the_sandbox_level_in_use(cli, code_recipe):
+    from rewards.sandbox import choose_level
+
+    code, out, err = cli("rl", code_recipe, "--dry-run")
+    assert code == 0, err
+    row = next(line.split(None, 1)[1] for line in out.splitlines() if line.strip().startswith("sandbox "))
+    assert row.startswith(f"{choose_level()}, 3 workers")
+
+
+def test_grpo_with_the_sandboxed_code_reward(cli, code_recipe, tmp_path):
+    """The test expects 42 on stdout and the answer the model learned, `print(6 * 7)`, has no 42 in its text: a
+    score above 0 means the program ran in the sandbox."""
+    code, out, err = cli("rl", code_recipe, "-o", tmp_path / "run")
     assert code == 0, err
     scores = [m["rewards/code/mean"] for m in read_metrics(tmp_path / "run") if "reward" in m]
     assert len(scores) == 2  # logged at every step

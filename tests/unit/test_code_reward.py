@@ -210,3 +210,40 @@ def test_reward_accepts_limits_as_a_mapping():
         assert reward.pool.limits == Limits(wall_seconds=2, memory_mb=256)
     finally:
         reward.close()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# `smolalign rewards test code`
+
+
+def test_cli_scores_every_completion_in_one_parallel_batch(cli, tmp_path):
+    _sandbox_or_skip()
+    slow = "import time\ntime.sleep(0.6)\n"
+    rows = [
+        {"completion": fenced(slow + ADD), "test_cases": ADD_TESTS},  # 1.0
+        {"completion": fenced(slow + "def add(a, b):\n    return 3\n"), "test_cases": ASSERTS},  # 0.5
+        {"completion": "no code", "test_cases": ASSERTS},  # 0.0
+        {"completion": fenced(slow + "print(3)\n"), "test_cases": json.dumps(ADD_TESTS)},  # 0.5
+        {"completion": fenced(ADD), "test_cases": []},  # None
+    ]
+    path = tmp_path / "completions.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    start = time.monotonic()
+    code, out, err = cli("rewards", "test", "code", "--completions", path, "--params", '{"workers": 6}')
+    elapsed = time.monotonic() - start
+    assert code == 0, err
+    lines = out.splitlines()
+    assert [line.split()[1] for line in lines[:5]] == ["1", "0.5", "0", "0.5", "None"]
+    assert lines[5].split("; ")[1].startswith("6 sandboxed executions in ")
+    assert elapsed < 6 * 0.6  # one after another they would take 3.6 s
+
+
+def test_cli_names_the_row_with_malformed_tests(cli, tmp_path):
+    _sandbox_or_skip()
+    path = tmp_path / "completions.jsonl"
+    path.write_text(json.dumps({"completion": "x", "test_cases": []}) + "\n"
+                    + json.dumps({"completion": "x", "test_cases": [{"input": "1"}]}) + "\n")
+    code, out, err = cli("rewards", "test", "code", "--completions", path)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [f"error: {path}#1: test_cases: a test must be an assert string or a dict with "
+                                        "'input' and 'output', got {'input': '1'}"]

@@ -1,5 +1,6 @@
 """The sandbox: basic execution on every level, and attacks that must be contained on every isolating level."""
 
+import ctypes
 import glob
 import os
 import socket
@@ -38,6 +39,13 @@ def run(source: str, level: str, stdin: str = "", limits: Limits = LIMITS):
 def test_runs_code_with_stdin(level):
     execution = run("name = input()\nprint(f'hello {name[::-1]}')\n", level, stdin="dlrow\n")
     assert (execution.status, execution.returncode, execution.stdout) == ("ok", 0, "hello world\n")
+
+
+@every_level
+def test_the_whole_standard_library_is_importable(level):
+    modules = ["fractions", "decimal", "statistics", "textwrap", "datetime", "unittest", "dataclasses", "sqlite3"]
+    execution = run(f"import importlib\nfor name in {modules!r}:\n    importlib.import_module(name)\nprint('ok')\n", level)
+    assert (execution.status, execution.stdout) == ("ok", "ok\n"), execution.stderr
 
 
 @every_level
@@ -303,8 +311,7 @@ def test_process_limit_counts_only_this_sandbox(level):
     limits = Limits(cpu_seconds=1, wall_seconds=2, processes=8)
     with Pool(workers=3, limits=limits, level=level) as pool:
         counts = [int(e.stdout) for e in pool.run_many([(source, "")] * 3)]
-    # 8 tasks per sandbox: the reaper (which as root runs as another uid), the program and its children. Every one
-    # of three concurrent sandboxes gets its own budget.
+    # 8 tasks per sandbox: the program and its children. Every one of three concurrent sandboxes gets its own budget.
     assert all(5 <= count <= 7 for count in counts), counts
 
 
@@ -409,3 +416,245 @@ def _wait_for(condition, seconds: float = 5.0) -> bool:
             return False
         time.sleep(0.01)
     return True
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Worker reuse: an execution is a fork of a long-lived worker. Nothing of one execution may reach the next one, and no
+# attack may slow down, break or replace the worker.
+
+
+NORMAL = ("import sys\nnumbers = [int(x) for x in sys.stdin.read().split()]\nprint(sum(numbers))\n", "1 2 3 4\n", "10\n")
+FAST = 0.5  # seconds: a normal execution on a warm worker takes a few milliseconds
+ATTACKS = {
+    "fork_bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+    "memory": "x = bytearray(10 * 1024**3)\n",
+    "memory_slowly": "chunks = []\nwhile True:\n    chunks.append(bytearray(2**20))\n",
+    "output_flood": "import sys\nwhile True:\n    sys.stdout.write('x' * 10000)\n",
+    "closes_stdio": "import os, time\nfor fd in (0, 1, 2):\n    os.close(fd)\ntime.sleep(0.2)\n",
+    "closes_stdio_and_hangs": "import os\nos.close(1)\nos.close(2)\nwhile True:\n    pass\n",
+    "kills_the_worker": (
+        "import os, signal\n"
+        "for target in [os.getppid(), 1, -1] + list(range(2, 300)):\n"
+        "    for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):\n"
+        "        try:\n"
+        "            os.kill(target, sig)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print('still here')\n"
+    ),
+    "busy_loop": "while True:\n    pass\n",
+    "sleeps": "import time\ntime.sleep(60)\n",
+    "daemon": ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+               "        time.sleep(60)\n    os._exit(0)\n"),
+    "crash": "import ctypes\nctypes.string_at(0)\n",
+    "environment": "import os, sys\nos.environ['PATH'] = '/nowhere'\nsys.modules['json'] = None\nimport builtins\n"
+                   "builtins.print = None\nbuiltins.int = None\n",
+    "files": "import os\nos.mkdir('sub')\nopen('sub/data', 'w').write('x' * 1000)\nos.chmod('sub', 0)\n",
+}
+
+
+@isolating_levels
+def test_every_attack_leaves_the_worker_correct_and_fast(level):
+    limits = Limits(cpu_seconds=1, wall_seconds=1.5, memory_mb=256, output_bytes=100_000, processes=16)
+    with Pool(workers=1, limits=limits, level=level) as pool:
+        worker = pool._all[0]
+        pool.run_many([NORMAL[:2]])
+        pid = worker.proc.pid
+        time.sleep(0.2)  # the last supervisor closes its report just before it exits
+        processes = _live_descendants(pid)  # the worker (and under bwrap, bwrap's own pid 1)
+        for name, source in ATTACKS.items():
+            attack = pool.run_many([(source, "secret stdin\n")])[0]
+            assert attack.status != "sandbox_error", (name, attack)
+            assert attack.seconds < limits.wall_seconds + MARGIN, name
+            normal = pool.run_many([NORMAL[:2]])[0]
+            assert (normal.status, normal.stdout) == ("ok", NORMAL[2]), (name, normal)
+            assert normal.seconds < FAST, (name, normal.seconds)
+            assert worker.proc.pid == pid, f"{name} replaced the worker"
+            assert _wait_for(lambda: _live_descendants(pid) == processes, seconds=1.0), name
+
+
+@isolating_levels
+def test_no_view_of_earlier_executions(level):
+    # The first execution leaves a secret in its files, its memory, its stdin and its output; the second one, forked
+    # from the same worker, looks for it in its own whole address space, every visible process and every place the
+    # first could write to (its work dir, which is at the same path, and the usual scratch places).
+    secret = uuid.uuid4().hex
+    head, tail = secret[:16], secret[16:]
+    first = (
+        f"import os\nkept = {secret!r} * 3\nopen('left.txt', 'w').write(kept)\nos.mkdir('d')\n"
+        f"open('d/x', 'w').write(kept)\nprint(input(), kept)\n"
+    )
+    # Search for head immediately followed by tail without ever building the secret in this process.
+    second = (
+        "import ctypes, os\n"
+        f"head, tail = {head!r}.encode(), {tail[::-1]!r}[::-1].encode()\n"
+        "found = []\n"
+        "def scan(data, where):\n"
+        "    start = data.find(head)\n"
+        "    while start != -1:\n"
+        "        if data[start + len(head):start + len(head) + len(tail)] == tail:\n"
+        "            found.append(where)\n"
+        "        start = data.find(head, start + 1)\n"
+        "for line in open('/proc/self/maps'):\n"
+        "    fields = line.split()\n"
+        "    low, high = (int(x, 16) for x in fields[0].split('-'))\n"
+        "    if fields[1].startswith('r') and not line.rstrip().endswith(('[vvar]', '[vsyscall]', '[vvar_vclock]')):\n"
+        "        scan(ctypes.string_at(low, high - low), line)\n"
+        f"places = {{os.getcwd(), '/tmp', '/var/tmp', '/dev/shm', {tempfile.gettempdir()!r}}}\n"
+        "for root, dirs, files in (entry for place in places for entry in os.walk(place)):\n"
+        "    for name in files:\n"
+        "        try:\n"
+        "            with open(os.path.join(root, name), 'rb') as f:\n"
+        "                scan(f.read(1_000_000), os.path.join(root, name))\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "    for part in ('cmdline', 'environ'):\n"
+        "        try:\n"
+        "            scan(open(f'/proc/{pid}/{part}', 'rb').read(), pid)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+        "print((sorted(os.listdir('.')), pids == sorted({1, os.getpid()}), found))\n"
+    )
+    limits = Limits(cpu_seconds=5, wall_seconds=8, memory_mb=1024)
+    with Pool(workers=1, limits=limits, level=level) as pool:
+        leaked = pool.run_many([(first, secret + "\n")])[0]
+        assert leaked.stdout.count(secret) == 4  # control: it was there
+        looked = pool.run_many([(second, "")])[0]
+    assert looked.status == "ok", looked
+    files, only_worker_and_itself, found = eval(looked.stdout)
+    assert files == ["main.py"]
+    assert only_worker_and_itself  # the worker is pid 1
+
+    assert found == []
+
+
+@isolating_levels
+def test_concurrent_executions_do_not_see_each_other(level):
+    name = f"marker-{uuid.uuid4().hex}"
+    sleeper = f"import time\nopen({name!r}, 'w').write('x')\ntime.sleep(1.0)\nprint('slept')\n"
+    looker = (
+        "import os, time\n"
+        "time.sleep(0.4)\n"
+        f"places = {{os.getcwd(), '/tmp', '/var/tmp', '/dev/shm', {tempfile.gettempdir()!r}}}\n"
+        "hits = [os.path.join(r, f) for place in places for r, d, fs in os.walk(place) for f in fs\n"
+        f"        if f == {name!r}]\n"
+        "print((hits, sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) == sorted({1, os.getpid()})))\n"
+    )
+    with Pool(workers=2, limits=LIMITS, level=level) as pool:
+        slept, looked = pool.run_many([(sleeper, ""), (looker, "")])
+    assert slept.stdout == "slept\n"
+    assert eval(looked.stdout) == ([], True)
+
+
+@isolating_levels
+def test_a_dead_worker_is_replaced(level):
+    with Pool(workers=1, limits=LIMITS, level=level) as pool:
+        assert pool.run_many([NORMAL[:2]])[0].stdout == NORMAL[2]
+        os.killpg(pool._all[0].proc.pid, 9)
+        pool._all[0].proc.wait()
+        again = pool.run_many([NORMAL[:2]] * 3)
+    assert [e.stdout for e in again] == [NORMAL[2]] * 3
+
+
+@isolating_levels
+def test_nothing_outlives_the_pool(level):
+    name = f"linger{uuid.uuid4().hex[:9]}"
+    source = (
+        "import ctypes, os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        f"    ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)\n"
+        "    time.sleep(60)\n"
+        "time.sleep(60)\n"
+    )
+    pool = Pool(workers=2, limits=Limits(wall_seconds=30), level=level)
+    pids = []
+    thread = threading.Thread(target=lambda: pool.run_many([(source, "")] * 2))
+    thread.start()
+    assert _wait_for(lambda: len(_processes_named(name)) == 2)
+    pids = [worker.proc.pid for worker in pool._all]
+    pool._executor.shutdown(wait=False)  # as when the trainer ends while a batch is still running
+    for worker in pool._all:
+        worker.close()
+    thread.join()
+    # The kernel empties a pid namespace once its init is gone: allow it the moment that takes.
+    assert _wait_for(lambda: _processes_named(name) == [], seconds=2.0)
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
+
+
+def _live_descendants(pid: int) -> list[int]:
+    """Every process below `pid` that has not exited (zombies waiting to be reaped do not count)."""
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        for task in _listdir(f"/proc/{parent}/task"):
+            for child in map(int, _read(f"/proc/{parent}/task/{task}/children").split()):
+                if _read(f"/proc/{child}/stat").rpartition(")")[2].split()[:1] not in (["Z"], []):
+                    found.append(child)
+                frontier.append(child)
+    return found
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+KEYS = '''\
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+libc.shmat.restype = ctypes.c_void_p
+KEYRINGS = {"thread": -1, "process": -2, "session": -3, "user": -4, "user_session": -5}
+
+
+def find_key(description):
+    found = []
+    for name, keyring in KEYRINGS.items():
+        key = libc.syscall(250, 10, ctypes.c_long(keyring), b"user", description, 0)  # KEYCTL_SEARCH
+        if key > 0:
+            buffer = ctypes.create_string_buffer(64)
+            size = libc.syscall(250, 11, ctypes.c_long(key), buffer, 64)  # KEYCTL_READ
+            found.append((name, buffer.raw[:max(size, 0)].decode(errors="replace")))
+    return found
+'''
+
+
+@isolating_levels
+def test_no_kernel_objects_carry_over(level):
+    # Keyrings, SysV shared memory and message queues outlive the processes that made them.
+    if os.uname().machine != "x86_64":
+        pytest.skip("the test calls keyctl by its x86_64 syscall number")
+    secret = uuid.uuid4().hex
+    leave = KEYS + (
+        "for name, keyring in KEYRINGS.items():\n"
+        f"    libc.syscall(248, b'user', b'smolalign-test', {secret.encode()!r}, 32, ctypes.c_long(keyring))\n"
+        "memory = libc.shmget(4242, 4096, 0o1666)\n"
+        f"ctypes.memmove(libc.shmat(memory, None, 0), {secret.encode()!r}, 32)\n"
+        "queue = libc.msgget(4243, 0o1666)\n"
+        f"message = ctypes.create_string_buffer(ctypes.c_long(1).value.to_bytes(8, 'little') + {secret.encode()!r})\n"
+        "libc.msgsnd(queue, message, 32, 0)\n"
+        "print(sorted(dict(find_key(b'smolalign-test'))), memory >= 0, queue >= 0)\n"
+    )
+    look = KEYS + (
+        "print((find_key(b'smolalign-test'), find_key(b'smolalign-host'), libc.shmget(4242, 0, 0), "
+        "libc.msgget(4243, 0)))\n"
+    )
+    # And a key in this process's session keyring, which whatever it starts would possess.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    host_key = libc.syscall(248, b"user", b"smolalign-host", b"host secret", 11, ctypes.c_long(-3))
+    assert host_key > 0
+    try:
+        with Pool(workers=1, limits=LIMITS, level=level) as pool:
+            left = pool.run_many([(leave, "")])[0]
+            looked = pool.run_many([(look, "")])[0]
+    finally:
+        libc.syscall(250, 3, ctypes.c_long(host_key))  # KEYCTL_REVOKE
+    # Control: the first execution could make every one of them.
+    assert left.stdout == "['process', 'session', 'thread', 'user', 'user_session'] True True\n", left
+    assert eval(looked.stdout) == ([], [], -1, -1)
