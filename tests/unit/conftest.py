@@ -1,7 +1,8 @@
 """The unit tier loads no model: while a test under tests/unit sets up, runs or tears down, building a transformers
 model (`from_pretrained`, `from_config`, a model class), loading a state dict into any module, or reading a weights
 file (`torch.load`, safetensors) fails the test, even if the code under test catches the exception. A test that needs
-one of these belongs in tests/integration.
+one of these belongs in tests/integration. Building a model on the meta device (accelerate's `init_empty_weights`:
+shapes only, no memory, no weights) is allowed: that is how a plan sizes a model.
 
 How: on first use, each of those is replaced, where it is defined and under every name a loaded module already bound
 it to (`from safetensors.torch import load_file`), by a wrapper that refuses while a unit test is running and passes
@@ -25,10 +26,10 @@ _ACTIVE: list[list[str] | None] = []
 """Innermost last: the attempts list of a refusing block, or None where a block lifted the refusal."""
 
 
-def _refusing(original, what: str):
+def _refusing(original, what: str, allowed=lambda: False):
     @functools.wraps(original)
     def refuse(*args, **kwargs):
-        if _ACTIVE and _ACTIVE[-1] is not None:
+        if _ACTIVE and _ACTIVE[-1] is not None and not allowed():
             _ACTIVE[-1].append(what)
             raise ModelLoadInUnitTest(f"this unit test {what}; tests that load a model belong in tests/integration")
         return original(*args, **kwargs)
@@ -45,7 +46,14 @@ def _install() -> None:
 
     # Methods: replaced on their class, which every subclass and instance looks them up on.
     model_init = "built a transformers model (from_pretrained, from_config or a model class)"
-    modeling_utils.PreTrainedModel.__init__ = _refusing(modeling_utils.PreTrainedModel.__init__, model_init)
+    register_parameter = torch.nn.Module.register_parameter
+
+    def on_meta_device() -> bool:
+        # init_empty_weights swaps register_parameter for one that puts every parameter on the meta device
+        return torch.get_default_device().type == "meta" or torch.nn.Module.register_parameter is not register_parameter
+
+    modeling_utils.PreTrainedModel.__init__ = _refusing(modeling_utils.PreTrainedModel.__init__, model_init,
+                                                        on_meta_device)
     torch.nn.Module.load_state_dict = _refusing(torch.nn.Module.load_state_dict, "loaded a state dict into a module")
     # Functions: replaced under every name a loaded module bound them to.
     functions = {id(f): (f, _refusing(f, what)) for f, what in [

@@ -50,3 +50,21 @@ def test_tokenizers_and_configs_are_allowed(tiny_dir, tiny_tokenizer):
 
     assert AutoConfig.from_pretrained(tiny_dir).num_hidden_layers == 2
     assert tiny_tokenizer("hello").input_ids
+
+
+def test_a_model_built_on_the_meta_device_is_allowed(model_load_guard, tiny_dir):
+    """Shapes only, no memory and no weights: how a plan sizes a model. Loading real weights stays refused."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    refusing, refusal = model_load_guard
+    config = AutoConfig.from_pretrained(tiny_dir)
+    with refusing() as attempts:
+        with init_empty_weights():
+            model = AutoModelForCausalLM.from_config(config)
+        with torch.device("meta"):
+            AutoModelForCausalLM.from_config(config)
+        with pytest.raises(refusal):
+            swallowing(lambda: AutoModelForCausalLM.from_config(config))
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+    assert len(attempts) == 1
