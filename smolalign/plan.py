@@ -88,8 +88,15 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
         after = trained_after_end_of_turn(template)
         trains = f", trains {after!r} after the end-of-turn token" if after else ""
         rows["template"] = f"{template.name} (sha256 {template.sha256[:12]}, {markers} generation markers{trains})"
+        if not template.reads_mode_flags:
+            plan.notes.append(f"template {template.name} reads no /think or /no_think: think modes (enable_thinking, "
+                              "system flags) do not change how rows render, and rows that ask for a mode of their own "
+                              "are refused where a flag would have to be added (rl, distillation, pairs)")
     else:
         rows["template"] = recipe.template.name
+        plan.notes.append("template: model (the tokenizer's own) is not checked for think modes: rows that ask for a "
+                          "mode of their own are refused where a flag would have to be added (rl, distillation, "
+                          "pairs)")
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     precision = "fp32 on CPU" if not hardware.on_gpu else {"bfloat16": "bf16", "float16": "fp16"}.get(dtype, dtype)
     rows["dtype"] = f"{dtype} ({precision})"

@@ -71,14 +71,16 @@ class TransformersGenerator(Generator):
 
         from smolalign.hardware import detect_hardware, resolve_dtype
         from smolalign.models.load import load_model, load_tokenizer
+        from smolalign.models.sources import resolve_source
 
         self.where, self.section = where, section
         model_section = ModelSection(source=section.source)
-        self.tokenizer, self.template = load_tokenizer(model_section, section.template or template_name)
+        source = resolve_source(section.source)  # classified once, for the tokenizer and the weights
+        self.tokenizer, self.template = load_tokenizer(model_section, section.template or template_name, source)
         self.tokenizer.padding_side = "left"
         self.template_sha256 = self.template.sha256
         hardware = detect_hardware()
-        self.model = load_model(model_section, resolve_dtype("auto", hardware), hardware, self.tokenizer)
+        self.model = load_model(model_section, resolve_dtype("auto", hardware), hardware, self.tokenizer, source)
         self.device = torch.device("cuda") if hardware.on_gpu else torch.device("cpu")
         self.model.to(self.device).eval()
         self.kwargs = template_kwargs(section, defaults)
@@ -132,11 +134,12 @@ class VllmGenerator(Generator):
 
         self.where, self.section = where, section
         model_section = ModelSection(source=section.source)
-        self.tokenizer, self.template = load_tokenizer(model_section, section.template or template_name)
+        source = resolve_source(section.source)  # classified once, for the tokenizer and the engine
+        self.tokenizer, self.template = load_tokenizer(model_section, section.template or template_name, source)
         self.template_sha256 = self.template.sha256
         self.kwargs = template_kwargs(section, defaults)
         self.specials = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
-        self.llm = LLM(model=local_dir(resolve_source(section.source)), dtype="auto",
+        self.llm = LLM(model=local_dir(source), dtype="auto",
                        tensor_parallel_size=section.tensor_parallel,
                        gpu_memory_utilization=float(os.environ.get("SMOLALIGN_VLLM_GPU_MEMORY", "0.85")))
 

@@ -132,3 +132,19 @@ def test_a_pair_records_the_mode_its_prompt_renders_in():
         text, _ = render(SMOLLM3, messages, add_generation_prompt=True, **row["chat_template_kwargs"])
         assert row["chat_template_kwargs"] == {"enable_thinking": rendered_mode(text) == "think"}
     assert [r["chat_template_kwargs"]["enable_thinking"] for r in rows] == [False, True]
+
+
+@pytest.mark.parametrize("template, says", [("chatml", "template chatml reads no /think"),
+                                            ("smollm3", None)])
+def test_the_plan_says_when_think_modes_have_no_effect(tmp_path, write_recipe, template, says):
+    from smolalign.hardware import detect_hardware
+    from smolalign.plan import make_plan
+    from smolalign.recipe.validate import load_recipe
+
+    data = write_prompts(tmp_path / "prompts.jsonl", [{"prompt": "1+1?", "solution": "2"}])
+    recipe = load_recipe(str(write_recipe({"model": {"source": "tiny"}, "data": {"sources": [{"path": str(data)}]},
+                                           "rewards": [{"name": "math_accuracy"}], "template": {"name": template}})),
+                         [], "rl")
+    plan = make_plan(recipe, detect_hardware(), resolve_template(template), 1, data_format="prompt")
+    notes = [n for n in plan.notes if "/think" in n]
+    assert notes == [] if says is None else len(notes) == 1 and notes[0].startswith(says)
