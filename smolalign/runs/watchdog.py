@@ -27,6 +27,9 @@ class Watchdog:
         self.last_progress = time.monotonic()
         self.failure: str | None = None
         self._stop = threading.Event()
+        # Held while the watchdog decides to fail the run or interrupts it, and while the run says it has ended: a run
+        # that ends just as its last step turns stale is failed or left alone, never interrupted after it ended.
+        self._deciding = threading.Lock()
         self._thread = threading.Thread(target=self._watch, name="smolalign-watchdog", daemon=True)
 
     def progress(self) -> None:
@@ -48,19 +51,27 @@ class Watchdog:
 
     def _watch(self) -> None:
         while not self._stop.wait(CHECK_EVERY):
-            reason = self._reason()
-            if reason:
-                self.failure = reason
-                print(f"error: {reason}", file=sys.stderr, flush=True)
-                # An interrupt that lands in a weakref callback or a __del__ is swallowed there: repeat it until
-                # the main thread stops.
-                deadline = time.monotonic() + GRACE_AFTER_INTERRUPT
-                while time.monotonic() < deadline:
-                    _thread.interrupt_main()
-                    if self._stop.wait(REPEAT_INTERRUPT):
-                        return
-                print("error: the run did not stop after the interrupt; exiting", file=sys.stderr, flush=True)
-                os._exit(3)
+            with self._deciding:
+                if self._stop.is_set():
+                    return
+                self.failure = self._reason()
+            if self.failure:
+                break
+        else:
+            return
+        print(f"error: {self.failure}", file=sys.stderr, flush=True)
+        # An interrupt that lands in a weakref callback or a __del__ is swallowed there: repeat it until the main
+        # thread stops.
+        deadline = time.monotonic() + GRACE_AFTER_INTERRUPT
+        while time.monotonic() < deadline:
+            with self._deciding:
+                if self._stop.is_set():  # the run has ended: it raises the failure itself
+                    return
+                _thread.interrupt_main()
+            if self._stop.wait(REPEAT_INTERRUPT):
+                return
+        print("error: the run did not stop after the interrupt; exiting", file=sys.stderr, flush=True)
+        os._exit(3)
 
     def _reason(self) -> str | None:
         if self.server is not None and not self.server.alive():
@@ -85,6 +96,10 @@ def stall_watchdog(stall_timeout: float | None, server=None) -> Iterator[Watchdo
             raise RunFailure(watchdog.failure) from None
         raise
     finally:
-        watchdog._stop.set()
+        try:
+            with watchdog._deciding:
+                watchdog._stop.set()
+        except KeyboardInterrupt:  # the watchdog's interrupt, arriving as the run ends: its failure is raised below
+            watchdog._stop.set()
     if watchdog.failure:  # every interrupt was swallowed, yet the run failed (its server died, or it stalled)
         raise RunFailure(watchdog.failure)

@@ -38,3 +38,33 @@ def test_a_run_whose_interrupts_were_all_swallowed_still_fails(monkeypatch):
                     time.sleep(0.02)
                 except KeyboardInterrupt:
                     pass
+
+
+def test_a_run_that_ends_while_the_watchdog_decides_fails_and_is_not_interrupted_afterwards(monkeypatch):
+    """The last step turns stale just as the run ends: the run is failed (RunFailure), and no interrupt reaches the
+    code that runs after it (saving, the summary), where it could be swallowed and the run end as a success."""
+    import threading
+
+    monkeypatch.setattr(watchdog_module, "CHECK_EVERY", 0.01)
+    deciding, decided = threading.Event(), threading.Event()
+
+    def stale(self):
+        deciding.set()
+        decided.wait(5)
+        return "stale"
+
+    monkeypatch.setattr(watchdog_module.Watchdog, "_reason", stale)
+    with pytest.raises(RunFailure, match="stale"):
+        with stall_watchdog(1.0):
+            assert deciding.wait(5)
+            threading.Timer(0.2, decided.set).start()  # the block ends while the watchdog holds its decision
+    time.sleep(0.5)  # an interrupt sent now would surface here as KeyboardInterrupt
+
+
+def test_a_run_that_ended_is_never_failed_by_a_late_decision(monkeypatch):
+    monkeypatch.setattr(watchdog_module, "CHECK_EVERY", 0.01)
+    with stall_watchdog(0.05) as dog:
+        pass
+    dog.last_progress -= 10  # stale, but the run has ended
+    time.sleep(0.2)
+    assert dog.failure is None
