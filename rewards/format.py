@@ -8,10 +8,8 @@
 
 import re
 
-from rewards.text import THINK_CLOSE, THINK_OPEN, column, completion_text
+from rewards.text import THINK_CLOSE, THINK_OPEN, column, completion_text, split_think
 from rewards.think_mode import row_mode
-
-_THINK = re.compile(r"^\s*<think>(.*?)</think>(.*)$", re.DOTALL)
 
 
 def think_shape_ok(text: str, mode: str) -> bool:
@@ -19,10 +17,10 @@ def think_shape_ok(text: str, mode: str) -> bool:
     if mode == "no_think":
         if opens == closes == 0:
             return bool(text.strip())
-        match = _THINK.match(text)
-        return opens == closes == 1 and bool(match) and not match.group(1).strip() and bool(match.group(2).strip())
-    match = _THINK.match(text)
-    return opens == closes == 1 and bool(match) and bool(match.group(1).strip()) and bool(match.group(2).strip())
+        parts = split_think(text)
+        return opens == closes == 1 and parts is not None and not parts[0] and bool(parts[1])
+    parts = split_think(text)
+    return opens == closes == 1 and parts is not None and bool(parts[0]) and bool(parts[1])
 
 
 class ThinkFormat:

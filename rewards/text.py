@@ -1,9 +1,18 @@
 """Reading completions the way every reward needs: the text of a completion, its think block and its answer (the
 think mode a row asked for is decided in `rewards.think_mode`)."""
 
+import re
 from typing import Any
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+_THINK_TURN = re.compile(r"^\s*<think>(.*?)</think>(.*)$", re.DOTALL)
+
+
+def split_think(text: str) -> tuple[str, str] | None:
+    """(reasoning, answer), stripped, of a text that opens with a think block (leading whitespace allowed); None
+    when it does not."""
+    match = _THINK_TURN.match(text)
+    return None if match is None else (match.group(1).strip(), match.group(2).strip())
 
 
 def completion_text(completion: Any) -> str:

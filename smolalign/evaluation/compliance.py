@@ -9,11 +9,9 @@ Exactly one `<think>` and one `</think>` in either mode: a second block, or a bl
 answer cut off while reasoning), does not comply. Leading whitespace is allowed before the block.
 """
 
-import re
 
-from rewards.text import THINK_CLOSE, THINK_OPEN
+from rewards.text import THINK_CLOSE, THINK_OPEN, split_think
 
-_TURN = re.compile(r"^\s*<think>(.*?)</think>(.*)$", re.DOTALL)
 _PROBE = [{"role": "user", "content": "x"}]
 
 
@@ -21,10 +19,10 @@ def complies(turn: str, mode: str) -> bool:
     """Whether a whole assistant turn (prefill + generated text) obeys `mode` (think or no_think)."""
     if turn.count(THINK_OPEN) != 1 or turn.count(THINK_CLOSE) != 1:
         return False
-    match = _TURN.match(turn)
-    if match is None:
+    parts = split_think(turn)
+    if parts is None:
         return False
-    reasoning, answer = match.group(1).strip(), match.group(2).strip()
+    reasoning, answer = parts
     return bool(answer) and (bool(reasoning) if mode == "think" else not reasoning)
 
 

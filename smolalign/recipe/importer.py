@@ -73,9 +73,10 @@ def detect_format(raw: dict, path: str) -> str:
 
 
 def trl_classes() -> dict:
-    from trl import DPOConfig, GRPOConfig, SFTConfig
+    """The TRL config class each upstream stage's flat fields belong to, from the method table (po: DPO, rl: GRPO)."""
+    from smolalign.recipe.methods import METHODS, load
 
-    return {"sft": SFTConfig, "po": DPOConfig, "rl": GRPOConfig}
+    return {"sft": load(METHODS["sft"].config), "po": load(METHODS["dpo"].config), "rl": load(METHODS["grpo"].config)}
 
 
 def detect_stage(raw: dict) -> str:
