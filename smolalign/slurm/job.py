@@ -91,6 +91,10 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
             from smolalign.estimate.fit import add_fit_rows
 
             add_fit_rows(plan, recipe, hardware, steps=plan.steps, preset=preset)
+    if plan is None:  # --skip-data: no plan, but the batch the job will train with is known without the data
+        settings = recipe.settings
+        notes.append(f"global batch {settings.global_batch} = per-device batch {settings.per_device_batch} × gradient "
+                     f"accumulation {settings.accumulation} × {settings.world_size} processes")
     notes += run_dir_notes(recipe, request)
     train_args = [word for item in overrides for word in ("--set", item)]
     if request.output_dir is not None:

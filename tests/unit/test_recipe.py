@@ -143,3 +143,91 @@ def test_shipped_recipes_validate(monkeypatch):
         for name, path in shipped.items():
             raw = read_recipe(path)
             validate_recipe(raw, raw.get("stage", "sft"), name)
+
+
+# The published SmolLM3 post-training recipes, read from huggingface/alignment-handbook at commit
+# 925acdfe4b2b4e38c3dabd1851bc418f0b656351 (2025-07-29; recipes/smollm3 is the same at 61d7a82): every smoltalk2
+# split in file order with its weight, the columns kept, and the global batch each file's header comment states
+# ("GBS 128" on 8 nodes with GA 2, "GBS 32" on 2 nodes with GA 2; the recipes' README passes GA 16 / 4 on one node).
+SFT_SPLITS = [
+    ("smoltalk_smollm3_everyday_conversations_no_think", 1.0), ("smoltalk_smollm3_systemchats_30k_no_think", 1.0),
+    ("tulu_3_sft_personas_instruction_following_no_think", 1.0), ("hermes_function_calling_v1_no_think", 1.0),
+    ("smoltalk_smollm3_smol_magpie_ultra_no_think", 0.5), ("smoltalk_multilingual_8languages_lang_5_no_think", 1.0),
+    ("table_gpt_no_think", 1.0), ("OpenHermes_2.5_no_think", 0.5), ("OpenThoughts3_1.2M_no_think_no_think", 0.4),
+    ("Mixture_of_Thoughts_science_no_think", 1.0), ("smoltalk_smollm3_explore_instruct_rewriting_no_think", 1.0),
+    ("smoltalk_smollm3_smol_rewrite_no_think", 1.0), ("smoltalk_smollm3_smol_summarize_no_think", 1.0),
+    ("LongAlign_64k_context_lang_annotated_lang_6_no_think", 1.0), ("multi_turn_reasoning_if_think", 1.0),
+    ("smoltalk_everyday_convs_reasoning_Qwen3_32B_think", 1.0), ("smoltalk_systemchats_Qwen3_32B_think", 1.0),
+    ("xlam_traces_no_think", 1.0), ("smolagents_toolcalling_traces_think", 1.0), ("s1k_1.1_think", 1.0),
+    ("LongAlign_64k_Qwen3_32B_yarn_131k_think", 1.0), ("aya_dataset_Qwen3_32B_think", 1.0),
+    ("smoltalk_multilingual8_Qwen3_32B_think", 0.3), ("OpenThoughts3_1.2M_think", 0.02),
+    ("table_gpt_Qwen3_32B_think", 1.0),
+]
+PUBLISHED = {
+    # recipe: (smoltalk2 config, [(split, weight)], columns, global batch, upstream train fields kept as they are)
+    "smollm3/sft": ("SFT", SFT_SPLITS, ["messages", "chat_template_kwargs"], 128,
+                    {"max_length": 65536, "num_train_epochs": 5, "learning_rate": 2e-5, "max_grad_norm": 0.2,
+                     "assistant_only_loss": True, "average_tokens_across_devices": True, "save_total_limit": 1,
+                     "dataset_num_proc": 12, "ddp_timeout": 18000}),
+    "smollm3/mid": ("Mid", [("Llama_Nemotron_Post_Training_Dataset_reasoning_r1", 1.0), ("OpenThoughts3_1.2M", 1.0)],
+                    ["messages"], 128,
+                    {"max_length": 32768, "num_train_epochs": 5, "learning_rate": 2e-5, "max_grad_norm": 0.2,
+                     "average_tokens_across_devices": True, "save_steps": 0.05, "save_total_limit": 1,
+                     "dataset_num_proc": 48, "ddp_timeout": 14400}),
+    "smollm3/apo": ("Preference", [("llama_3.1_tulu_3_8b_preference_mixture_no_think", 0.5),
+                                   ("tulu_3_8b_pref_mix_Qwen3_32B_Qwen3_0.6B_think", 0.25)],
+                    ["chosen", "rejected", "prompt", "chat_template_kwargs"], 32,
+                    {"max_length": 24576, "num_train_epochs": 1, "learning_rate": 1e-6, "max_grad_norm": 0.2,
+                     "beta": 0.05, "save_steps": 0.5, "save_total_limit": 1, "dataset_num_proc": 12}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_smollm3_recipes_are_the_published_ones(name, monkeypatch):
+    """Splits, weights, columns and train fields as upstream; the published global batch on 1, 2 or 8 nodes."""
+    from smolalign.hardware import Hardware
+    from smolalign.preflight import Target, on_target
+    from smolalign.recipe.load import shipped_recipes
+
+    config, splits, columns, global_batch, fields = PUBLISHED[name]
+    raw = read_recipe(shipped_recipes()[name])
+    sources = raw["data"]["sources"]
+    assert [(s["path"], s["name"], s["split"], s["weight"]) for s in sources] == [
+        ("HuggingFaceTB/smoltalk2", config, split, weight) for split, weight in splits]
+    assert all(s["columns"] == columns for s in sources)
+    assert raw["launch"]["global_batch_size"] == global_batch
+    train = raw["train"]
+    assert {key: train[key] for key in fields} == fields
+    assert train["use_liger_kernel"] is True and train["gradient_checkpointing_kwargs"] == {"use_reentrant": True}
+    assert train["warmup_steps"] == {"smollm3/apo": 0.1}.get(name, 0.03)  # upstream warmup_ratio
+    assert "gradient_accumulation_steps" not in train  # derived from the global batch for each GPU count
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: module != "flash_attn")
+
+    def on_nodes(nodes: int):
+        hardware = Hardware("cuda", 8, f"{nodes} node(s) x 8 GPUs", True, 8 * nodes, 16)
+        with on_target(Target(8, "an 8-GPU node", bf16=True, processes=8)):
+            return validate_recipe(raw, raw["stage"], name, hardware)
+
+    for nodes in (1, 2, 4, 8, 16):
+        world = 8 * nodes
+        if world > global_batch:  # one sequence per GPU is already more than the published batch
+            with pytest.raises(SmolalignError, match=f"global_batch_size {global_batch} is not a multiple"):
+                on_nodes(nodes)
+            continue
+        settings = on_nodes(nodes).settings
+        assert settings.per_device_batch * settings.accumulation * world == global_batch
+        assert settings.accumulation == global_batch // world
+
+
+def test_smollm3_apo_regenerate_is_apo_with_generated_think_pairs():
+    from smolalign.recipe.load import shipped_recipes
+
+    shipped = shipped_recipes()
+    apo, regenerate = read_recipe(shipped["smollm3/apo"]), read_recipe(shipped["smollm3/apo_regenerate"])
+    assert regenerate["train"] == apo["train"] and regenerate["launch"] == apo["launch"]
+    assert regenerate["method"] == "apo_zero"
+    # the released /no_think half stays; the /think half is generated instead of read
+    assert [s["split"] for s in regenerate["data"]["sources"]] == ["llama_3.1_tulu_3_8b_preference_mixture_no_think"]
+    pairs = regenerate["pairs"]
+    assert (pairs["strong"]["source"], pairs["weak"]["source"]) == ("Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B")
+    assert pairs["max_prompts"] == 271409 // 4  # weight 0.25 of the Tulu-3 8B mixture's 271,409 prompts
