@@ -220,6 +220,19 @@ def check_report_to(recipe: Recipe, target: Target) -> str | None:
     return None
 
 
+def check_hub(recipe: Recipe, target: Target) -> str | None:
+    if recipe.hub is None:
+        return None
+    if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        return f"hub.repo_id {recipe.hub.repo_id}: HF_HUB_OFFLINE is set here; unset it, or remove the hub: section"
+    from huggingface_hub import get_token
+
+    if get_token() is None:
+        return (f"hub.repo_id {recipe.hub.repo_id}: no hub token (set HF_TOKEN or run `hf auth login`), or remove "
+                "the hub: section")
+    return None
+
+
 def check_bf16(recipe: Recipe, target: Target) -> str | None:
     asks = recipe.model.dtype == "bfloat16" or recipe.train.get("bf16") is True
     if not (asks and target.gpus):
@@ -249,6 +262,7 @@ CHECKS = (
     Check("train.use_liger_kernel", "liger-kernel installed and a GPU", check_liger),
     Check("train.report_to", "a tracker transformers knows, installed (extras: wandb, trackio, tensorboard)",
           check_report_to),
+    Check("hub.repo_id", "a hub token (HF_TOKEN or `hf auth login`) and HF_HUB_OFFLINE unset", check_hub),
     Check("model.dtype / train.bf16", "bfloat16: GPUs that compute in it (on a CPU the run is float32)", check_bf16),
     Check("launch.preset / train.deepspeed", "zero2/zero3: DeepSpeed installed", check_deepspeed),
 )
