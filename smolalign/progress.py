@@ -23,13 +23,17 @@ def bars_on() -> bool:
 
 
 def datasets_bars() -> None:
-    """Switch datasets' bars (downloads, `map`: tokenization, packing) on or off for what follows."""
+    """Switch datasets' bars (`map`: tokenization, packing; split generation) and the hub's (dataset and model
+    downloads) on or off for what follows."""
     import datasets
+    import huggingface_hub.utils
 
     if bars_on():
         datasets.enable_progress_bars()
+        huggingface_hub.utils.enable_progress_bars()
     else:
         datasets.disable_progress_bars()
+        huggingface_hub.utils.disable_progress_bars()
 
 
 class Progress:
