@@ -190,19 +190,46 @@ def check_liger(recipe: Recipe, target: Target) -> str | None:
     return None
 
 
+REPORT_EXTRAS = ("wandb", "trackio", "tensorboard")
+"""The trackers smolalign ships as extras (pyproject's optional dependencies of the same names)."""
+
+
 def check_report_to(recipe: Recipe, target: Target) -> str | None:
     wanted = recipe.train.get("report_to")
     names = [wanted] if isinstance(wanted, str) else list(wanted or [])
     names = [n for n in names if n not in ("none", "all")]
     if not names:
         return None
-    from transformers.integrations.integration_utils import get_available_reporting_integrations
+    from transformers.integrations.integration_utils import (
+        INTEGRATION_TO_CALLBACK,
+        get_available_reporting_integrations,
+    )
 
+    unknown = [n for n in names if n not in INTEGRATION_TO_CALLBACK]
+    if unknown:
+        return (f"train.report_to {', '.join(map(str, unknown))}: not a tracker transformers knows; use "
+                f"{', '.join(INTEGRATION_TO_CALLBACK)}, or none")
     available = get_available_reporting_integrations()
     missing = [n for n in names if n not in available]
     if missing:
-        return (f"train.report_to {', '.join(missing)}: not installed here (pip install {' '.join(missing)}), or "
+        extras = [n for n in missing if n in REPORT_EXTRAS]
+        install = [f"'smolalign[{','.join(extras)}]'"] if extras else []
+        install += [n for n in missing if n not in REPORT_EXTRAS]
+        return (f"train.report_to {', '.join(missing)}: not installed here (pip install {' '.join(install)}), or "
                 "remove it")
+    return None
+
+
+def check_hub(recipe: Recipe, target: Target) -> str | None:
+    if recipe.hub is None:
+        return None
+    if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        return f"hub.repo_id {recipe.hub.repo_id}: HF_HUB_OFFLINE is set here; unset it, or remove the hub: section"
+    from huggingface_hub import get_token
+
+    if get_token() is None:
+        return (f"hub.repo_id {recipe.hub.repo_id}: no hub token (set HF_TOKEN or run `hf auth login`), or remove "
+                "the hub: section")
     return None
 
 
@@ -233,7 +260,9 @@ CHECKS = (
     Check("pairs.*.backend", "vllm: vLLM installed and a GPU", check_pairs),
     Check("eval.backend", "vllm: vLLM installed and a GPU", check_eval),
     Check("train.use_liger_kernel", "liger-kernel installed and a GPU", check_liger),
-    Check("train.report_to", "each integration installed (wandb, tensorboard, mlflow, ...)", check_report_to),
+    Check("train.report_to", "a tracker transformers knows, installed (extras: wandb, trackio, tensorboard)",
+          check_report_to),
+    Check("hub.repo_id", "a hub token (HF_TOKEN or `hf auth login`) and HF_HUB_OFFLINE unset", check_hub),
     Check("model.dtype / train.bf16", "bfloat16: GPUs that compute in it (on a CPU the run is float32)", check_bf16),
     Check("launch.preset / train.deepspeed", "zero2/zero3: DeepSpeed installed", check_deepspeed),
 )

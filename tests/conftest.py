@@ -18,6 +18,7 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 os.environ["SMOLALIGN_CACHE"] = str(_SESSION_CACHE / "smolalign")
 os.environ["HF_DATASETS_CACHE"] = str(_SESSION_CACHE / "datasets")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+os.environ.setdefault("SMOLALIGN_PROGRESS", "0")  # no progress bars in test output, even under `pytest -s` in a terminal
 
 sys.path.insert(0, str(Path(__file__).parent))
 

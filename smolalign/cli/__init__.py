@@ -19,7 +19,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from smolalign.cli import chat, convert, data, evaluate, launch, recipes, rewards, template, train
+    from smolalign.cli import chat, convert, data, evaluate, launch, plot, recipes, rewards, template, train
 
     train.register(app)
     app.add_typer(launch.app, name="launch", rich_help_panel="Train")
@@ -29,6 +29,7 @@ def _register() -> None:
     app.add_typer(data.app, name="data", rich_help_panel="Inspect")
     app.add_typer(rewards.app, name="rewards", rich_help_panel="Inspect")
     chat.register(app)
+    plot.register(app)
     convert.register(app)
 
 

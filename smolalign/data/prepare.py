@@ -85,7 +85,9 @@ def prepare_sft_data(recipe: Recipe, tokenizer, template: ChatTemplate, *, use_c
     `mixture` is the recipe's data already read (by the plan), if it was."""
     import datasets
 
-    datasets.disable_progress_bars()
+    from smolalign.progress import datasets_bars
+
+    datasets_bars()
     layout = Layout.from_recipe(recipe)
     key = cache_key(recipe, layout, tokenizer, template)
     directory = cache_root() / "tokenized" / key
@@ -111,7 +113,7 @@ def encode_rows(dataset, encoder: Encoder, num_proc: int | None = None):
     """Tokenize and mask every row (batched), keeping the origin and problem columns for the checks."""
     # datasets' own cache is not used (ours is keyed above), so skip its fingerprinting, which would pickle
     # the whole tokenizer to hash the encoder.
-    return dataset.map(encoder, batched=True, batch_size=512,
+    return dataset.map(encoder, batched=True, batch_size=512, desc="tokenize",
                        remove_columns=[c for c in dataset.column_names if c != ORIGIN], keep_in_memory=True,
                        load_from_cache_file=False, new_fingerprint=uuid.uuid4().hex,
                        num_proc=num_proc if num_proc and num_proc > 1 and len(dataset) >= 2 * num_proc else None)
@@ -136,7 +138,7 @@ def prepare_split(dataset, encoder: Encoder, layout: Layout, on_untrained: str, 
     if layout.packing:
         from trl import pack_dataset
 
-        encoded = pack_dataset(encoded, layout.max_length, layout.packing)
+        encoded = pack_dataset(encoded, layout.max_length, layout.packing, map_kwargs={"desc": "pack"})
         stats["packed_rows"] = len(encoded)
         capacity = len(encoded) * layout.max_length
         stats["fill"] = float(row_lengths(encoded).sum() / capacity) if capacity else 0.0

@@ -27,9 +27,9 @@ def require_preference_format(fmt: str, trainer: str) -> None:
 
 def prepare_preference_data(recipe: Recipe, tokenizer, template: ChatTemplate,
                             mixture: Mixture | None = None) -> PreparedData:
-    import datasets
+    from smolalign.progress import datasets_bars
 
-    datasets.disable_progress_bars()
+    datasets_bars()
     mixture = mixture or build_mixture(recipe.data)
     trainer = recipe.method.trainer
     require_preference_format(mixture.format, trainer)

@@ -38,7 +38,9 @@ def load_source(source: SourceSection):
     """The source as a `datasets.Dataset`, columns selected and renamed as the recipe says."""
     import datasets
 
-    datasets.disable_progress_bars()
+    from smolalign.progress import datasets_bars
+
+    datasets_bars()
     try:
         if is_local(source.path):
             path = Path(source.path).expanduser()

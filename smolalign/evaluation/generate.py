@@ -2,7 +2,6 @@
 every sample: rewards on the whole turn (the rewards themselves score only the answer after the think block),
 compliance with the mode, whether it ended its turn, and its length in tokens."""
 
-import sys
 from dataclasses import dataclass
 
 from smolalign.errors import SmolalignError
@@ -10,6 +9,7 @@ from smolalign.evaluation.compliance import answer_prefill, complies
 from smolalign.evaluation.inputs import EvalInputs, EvalModel
 from smolalign.pairs.backends import Answer, Generator, make_generator
 from smolalign.pairs.prompts import Prompt, prompt_key
+from smolalign.progress import Progress
 from smolalign.recipe.schema import GeneratorSection
 
 MODE_SEED_STRIDE = 1_000_003
@@ -62,9 +62,11 @@ def sample_all(inputs: EvalInputs, generator: Generator, kwargs: dict, mode: str
     per_call = max(1, section.batch_size // k) if section.backend == "transformers" else len(prompts)
     base = section.seed * MODE_SEED_STRIDE + section.modes.index(mode) * 100_003
     answers: list[list[Answer]] = []
-    for call, start in enumerate(range(0, len(prompts), per_call)):
-        answers += generator.sample(prompts[start:start + per_call], base + call, k, kwargs)
-        print(f"eval: {label} {mode}: {len(answers)}/{len(prompts)} prompts × {k}", file=sys.stderr)
+    with Progress(len(prompts), f"eval: {label} {mode} (× {k} samples)", "prompts") as progress:
+        for call, start in enumerate(range(0, len(prompts), per_call)):
+            batch = prompts[start:start + per_call]
+            answers += generator.sample(batch, base + call, k, kwargs)
+            progress.update(len(batch))
     return answers
 
 

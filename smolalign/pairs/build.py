@@ -86,6 +86,7 @@ def generate_pairs(recipe: Recipe, *, force: bool = False) -> Path:
 def _generate_side(recipe: Recipe, side: str, prompts: list, log: WorkLog) -> dict:
     """Generate the answers `side` still lacks, one batch at a time, each batch logged before the next starts."""
     from smolalign.pairs.backends import make_generator
+    from smolalign.progress import Progress
 
     section = getattr(recipe.pairs, side)
     todo = [p for p in prompts if not log.has(p.key, side)]
@@ -97,13 +98,14 @@ def _generate_side(recipe: Recipe, side: str, prompts: list, log: WorkLog) -> di
     generator = make_generator(f"pairs.{side}", section, recipe.template.name, recipe.template.kwargs)
     provenance = generator.provenance()
     try:
-        for start in range(0, len(todo), section.batch_size):
-            batch = todo[start:start + section.batch_size]
-            seed = recipe.pairs.seed * 1_000_003 + int(batch[0].key[:8], 16) % 1_000_000
-            answers = generator.generate(batch, seed)
-            log.append([{"key": p.key, "side": side, "text": a.text, "finished": a.finished, "tokens": a.tokens,
-                         "seed": seed, "generator": provenance} for p, a in zip(batch, answers, strict=True)])
-            print(f"pairs: {side}: {min(start + len(batch), len(todo))}/{len(todo)}", file=sys.stderr)
+        with Progress(len(todo), f"pairs: {side}", "answers") as progress:
+            for start in range(0, len(todo), section.batch_size):
+                batch = todo[start:start + section.batch_size]
+                seed = recipe.pairs.seed * 1_000_003 + int(batch[0].key[:8], 16) % 1_000_000
+                answers = generator.generate(batch, seed)
+                log.append([{"key": p.key, "side": side, "text": a.text, "finished": a.finished, "tokens": a.tokens,
+                             "seed": seed, "generator": provenance} for p, a in zip(batch, answers, strict=True)])
+                progress.update(len(batch))
     finally:
         generator.close()
     return counts

@@ -228,6 +228,29 @@ class LaunchSection:
 
 
 @dataclass(frozen=True)
+class HubSection:
+    """Push the run's final `model/` to the Hugging Face hub when the run ends, with the run's recipe and manifest as
+    its model card."""
+
+    repo_id: str
+    """owner/name; the repository is created if it does not exist."""
+    private: bool = True
+    """Visibility of a repository the push creates (an existing one keeps its own)."""
+    revision: str | None = None
+    """Branch to push to (created from main if missing); default: main."""
+
+    def __post_init__(self) -> None:
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+        try:
+            validate_repo_id(self.repo_id)
+        except HFValidationError as exc:
+            raise ValueError(f"repo_id {self.repo_id!r}: {str(exc).splitlines()[0]}") from None
+        if "/" not in self.repo_id:
+            raise ValueError(f"repo_id {self.repo_id!r}: write it as owner/name (your user or organization)")
+
+
+@dataclass(frozen=True)
 class Recipe:
     """A validated recipe; `raw` is the resolved mapping written to the run directory."""
 
@@ -254,6 +277,8 @@ class Recipe:
     teacher: TeacherSection | None = None
     """`rl` distillation (distill, gold, auto) only: the teacher."""
     launch: LaunchSection | None = None
+    hub: HubSection | None = None
+    """Any stage: push the final model to the hub when the run ends."""
     evaluation: Any = None
     """An `EvalSection` (recipe.eval_schema) or None. Any stage: evaluate the saved model (and its input) when the stage ends (the recipe's `eval:` section)."""
     settings: Any = None

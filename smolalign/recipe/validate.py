@@ -12,6 +12,7 @@ from smolalign.recipe.eval_schema import EvalSection
 from smolalign.recipe.schema import (
     STAGES,
     DataSection,
+    HubSection,
     LaunchSection,
     ModelSection,
     PairsSection,
@@ -20,7 +21,7 @@ from smolalign.recipe.schema import (
 )
 from smolalign.recipe.typecheck import build, check_config_section, reject_unknown
 
-SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train", "launch", "eval")
+SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train", "launch", "eval", "hub")
 STAGE_SECTIONS = {"po": ("method", "reference", "pairs"), "rl": ("method", "rewards", "generation", "teacher")}
 
 
@@ -78,11 +79,12 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None) -> Recipe
     if model.quantization and peft is None:
         raise SmolalignError("model.quantization needs a peft: section (QLoRA trains adapters on a quantized base)")
     evaluation = eval_section(raw.get("eval"))
+    hub = build(HubSection, raw["hub"], "hub") if raw.get("hub") is not None else None
     resolved = {**raw, "train": train}
     recipe = Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
                   source=source, description=str(raw.get("description") or ""), method=method,
                   reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher,
-                  launch=launch, evaluation=evaluation, settings=settings,
+                  launch=launch, hub=hub, evaluation=evaluation, settings=settings,
                   sources=sources)
     from smolalign.preflight import preflight
 

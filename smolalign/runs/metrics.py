@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+METRICS_FILE = "metrics.jsonl"
+
 
 def metrics_callback(run_dir: Path):
     from transformers import TrainerCallback
@@ -10,14 +12,14 @@ def metrics_callback(run_dir: Path):
     class MetricsFile(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and state.is_world_process_zero:
-                with open(run_dir / "metrics.jsonl", "a") as stream:
+                with open(run_dir / METRICS_FILE, "a") as stream:
                     stream.write(json.dumps({"step": state.global_step, **logs}) + "\n")
 
     return MetricsFile()
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    path = Path(run_dir) / "metrics.jsonl"
+    path = Path(run_dir) / METRICS_FILE
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 

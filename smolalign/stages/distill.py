@@ -216,4 +216,4 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
             peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir), watchdog.callback()])
         del student, teacher  # the trainer holds them; finish() frees them before evaluating
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation)
+    return finish(trainer, run_dir, model_dir, evaluation, hub=recipe.hub)

@@ -23,14 +23,21 @@ def announce(recipe: Recipe, plan, dry_run: bool):
     return evaluation
 
 
-def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics: str, **summary_options) -> Path:
-    """On the main process: the run's summary (first and last value of its metrics), then the `eval:` section's
-    before/after evaluation of the saved model."""
+def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics: str, hub=None, **summary_options) -> Path:
+    """On the main process: the run's summary (first and last value of its metrics), its curves.png, the push of
+    the model to the hub (the recipe's `hub:` section), then the `eval:` section's before/after evaluation."""
     if trainer.is_world_process_zero():
         from smolalign.evaluation.run import evaluate_stage
+        from smolalign.runs.curves import write_run_curves
         from smolalign.runs.metrics import summary
 
         print(f"{summary(run_dir, *metrics, **summary_options)}\nsaved {model_dir}")
+        if (curves := write_run_curves(run_dir)) is not None:
+            print(f"wrote {curves}")
+        if hub is not None:
+            from smolalign.runs.hub import push_model
+
+            print(f"pushed {model_dir} to {hub.repo_id}: {push_model(run_dir, model_dir, hub)}")
         if evaluation is not None:
             from smolalign.stages.teardown import release_training_state
 

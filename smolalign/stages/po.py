@@ -194,4 +194,4 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     trainer = build_trainer(recipe, model, reference, tokenizer, data, config, run_dir)
     del model, reference  # the trainer holds them; finish() frees them before an evaluation
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation, companions=("rewards/margins", "log_odds_ratio"))
+    return finish(trainer, run_dir, model_dir, evaluation, hub=recipe.hub, companions=("rewards/margins", "log_odds_ratio"))

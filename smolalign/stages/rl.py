@@ -121,4 +121,4 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
             callbacks=[metrics_callback(run_dir), watchdog.callback()])
         del model  # the trainer holds it; finish() frees it before an evaluation
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation, "reward")
+    return finish(trainer, run_dir, model_dir, evaluation, "reward", hub=recipe.hub)

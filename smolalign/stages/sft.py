@@ -65,7 +65,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     trainer = build_trainer(recipe, model, tokenizer, data, config, run_dir)
     del model  # the trainer holds it; finish() frees it before an evaluation
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation)
+    return finish(trainer, run_dir, model_dir, evaluation, hub=recipe.hub)
 
 
 def build_trainer(recipe: Recipe, model, tokenizer, data, config, run_dir: Path):

@@ -5,6 +5,7 @@ loads, and a stalled run fails loudly within its timeout."""
 import pytest
 from tiny_models import sft_tiny, write_jsonl
 
+from smolalign.runs.curves import figure
 from smolalign.runs.metrics import read_metrics
 
 REWARDS_FILE = '''
@@ -67,6 +68,14 @@ def test_builtin_rewards_and_weights_reach_trl(cli, rl_recipe, tmp_path):
         parts = m["rewards/math_accuracy/mean"], m["rewards/think_format/mean"], m["rewards/soft_overlong/mean"]
         assert m["reward"] == pytest.approx(1.0 * parts[0] + 0.5 * parts[1] + 0.25 * parts[2], abs=1e-6)
     assert any(m["rewards/soft_overlong/mean"] != 0 for m in steps)  # a weight on a zero reward would prove nothing
+    # curves.png draws each reward function's mean at the logged values, and the completion lengths.
+    assert (run_dir / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    axes = {a.get_title(): {line.get_label(): list(line.get_ydata()) for line in a.get_lines()}
+            for a in figure([("run", read_metrics(run_dir))]).axes}
+    for name in ("math_accuracy", "think_format", "soft_overlong"):
+        key = f"rewards/{name}/mean"
+        assert axes["reward per function (mean)"][key] == [m[key] for m in steps]
+    assert axes["completion length (tokens)"]["completions/mean_length"] == [m["completions/mean_length"] for m in steps]
 
 
 def test_each_rows_think_mode_reaches_its_prompt(rl_recipe, tmp_path):

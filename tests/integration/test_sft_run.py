@@ -6,6 +6,7 @@ import pytest
 import torch
 from tiny_models import chat_rows, write_jsonl
 
+from smolalign.runs.curves import figure
 from smolalign.runs.metrics import read_metrics
 
 
@@ -39,6 +40,13 @@ def test_sft_writes_a_complete_run_directory(cli, sft_recipe, tmp_path):
     losses = [m["loss"] for m in read_metrics(run_dir) if "loss" in m]
     assert len(losses) == 12 and sum(losses[-3:]) < sum(losses[:3])
     assert "loss " in out and "saved" in out
+    # curves.png is a real image, and the figure it was drawn from holds the logged values.
+    assert (run_dir / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    drawn = {axes.get_title(): {line.get_label(): list(line.get_ydata()) for line in axes.get_lines()}
+             for axes in figure([("run", read_metrics(run_dir))]).axes}
+    assert drawn["loss"]["loss"] == losses
+    assert drawn["learning rate"]["learning_rate"] == [m["learning_rate"] for m in read_metrics(run_dir) if "loss" in m]
+    assert len(drawn["grad norm"]["grad_norm"]) == 12
 
     model_dir = run_dir / "model"
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -53,6 +61,17 @@ def test_sft_writes_a_complete_run_directory(cli, sft_recipe, tmp_path):
     with torch.no_grad():
         output = model.generate(**prompt, max_new_tokens=8, do_sample=False)
     assert output.shape[1] > prompt["input_ids"].shape[1]
+
+
+def test_without_matplotlib_the_run_ends_and_says_how_to_get_its_curves(cli, sft_recipe, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    run_dir = tmp_path / "run"
+    code, _, err = cli("sft", sft_recipe(max_steps=2), "-o", run_dir)
+    assert code == 0, err
+    assert (run_dir / "model" / "config.json").is_file() and not (run_dir / "curves.png").exists()
+    assert "pip install 'smolalign[plot]'" in err and f"smolalign plot {run_dir}" in err
 
 
 def test_non_empty_run_dir_needs_resume_or_overwrite(cli, sft_recipe, tmp_path):

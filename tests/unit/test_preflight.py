@@ -100,13 +100,38 @@ def test_optional_packages_and_gpu_only_kernels(monkeypatch):
     assert "has none" in refused(sft(train={"use_liger_kernel": True}), CPU)
 
 
-def test_report_to_an_integration_that_is_not_installed():
-    from transformers.integrations.integration_utils import get_available_reporting_integrations
+@pytest.mark.parametrize("tracker", ["wandb", "trackio", "tensorboard"])
+def test_report_to_a_tracker_that_is_not_installed_names_its_extra(tracker, monkeypatch):
+    import transformers.integrations.integration_utils as integrations
 
-    missing = next(n for n in ("wandb", "trackio", "swanlab", "clearml") if n not in get_available_reporting_integrations())
-    message = refused(sft(train={"report_to": [missing]}), CPU)
-    assert message.startswith(f"train.report_to {missing}:") and f"pip install {missing}" in message
+    monkeypatch.setattr(integrations, "get_available_reporting_integrations", lambda: [])
+    message = refused(sft(train={"report_to": [tracker]}), CPU)
+    assert message.startswith(f"train.report_to {tracker}:") and f"pip install 'smolalign[{tracker}]'" in message
+    monkeypatch.setattr(integrations, "get_available_reporting_integrations", lambda: [tracker])
+    preflight(sft(train={"report_to": tracker}), CPU)
     preflight(sft(train={"report_to": "none"}), CPU)
+
+
+def test_report_to_an_unknown_tracker_or_one_without_an_extra(monkeypatch):
+    import transformers.integrations.integration_utils as integrations
+
+    monkeypatch.setattr(integrations, "get_available_reporting_integrations", lambda: [])
+    message = refused(sft(train={"report_to": ["wandb", "swanlab"]}), CPU)
+    assert "pip install 'smolalign[wandb]' swanlab" in message
+    message = refused(sft(train={"report_to": ["wandbb"]}), CPU)
+    assert message.startswith("train.report_to wandbb: not a tracker transformers knows") and "trackio" in message
+
+
+def test_the_trackers_are_pinned_extras_and_the_readme_names_them():
+    import tomllib
+
+    from smolalign.preflight import REPORT_EXTRAS
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for tracker in REPORT_EXTRAS:
+        assert len(extras[tracker]) == 1 and extras[tracker][0].startswith(f"{tracker}==")
+    row = next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `train.report_to`"))
+    assert all(f"smolalign[{tracker}]" in row for tracker in REPORT_EXTRAS)
 
 
 def test_bf16_on_gpus_without_it():
