@@ -69,6 +69,9 @@ def cluster(tmp_path, monkeypatch):
     for tool in ("scontrol", "srun", "accelerate", "trl", "curl", "sbatch"):
         (bin_dir / tool).write_text(SHIM.format(python=sys.executable))
         (bin_dir / tool).chmod(0o755)
+    # The script's waits (5 s between /health probes) pass in a tenth of their time: the order of events is the test.
+    (bin_dir / "sleep").write_text(f"#!{sys.executable}\nimport sys, time\ntime.sleep(float(sys.argv[1]) / 10)\n")
+    (bin_dir / "sleep").chmod(0o755)
     (bin_dir / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
     monkeypatch.setattr("smolalign.slurm.job.environment_activation",
                         lambda: f"set +u; source {bin_dir / 'activate'}; set -u")
