@@ -2,9 +2,6 @@
 optional package), naming the key and the fix; `--dry-run` exits 2 on them and writes nothing."""
 
 import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -160,19 +157,16 @@ def test_every_check_is_listed_in_the_readme():
         assert f"`{check.key}`" in readme, check.key
 
 
-def test_dry_run_refuses_before_anything_is_written(tmp_path):
+def test_dry_run_refuses_before_anything_is_written(cli, tmp_path):
     """From the CLI: exit 2, one line naming the key, no traceback, no run directory."""
-    run_dir = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "smolalign", "sft", "quickstart/sft", "--set", "train.report_to=[swanlab]",
-         "--set", "model.attn_implementation=flash_attention_2", "--output-dir", str(run_dir)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     if importlib.util.find_spec("flash_attn") is not None:
         pytest.skip("flash-attn is installed here")
-    assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("warning")]
-    assert lines[-1].startswith("error: model.attn_implementation flash_attention_2:") and "Traceback" not in result.stderr
+    run_dir = tmp_path / "run"
+    code, _, err = cli("sft", "quickstart/sft", "--set", "train.report_to=[swanlab]",
+                       "--set", "model.attn_implementation=flash_attention_2", "--output-dir", run_dir)
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("warning")]
+    assert lines[-1].startswith("error: model.attn_implementation flash_attention_2:") and "Traceback" not in err
     assert not run_dir.exists()
 
 
