@@ -1,5 +1,6 @@
 """The sections smolalign owns (model, template, data); `peft:` and `train:` pass through to peft and TRL classes."""
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,8 +48,8 @@ class SourceSection:
     """Columns to keep (a list) or to keep and rename (a mapping source -> canonical name)."""
 
     def __post_init__(self) -> None:
-        if self.weight <= 0:
-            raise ValueError(f"weight must be positive, got {self.weight}")
+        if not math.isfinite(self.weight) or self.weight <= 0:
+            raise ValueError(f"weight must be a positive finite number, got {self.weight}")
 
 
 @dataclass(frozen=True)

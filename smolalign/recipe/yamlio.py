@@ -1,4 +1,5 @@
-"""YAML reading and writing with YAML 1.2 floats: plain PyYAML reads `lr: 2e-5` as the string '2e-5'."""
+"""YAML reading and writing with YAML 1.2 floats (plain PyYAML reads `lr: 2e-5` as the string '2e-5'), and a key
+written twice in one mapping refused instead of the last one silently winning."""
 
 import re
 from typing import Any
@@ -9,7 +10,18 @@ from smolalign.errors import SmolalignError
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    def construct_mapping(self, node, deep=False):
+        """A key written twice in one mapping is an error: PyYAML would keep the last one silently."""
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` then an override is not a duplicate
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (the later value would silently win)", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 # YAML 1.1's float rule requires a dot ("2.0e-5"); this is the YAML 1.2 rule, so "2e-5" and "1e6" are floats.

@@ -144,3 +144,27 @@ def test_rewards_test_prints_each_score_and_its_time(cli, tmp_path):
     assert "mean 0.5 over 2 scored, 1 None" in lines[3]
     code, out, err = cli("rewards", "test", "math_accuracy", "--completions", path, "--params", '{"gold_column": "x"}')
     assert code == 2 and "reads the column 'x'" in err
+
+
+def test_a_key_written_twice_is_refused_naming_its_line(cli, tmp_path):
+    recipe = tmp_path / "twice.yaml"
+    recipe.write_text("extends: quickstart/sft\ntrain:\n  learning_rate: 1.0e-5\n  max_steps: 4\n  learning_rate: 1.0\n")
+    code, _, err = cli("sft", recipe, "--dry-run")
+    assert code == 2 and "Traceback" not in err
+    assert "twice.yaml line 5" in err and "duplicate key 'learning_rate'" in err
+
+
+def test_a_merge_key_override_is_not_a_duplicate():
+    from smolalign.recipe.yamlio import load_yaml
+
+    assert load_yaml("base: &b {lr: 1, steps: 2}\ntrain:\n  <<: *b\n  lr: 3\n")["train"] == {"lr": 3, "steps": 2}
+
+
+@pytest.mark.parametrize("weight", [".nan", ".inf", "-.inf", "0"])
+def test_a_source_weight_must_be_positive_and_finite(cli, tmp_path, weight):
+    recipe = tmp_path / "weight.yaml"
+    recipe.write_text(f"extends: quickstart/sft\ndata:\n  sources:\n    - path: data.jsonl\n      weight: {weight}\n")
+    (tmp_path / "data.jsonl").write_text('{"messages": [{"role": "user", "content": "1+1?"}, '
+                                         '{"role": "assistant", "content": "2"}]}\n')
+    code, _, err = cli("sft", recipe, "--dry-run")
+    assert code == 2 and "weight must be a positive finite number" in err and "Traceback" not in err
