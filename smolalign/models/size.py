@@ -1,6 +1,7 @@
 """How many parameters a model source holds, read from file headers (safetensors, GGUF) without loading weights:
 what the plan needs to say what a reference model costs in memory."""
 
+import functools
 import json
 import struct
 from pathlib import Path
@@ -12,12 +13,24 @@ def parameter_count(location: str) -> int | None:
     """Parameters in a local model directory or GGUF file; None when they cannot be read without loading."""
     path = Path(location).expanduser()
     if path.is_file() and path.suffix == ".gguf":
-        return _gguf_count(path)
+        return _file_count("gguf", path)
     if path.is_dir():
         files = sorted(path.glob("*.safetensors"))
         if files:
-            return sum(_safetensors_count(f) for f in files)
+            return sum(_file_count("safetensors", f) for f in files)
     return None
+
+
+def _file_count(kind: str, path: Path) -> int | None:
+    """One file's parameter count, read once per version of the file: a plan asks for the same reference or teacher
+    several times (the memory estimate and each change it tries to make a run fit)."""
+    stat = path.stat()
+    return _count_of_version(kind, str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _count_of_version(kind: str, path: str, size: int, mtime_ns: int) -> int | None:
+    return _gguf_count(Path(path)) if kind == "gguf" else _safetensors_count(Path(path))
 
 
 def source_parameter_count(source) -> int | None:
