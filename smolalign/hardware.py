@@ -57,3 +57,17 @@ def precision_flags(dtype: str, hardware: Hardware) -> dict:
     if not hardware.on_gpu:
         return {"use_cpu": True, "bf16": False, "fp16": False}
     return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
+
+
+def free_accelerator_memory() -> None:
+    """Collect what was dropped and hand cached GPU memory back to the device (a no-op without CUDA)."""
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass

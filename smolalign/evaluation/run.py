@@ -59,7 +59,7 @@ def evaluate_stage(inputs: EvalInputs | None, run_dir: Path, model_dir: Path) ->
     eval.json (+ eval.samples.jsonl) into the run directory."""
     if inputs is None:
         return None
-    from smolalign.pairs.backends import free_accelerator_memory
+    from smolalign.hardware import free_accelerator_memory
 
     free_accelerator_memory()  # the trainer's copy of the model may still hold GPU memory
     inputs.models = [*inputs.models, EvalModel("after", str(model_dir))]

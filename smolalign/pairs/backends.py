@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from smolalign.errors import SmolalignError
+from smolalign.hardware import free_accelerator_memory
 from smolalign.pairs.prompts import Prompt
 from smolalign.recipe.schema import GeneratorSection, ModelSection
 
@@ -234,17 +235,4 @@ BACKENDS = {"transformers": TransformersGenerator, "vllm": VllmGenerator, "opena
 
 def make_generator(where: str, section: GeneratorSection, template_name: str, defaults: dict) -> Generator:
     return BACKENDS[section.backend](where, section, template_name, defaults)
-
-
-def free_accelerator_memory() -> None:
-    import gc
-
-    gc.collect()
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except ImportError:
-        pass
 

@@ -2,7 +2,7 @@
 vLLM engine) before its `eval:` section runs: the evaluation loads the saved model again, and a vLLM backend asks
 for most of the GPU's memory, which a trainer still holding the policy and its Adam moments would not leave."""
 
-import gc
+from smolalign.hardware import free_accelerator_memory
 
 
 def release_training_state(trainer) -> None:
@@ -23,6 +23,4 @@ def release_training_state(trainer) -> None:
     accelerator = getattr(trainer, "accelerator", None)
     if accelerator is not None:
         accelerator.free_memory()  # its lists of prepared models, optimizers, schedulers and the DeepSpeed engine
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    free_accelerator_memory()
