@@ -65,6 +65,21 @@ def is_launched() -> bool:
     return os.environ.get(LAUNCHED) == "1"
 
 
+def launched_sharding() -> dict | None:
+    """How the launcher that started this process shards the model: {"zero": the DeepSpeed zero_optimization
+    section (stage None when the launcher does not say)} or {"fsdp": its version}; None when it shards nothing."""
+    if os.environ.get(DEEPSPEED_CONFIG):  # smolalign's own --launch on a CPU machine
+        return {"zero": json.loads(Path(os.environ[DEEPSPEED_CONFIG]).read_text()).get("zero_optimization", {})}
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":
+        return {"zero": {"stage": os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE"),
+                         **{f"offload_{kind}": {"device": os.environ.get(
+                             f"ACCELERATE_DEEPSPEED_OFFLOAD_{kind.upper()}_DEVICE", "none")}
+                            for kind in ("optimizer", "param")}}}
+    if os.environ.get("ACCELERATE_USE_FSDP") == "true":
+        return {"fsdp": os.environ.get("FSDP_VERSION", "1")}
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

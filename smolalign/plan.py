@@ -2,7 +2,6 @@
 template and dtype. `--dry-run` prints it; a real run prints it too before it starts."""
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.recipe.schema import Recipe
@@ -25,23 +24,18 @@ class Plan:
 
 def _sharding() -> str | None:
     """How the weights are spread over the processes, from what the launcher handed them."""
-    import json
-    import os
+    from smolalign.launch import launched_sharding
 
-    from smolalign.launch import DEEPSPEED_CONFIG
-
-    if os.environ.get(DEEPSPEED_CONFIG):
-        zero = json.loads(Path(os.environ[DEEPSPEED_CONFIG]).read_text()).get("zero_optimization", {})
-    elif os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":
-        zero = {"stage": os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "?"),
-                "offload_param": {"device": os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "none")}}
-    elif os.environ.get("ACCELERATE_USE_FSDP") == "true":
-        return f"FSDP (version {os.environ.get('FSDP_VERSION', '1')})"
-    else:
+    launched = launched_sharding()
+    if launched is None:
         return None
+    if "fsdp" in launched:
+        return f"FSDP (version {launched['fsdp']})"
+    zero = launched["zero"]
     offload = [kind for kind in ("param", "optimizer") if (zero.get(f"offload_{kind}") or {}).get("device") not in
                (None, "none")]
-    return f"DeepSpeed ZeRO-{zero.get('stage')}" + (f", {' and '.join(offload)} offloaded to CPU" if offload else "")
+    stage = zero.get("stage") or "?"
+    return f"DeepSpeed ZeRO-{stage}" + (f", {' and '.join(offload)} offloaded to CPU" if offload else "")
 
 
 def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None, train_rows: int | None,

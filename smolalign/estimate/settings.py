@@ -2,7 +2,6 @@
 (sharding, offload, processes, PEFT) and the target device. `smolalign sft RECIPE --dry-run --set launch.gpu=H100`."""
 
 import json
-import os
 from pathlib import Path
 
 from smolalign.estimate.gpus import Gpu, find_gpu, gpu_named, parse_size
@@ -59,22 +58,19 @@ def _zero_setup(zero: dict, processes: int, per_node: int | None) -> dict:
 
 def launch_fields(recipe, hardware: Hardware, preset: Path | None = None) -> dict:
     """Sharding and processes: the launcher's (inside a launched run), else the given or the recipe's preset."""
-    from smolalign.launch import DEEPSPEED_CONFIG, is_launched, preset_path, read_preset
+    from smolalign.launch import is_launched, launched_sharding, preset_path, read_preset
 
     processes = hardware.world_size
     if preset is None and is_launched():
-        if os.environ.get(DEEPSPEED_CONFIG):
-            zero = json.loads(Path(os.environ[DEEPSPEED_CONFIG]).read_text()).get("zero_optimization", {})
-            return _zero_setup(zero, processes, None)
-        if os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":
-            device = {k: os.environ.get(f"ACCELERATE_DEEPSPEED_OFFLOAD_{k.upper()}_DEVICE", "none")
-                      for k in ("optimizer", "param")}
-            return _zero_setup({"stage": os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", 2),
-                                "offload_optimizer": {"device": device["optimizer"]},
-                                "offload_param": {"device": device["param"]}}, processes, None)
-        if os.environ.get("ACCELERATE_USE_FSDP") == "true":
+        launched = launched_sharding()
+        if launched is None:
+            return {"sharding": "ddp" if processes > 1 else "none", "processes": processes}
+        if "fsdp" in launched:
             return {"sharding": "fsdp", "processes": processes}
-        return {"sharding": "ddp" if processes > 1 else "none", "processes": processes}
+        zero = launched["zero"]
+        if "stage" in zero and zero["stage"] is None:  # accelerate did not say: its default, ZeRO-2
+            zero = {**zero, "stage": 2}
+        return _zero_setup(zero, processes, None)
     if preset is None and recipe.launch is not None and recipe.launch.preset:
         preset = preset_path(recipe.launch.preset, "launch.preset")
         processes = recipe.launch.num_processes
