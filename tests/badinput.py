@@ -1,0 +1,58 @@
+"""The bad-input corpus's harness: each case writes its files into a fresh folder, runs one smolalign command there
+in-process, and must be refused the way the README's exit-code contract says: exit 2, exactly one line on stderr
+starting with `error: ` and naming the culprit, no traceback, and no file created or changed in the folder.
+
+A case's texts may hold placeholders, filled in before it runs:
+  {dir}   the case's folder (absolute)
+  {tiny}  a tiny Llama + tokenizer directory (tests/tiny_models.py), for recipes that need a real model source
+Files are given as text (written UTF-8) or bytes (written as they are)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    argv: tuple[str, ...]
+    culprit: tuple[str, ...]
+    """Fragments the one error line must contain (a file#row, a key, a flag), after placeholders are filled."""
+    files: dict[str, str | bytes] = field(default_factory=dict)
+
+
+def fill(text: str, folder: Path, tiny: Path | None) -> str:
+    return text.replace("{dir}", str(folder)).replace("{tiny}", str(tiny) if tiny else "{tiny}")
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file under `folder` with a digest of its bytes, to see what a refused command wrote."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def run_refused(case: Case, cli, folder: Path, tiny: Path | None = None, monkeypatch=None) -> str:
+    """Write the case's files, run it, assert it was refused cleanly; returns the error line."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in case.files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(fill(content, folder, tiny), encoding="utf-8")
+    before = snapshot(folder)
+    if monkeypatch is not None:
+        monkeypatch.chdir(folder)
+    code, _, err = cli(*(fill(arg, folder, tiny) for arg in case.argv))
+    assert "Traceback" not in err, f"{case.id}: traceback\n{err}"
+    assert code == 2, f"{case.id}: exit {code}, expected 2\n{err}"
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), f"{case.id}: not one error line\n{err}"
+    for fragment in case.culprit:
+        assert fill(fragment, folder, tiny) in lines[0], f"{case.id}: {fragment!r} not named in\n{lines[0]}"
+    after = snapshot(folder)
+    assert after == before, f"{case.id}: a refused command wrote {sorted(set(after.items()) - set(before.items()))}"
+    return lines[0]
