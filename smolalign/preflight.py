@@ -268,10 +268,14 @@ CHECKS = (
 )
 
 
+def findings(recipe: Recipe, target: Target | None = None) -> list[str]:
+    """What the target cannot run of the recipe's choices, one message (key and fix) per failed check."""
+    target = target or _TARGET.get() or this_machine()
+    return [problem for check in CHECKS if (problem := check.run(recipe, target))]
+
+
 def preflight(recipe: Recipe, target: Target | None = None) -> None:
     """Refuse the recipe (SmolalignError: key and fix) if the target cannot run one of its choices."""
-    target = target or _TARGET.get() or this_machine()
-    for check in CHECKS:
-        problem = check.run(recipe, target)
-        if problem:
-            raise SmolalignError(problem)
+    problems = findings(recipe, target)
+    if problems:
+        raise SmolalignError(problems[0])

@@ -65,6 +65,8 @@ def detect_format(raw: dict, path: str) -> str:
     if not isinstance(raw.get("model_name_or_path"), str):
         raise SmolalignError(f"{path}: not a TRL, alignment-handbook or open-r1 config (no model_name_or_path); "
                              "give --from trl|handbook|open-r1 if it is one")
+    if "dataset_mixer" in raw:  # the handbook before its TRL-ScriptArguments rewrite
+        return "handbook"
     if any(key in raw for key in OPENR1_ONLY):
         return "open-r1"
     if "dataset_mixture" in raw or "chat_template" in raw:
@@ -129,17 +131,34 @@ class _State:
         self.done.add(key)
 
     def run(self) -> None:
+        from smolalign.recipe.import_handbook_v0 import import_v0_mixer, import_v0_model
+        from smolalign.recipe.import_hub import import_hub
         from smolalign.recipe.import_sections import import_data, import_model, import_rewards
 
         import_model(self)
+        import_v0_model(self)
+        if "dataset_mixer" in self.raw:
+            import_v0_mixer(self)
         import_data(self)
+        import_hub(self)
         if self.stage == "rl":
             import_rewards(self)
         if self.stage == "po":
             self.method()
         self.rest()
 
+    def is_orpo(self) -> bool:
+        """ORPO configs carry no loss_type (the handbook picks the trainer by script, run_orpo.py): a field only
+        ORPOConfig has, or `orpo` in the file's path (the handbook keeps them in `orpo/` folders)."""
+        orpo_only = {"generate_during_eval", "is_encoder_decoder", "padding_value"}
+        return self.stage == "po" and "loss_type" not in self.raw and (
+            bool(orpo_only & set(self.raw)) or "orpo" in Path(self.path).as_posix().lower())
+
     def method(self) -> None:
+        if self.is_orpo():
+            self.extra["method"] = "orpo"
+            self.lines.append("method: orpo (an ORPO config: no loss_type, and its path or fields name ORPO)")
+            return
         loss = self.raw.get("loss_type", "sigmoid")
         weights = self.raw.get("loss_weights")
         if isinstance(loss, list) and weights:
@@ -158,6 +177,10 @@ class _State:
         """Every key not placed yet: a field of the stage's TRL config goes to train:, a dropped key says why,
         anything else is refused."""
         cls = trl_classes()[self.stage]
+        if self.extra.get("method") == "orpo":
+            from smolalign.recipe.methods import METHODS, load
+
+            cls = load(METHODS["orpo"].config)
         fields = {f.name for f in dataclasses.fields(cls) if f.init}
         from smolalign.recipe.upstream import OWNED_TRAIN_KEYS
 
@@ -214,9 +237,13 @@ def run_import(file: Path, fmt: str | None, out: Path | None, stage: str | None)
         mapping["template"]["name"] = str(folder / name)
     _absolutize_paths(mapping, folder)
     try:
-        validate_recipe(mapping, imported.stage, str(out or file))
+        recipe = validate_recipe(mapping, imported.stage, str(out or file), machine=False)
     except SmolalignError as exc:
         raise SmolalignError(f"{file}: the imported recipe does not validate: {exc}") from None
+    from smolalign.preflight import findings
+
+    # Upstream configs are written for the cluster: what this machine lacks is said, not refused.
+    imported.lines += [f"note     on this machine, {problem}" for problem in findings(recipe)]
     header = (f"# Imported from {file.name} ({imported.format} format) by `smolalign recipes import`.\n"
               f"# Run: smolalign {imported.stage} {out.name if out else 'RECIPE.yaml'} --dry-run\n")
     text = header + checked

@@ -54,12 +54,30 @@ RENAMED = {
     "num_processes": "launch.num_processes",
     "model_init_kwargs": "model: (dtype, attn_implementation, trust_remote_code, revision, quantization); smolalign "
                          "loads the model and its tokenizer itself",
+    # Hub pushes: TRL's Trainer pushes its checkpoint folder; smolalign pushes the final model/ (fixed template, EOS,
+    # the recipe and manifest as card) once the run has ended
+    "push_to_hub": "a hub: section (repo_id, private, revision)",
+    "hub_model_id": "hub.repo_id",
+    "hub_private_repo": "hub.private",
+    "hub_revision": "hub.revision",
+    "hub_strategy": "nowhere: smolalign pushes the final model once, when the run has ended (a hub: section)",
+    "hub_always_push": "nowhere: smolalign pushes the final model once, when the run has ended (a hub: section)",
+    "hub_token": "nowhere: set HF_TOKEN or run `hf auth login`",
+    # alignment-handbook before its TRL-ScriptArguments rewrite (dataset_mixer recipes)
+    "dataset_mixer": "data.sources (one entry per dataset: path, split, weight)",
+    "dataset_splits": "data.sources[].split (a test split: data.eval_split holds out rows instead)",
+    "dataset_configs": "data.sources[].name",
+    "use_flash_attention_2": "model.attn_implementation: flash_attention_2",
+    "tokenizer_name_or_path": "model.tokenizer",
+    "text_column": "data.sources[].columns: {YOUR_COLUMN: text}",
 }
 """Upstream key -> its smolalign home, in the words a message shows."""
 
-OWNED_TRAIN_KEYS = ("chat_template_path", "eos_token", "dataset_text_field", "model_init_kwargs")
+OWNED_TRAIN_KEYS = ("chat_template_path", "eos_token", "dataset_text_field", "model_init_kwargs", "push_to_hub",
+                    "hub_model_id", "hub_private_repo", "hub_revision", "hub_strategy", "hub_always_push", "hub_token")
 """TRL config fields that smolalign sets itself: written in `train:`, TRL would apply them on top of smolalign's
-template and EOS handling, so they are refused with their home instead."""
+template and EOS handling (or push the trainer's checkpoint folder, without them, to the hub), so they are refused
+with their home instead."""
 
 
 def rename_hint(key: str) -> str | None:

@@ -31,9 +31,10 @@ def lora_config_class() -> type:
     return LoraConfig
 
 
-def validate_recipe(raw: dict, stage: str, source: str, hardware=None) -> Recipe:
+def validate_recipe(raw: dict, stage: str, source: str, hardware=None, machine: bool = True) -> Recipe:
     """Check every section of a merged recipe for `stage` and build the typed `Recipe`; its settings are for
-    `hardware` (this machine's when None)."""
+    `hardware` (this machine's when None). `machine=False` leaves out the preflight (what the recipe needs from the
+    machine), for a recipe written here to run elsewhere."""
     from smolalign.models.sources import resolve_recipe_sources
     from smolalign.recipe.method import parse_method, parse_reference, parse_rl_sections
     from smolalign.recipe.methods import load, method_spec
@@ -86,9 +87,10 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None) -> Recipe
                   reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher,
                   launch=launch, hub=hub, evaluation=evaluation, settings=settings,
                   sources=sources)
-    from smolalign.preflight import preflight
+    if machine:
+        from smolalign.preflight import preflight
 
-    preflight(recipe)  # what the recipe needs from the machine (GPU, vLLM, optional packages), before any weights
+        preflight(recipe)  # what the recipe needs from the machine (GPU, vLLM, optional packages), before any weights
     return recipe
 
 

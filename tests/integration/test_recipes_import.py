@@ -147,3 +147,36 @@ def test_cp_copies_a_shipped_recipe_with_its_data(cli, tmp_path, monkeypatch):
     assert read_recipe(dest / "sft.yaml")["data"]["sources"][0]["path"] == str(dest / "data" / "arithmetic.jsonl")
     code, _, err = cli("recipes", "cp", "quickstart/sft", dest)
     assert code == 2 and "exists" in err
+
+
+def test_handbook_orpo_for_a_cluster_imports_here_and_the_dry_run_names_what_is_missing(cli, templated_model,
+                                                                                       tmp_path, monkeypatch):
+    """A config written for GPUs (flash-attn, wandb, a hub push) imports on a machine without them: what this
+    machine lacks is noted, not refused; the dry run of the same recipe here refuses it, naming the key."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    write_jsonl(tmp_path / "pairs.jsonl", pair_rows(8))
+    (tmp_path / "orpo").mkdir()
+    config = write_config(tmp_path / "orpo" / "config_full.yaml", {
+        "model_name_or_path": str(templated_model), "use_flash_attention_2": True,
+        "dataset_mixer": {str(tmp_path / "pairs.jsonl"): 0.5}, "dataset_splits": ["train", "test"],
+        "beta": 0.05, "max_length": 256, "max_steps": 1, "report_to": ["wandb"],
+        "push_to_hub": True, "hub_model_id": "me/orpo-test",
+    })
+    out = tmp_path / "orpo.yaml"
+    code, stdout, err = cli("recipes", "import", config, "-o", out)
+    assert code == 0, err
+    recipe = yaml.safe_load(out.read_text())
+    assert recipe["method"] == "orpo" and recipe["hub"] == {"repo_id": "me/orpo-test"}
+    assert recipe["data"]["sources"] == [{"path": str(tmp_path / "pairs.jsonl"), "split": "train", "weight": 0.5}]
+    notes = [line for line in stdout.splitlines() if line.startswith("note")]
+    assert any("model.attn_implementation" in n for n in notes) or importlib_has("flash_attn")
+    code, _, err = cli("po", out, "--dry-run", "--set", "model.attn_implementation=sdpa", "--set",
+                       "train.report_to=[]")
+    assert code == 2 and "hub.repo_id" in err  # no token here: the one check left
+
+
+def importlib_has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None

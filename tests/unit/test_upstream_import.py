@@ -160,6 +160,8 @@ def test_upstream_names_in_a_recipe_get_their_home(tmp_path, section, key, home)
 @pytest.mark.parametrize("key, value, home", [
     ("eos_token", "<|im_end|>", "end-of-turn"), ("chat_template_path", "t.jinja", "template.name"),
     ("dataset_text_field", "body", "columns"), ("model_init_kwargs", {"use_fast": False}, "model:"),
+    ("push_to_hub", True, "a hub: section"), ("hub_model_id", "me/model", "hub.repo_id"),
+    ("hub_strategy", "every_save", "pushes the final model once"),
 ])
 def test_train_keys_smolalign_sets_are_refused(key, value, home):
     raw = {"model": {"source": "some/model"}, "data": {"sources": [{"path": "d.jsonl"}]}, "train": {key: value}}
@@ -203,3 +205,62 @@ def test_system_prompt_goes_first_in_every_row_without_one(tmp_path):
     text.write_text('{"text": "plain"}\n')
     with pytest.raises(SmolalignError, match="system_prompt.*plain text"):
         build_mixture(DataSection(sources=[SourceSection(path=str(text))], system_prompt="S"))
+
+
+# The handbook's ORPO recipes predate its TRL-ScriptArguments rewrite: dataset_mixer, dataset_splits, no loss_type.
+HANDBOOK_V0_ORPO = {
+    "model_name_or_path": "mistralai/Mistral-7B-v0.1", "model_revision": "main", "torch_dtype": "bfloat16",
+    "use_flash_attention_2": True, "dataset_mixer": {"argilla/distilabel-capybara-dpo-7k-binarized": 0.25,
+                                                     "HuggingFaceH4/ultrafeedback_binarized": 1.0},
+    "dataset_splits": ["train_prefs", "test_prefs"], "preprocessing_num_workers": 12, "truncation_side": "left",
+    "beta": 0.05, "learning_rate": 5.0e-6, "max_length": 2048, "max_prompt_length": 1792,
+    "hub_model_id": "orpo-explorers/mistral-orpo", "push_to_hub": True, "hub_strategy": "every_save",
+}
+
+
+def test_handbook_v0_orpo_keeps_its_method_data_and_hub():
+    imported = import_config(dict(HANDBOOK_V0_ORPO), "recipes/mistral-7b/orpo/config_full.yaml")
+    recipe = imported.recipe
+    assert (imported.format, imported.stage, recipe["method"]) == ("handbook", "po", "orpo")
+    assert recipe["model"]["attn_implementation"] == "flash_attention_2"
+    # Each dataset's train* split with its fraction; test_prefs is the handbook's evaluation set, not training data.
+    assert recipe["data"]["sources"] == [
+        {"path": "argilla/distilabel-capybara-dpo-7k-binarized", "split": "train_prefs", "weight": 0.25},
+        {"path": "HuggingFaceH4/ultrafeedback_binarized", "split": "train_prefs"}]
+    assert recipe["hub"] == {"repo_id": "orpo-explorers/mistral-orpo"}
+    # truncation_side left keeps the end of a long prompt: TRL's keep_end.
+    assert recipe["train"] == {"truncation_mode": "keep_end", "beta": 0.05, "learning_rate": 5.0e-6,
+                               "max_length": 2048}
+    reported = {line.split()[1].rstrip(":") for line in imported.lines
+                if line.split()[0] in ("mapped", "renamed", "dropped")}
+    assert reported == set(HANDBOOK_V0_ORPO)
+
+
+def test_orpo_is_detected_by_its_fields_and_dpo_stays_dpo():
+    orpo = {"model_name_or_path": "m", "dataset_name": "d", "beta": 0.1, "generate_during_eval": False}
+    assert import_config(orpo, "config.yaml").recipe["method"] == "orpo"
+    dpo = {"model_name_or_path": "m", "dataset_name": "d", "beta": 0.1}
+    assert import_config(dpo, "recipes/zephyr/dpo/config_full.yaml").recipe["method"] == "dpo"
+
+
+def test_hub_keys_without_an_owner_or_a_push_are_dropped_with_why():
+    base = {"model_name_or_path": "m", "dataset_name": "d"}
+    no_owner = import_config({**base, "push_to_hub": True, "hub_model_id": "zephyr-7b-dpo-full"}, "f.yaml")
+    assert "hub" not in no_owner.recipe
+    assert any(line.startswith("dropped  hub_model_id: no owner/name") for line in no_owner.lines)
+    no_push = import_config({**base, "push_to_hub": False, "hub_model_id": "me/x"}, "f.yaml")
+    assert "hub" not in no_push.recipe and "push_to_hub" not in no_push.recipe["train"]
+    branch = import_config({**base, "push_to_hub": True, "hub_model_id": "me/x", "hub_private_repo": False,
+                            "hub_model_revision": "v0.1", "reward_funcs": ["accuracy"]}, "f.yaml")
+    assert branch.recipe["hub"] == {"repo_id": "me/x", "private": False, "revision": "v0.1"}
+
+
+@pytest.mark.parametrize("patch, fragment", [
+    ({"dataset_configs": ["a"]}, "dataset_configs: 1 configs for 2 datasets"),
+    ({"dataset_splits": ["test_prefs"]}, "dataset_splits: ['test_prefs']: no split named train"),
+    ({"dataset_mixer": {"d": 0}}, "dataset_mixer.d: 0: the fraction"),
+])
+def test_bad_handbook_v0_mixers_are_refused(patch, fragment):
+    with pytest.raises(SmolalignError) as caught:
+        import_config({**HANDBOOK_V0_ORPO, **patch}, "x.yaml")
+    assert str(caught.value).startswith(f"x.yaml: {fragment}")
