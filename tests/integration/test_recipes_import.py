@@ -155,6 +155,7 @@ def test_handbook_orpo_for_a_cluster_imports_here_and_the_dry_run_names_what_is_
     machine lacks is noted, not refused; the dry run of the same recipe here refuses it, naming the key."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(tmp_path / "no-token"))
     write_jsonl(tmp_path / "pairs.jsonl", pair_rows(8))
     (tmp_path / "orpo").mkdir()
     config = write_config(tmp_path / "orpo" / "config_full.yaml", {
