@@ -7,7 +7,7 @@ from pathlib import Path
 from smolalign.errors import RunFailure
 from smolalign.recipe.schema import HubSection
 from smolalign.runs.manifest import write_manifest
-from smolalign.runs.rundir import MANIFEST_FILE, RECIPE_FILE
+from smolalign.runs.rundir import RECIPE_FILE, read_manifest
 
 CARD_FILE = "README.md"
 
@@ -21,7 +21,7 @@ def hub_api():
 def model_card(run_dir: Path, section: HubSection) -> str:
     """The hub's README.md: metadata the hub indexes, then the run's result, resolved recipe and manifest verbatim."""
     recipe_text = (run_dir / RECIPE_FILE).read_text()
-    manifest = json.loads((run_dir / MANIFEST_FILE).read_text())
+    manifest = read_manifest(run_dir)
     stage = manifest.get("stage", "")
     result = manifest.get("result") or {}
     lines = ["---", "library_name: transformers", "pipeline_tag: text-generation", "tags:", "- smolalign",
