@@ -138,8 +138,8 @@ def bundled_tokenizer(detected: Detected) -> Path | None:
             import yaml
 
             try:
-                name = ((yaml.safe_load(config.read_text()) or {}).get("tokenizer") or {}).get("tokenizer_name_or_path")
-            except (yaml.YAMLError, AttributeError):
+                name = ((yaml.safe_load(read_text(config)) or {}).get("tokenizer") or {}).get("tokenizer_name_or_path")
+            except (yaml.YAMLError, AttributeError, SmolalignError):  # a damaged config.yaml is named when read
                 name = None
             if name and _has_tokenizer(Path(name).expanduser()):
                 return Path(name).expanduser().resolve()
