@@ -116,7 +116,7 @@ def check_torch_archive(path: Path) -> None:
         with zipfile.ZipFile(path) as archive:
             members = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise damaged(path, f"its zip directory is unreadable ({exc})") from None
+        raise damaged(path, f"its zip directory is unreadable ({_first_line(exc)})") from None
     for member in members:
         if member.header_offset + member.compress_size > size:
             raise damaged(path, f"its member {member.filename} ends past the end of the file (truncated)")
@@ -139,6 +139,10 @@ class _MetadataUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0]
+
+
 def read_dcp_metadata(folder: Path):
     """The `Metadata` of a DCP folder, with every storage entry checked to lie inside an existing .distcp file."""
     from torch.distributed.checkpoint.metadata import Metadata
@@ -150,7 +154,7 @@ def read_dcp_metadata(folder: Path):
     except OSError as exc:
         raise SmolalignError(f"{path}: cannot be read ({exc.strerror})") from None
     except Exception as exc:  # noqa: BLE001 - unpickling arbitrary bytes can raise nearly anything
-        raise damaged(path, f"not torch DCP metadata ({type(exc).__name__}: {str(exc)[:80]})") from None
+        raise damaged(path, f"not torch DCP metadata ({type(exc).__name__}: {_first_line(exc)[:80]})") from None
     if not isinstance(metadata, Metadata) or not isinstance(getattr(metadata, "state_dict_metadata", None), dict):
         raise damaged(path, f"not torch DCP metadata (it holds a {type(metadata).__name__})")
     sizes: dict[str, int | None] = {}

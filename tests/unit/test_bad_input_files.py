@@ -305,8 +305,10 @@ LAUNCH = [
     _slurm("slurm-unknown-preset", ("--preset nope",), "--nodes", "1", "--preset", "nope"),
     _slurm("slurm-job-name-with-space", ("--job-name 'my job'",), "--nodes", "1", "--job-name", "my job"),
     _slurm("slurm-sbatch-without-key", ("--sbatch '=x'",), "--nodes", "1", "--sbatch", "=x"),
-    _slurm("slurm-resume-over-damaged-checkpoints", ("checkpoint-2", "model.safetensors"), "--nodes", "1",
-           "--output-dir", "{dir}/run", files=_checkpoint(2, model__safetensors=b"\x00" * 7)),
+    Case("slurm-resume-over-damaged-checkpoints", ("launch", "slurm", "{dir}/r.yaml", "--nodes", "1", "--script",
+                                                   "{dir}/job.sbatch", "--output-dir", "{dir}/run"),
+         ("checkpoint-2", "model.safetensors"),
+         {"r.yaml": _RECIPE, "chat.jsonl": _CHAT, **_checkpoint(2, model__safetensors=b"\x00" * 7)}),
 ]
 
 CASES = NANOTRON + CONVERT + DCP + RUN_DIRS + LAUNCH
