@@ -108,3 +108,16 @@ def test_summary_skips_steps_whose_value_was_not_logged(tmp_path):
     assert summary(tmp_path, "reward", ("kl",)) == "reward 0.25 (step 2) -> 0.75 (step 3); kl nan -> 0.5"
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": None}) + "\n")
     assert summary(tmp_path, "reward").startswith("reward: nothing logged")
+
+
+def test_a_metrics_line_torn_by_a_kill_is_skipped_and_the_resumed_run_starts_a_new_line(tmp_path):
+    from types import SimpleNamespace
+
+    from smolalign.runs.metrics import metrics_callback, read_metrics
+
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "loss": 2.5}) + '\n{"step": 2, "lo')
+    callback = metrics_callback(tmp_path)
+    callback.on_log(None, SimpleNamespace(global_step=2, is_world_process_zero=True), None, logs={"loss": 2.0})
+    callback.on_log(None, SimpleNamespace(global_step=3, is_world_process_zero=True), None, logs={"loss": 1.5})
+    assert read_metrics(tmp_path) == [{"step": 1, "loss": 2.5}, {"step": 2, "loss": 2.0}, {"step": 3, "loss": 1.5}]
+    assert (tmp_path / "metrics.jsonl").read_text().endswith('"lo\n{"step": 2, "loss": 2.0}\n{"step": 3, "loss": 1.5}\n')
