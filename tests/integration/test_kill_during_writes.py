@@ -12,6 +12,8 @@ import torch
 from killpoint import run_until_killed
 from tiny_models import chat_rows, write_jsonl
 
+from smolalign.runs.checkpoint_files import damage
+
 
 @pytest.mark.slow  # about 40 s on 2 shared CPU cores: two tiny training runs
 def test_kill_during_a_checkpoint_save_then_resume(cli, write_recipe, tiny_dir, tmp_path):
@@ -39,6 +41,16 @@ def test_kill_during_a_checkpoint_save_then_resume(cli, write_recipe, tiny_dir, 
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps[:2] == [1, 2] and 3 in steps[2:] and 4 in steps[2:]  # steps 1-2 from before the kill, 3-4 after
     assert (run / "model" / "model.safetensors").is_file()
+
+    # the newest checkpoint's weights cut short (a copy or a disk that filled up): named, and the previous one used
+    weights = run / "checkpoint-4" / "model.safetensors"
+    whole = weights.stat().st_size
+    weights.write_bytes(weights.read_bytes()[:-1000])
+    code, out, err = cli("sft", recipe, "-o", str(run), "--resume")
+    assert code == 0, err
+    assert "skipping damaged checkpoint-4" in err and "model.safetensors" in err and "truncated" in err
+    assert json.loads((run / "manifest.json").read_text())["result"]["resumed_from"] == str(run / "checkpoint-2")
+    assert weights.stat().st_size == whole and damage(run / "checkpoint-4") is None  # saved again, whole
 
 
 class Answers(BaseHTTPRequestHandler):
