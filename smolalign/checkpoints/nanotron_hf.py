@@ -37,13 +37,14 @@ def read_model_config(step_dir: Path) -> tuple[dict, dict | None]:
             full = yaml.safe_load(read_text(yaml_path, "YAML file")) or {}
         except yaml.YAMLError as exc:
             raise damaged(yaml_path, f"not valid YAML ({str(exc).splitlines()[0]})") from None
-        model = full.get("model") if isinstance(full, dict) else None
+        full = full if isinstance(full, dict) else None  # not a mapping: it carries no model config
+        model = (full or {}).get("model")
         model_config = model.get("model_config") if isinstance(model, dict) else None
         if isinstance(model_config, dict):
-            return _checked(model_config, f"{yaml_path} (model.model_config)"), full if isinstance(full, dict) else None
+            return _checked(model_config, f"{yaml_path} (model.model_config)"), full
     json_path = step_dir / "model_config.json"
     if json_path.is_file():
-        return _checked(read_json_object(json_path), str(json_path)), full if isinstance(full, dict) else None
+        return _checked(read_json_object(json_path), str(json_path)), full
     raise SmolalignError(f"nanotron checkpoint {step_dir}: neither config.yaml (model.model_config) nor "
                          "model_config.json is there, so the architecture is unknown; copy one of them from the "
                          "training run into the step folder")

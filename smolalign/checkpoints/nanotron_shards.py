@@ -203,6 +203,8 @@ def _box(slices: tuple[slice, ...], shape: tuple[int, ...]) -> list[tuple[int, i
         return None
     box = []
     for s, size in zip(slices, shape, strict=True):
+        if s.step == 0:
+            return None
         start, stop, step = s.indices(size)
         if step != 1:
             return None

@@ -13,7 +13,6 @@ CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 RECIPE_FILE = "recipe.yaml"
 MANIFEST_FILE = "manifest.json"
 MODEL_DIR = "model"
-TRAINER_STATE = "trainer_state.json"
 
 
 def default_run_dir(recipe_source: str, stage: str) -> Path:
@@ -103,7 +102,7 @@ def write_recipe(run_dir: Path, resolved: dict) -> None:
 
         try:
             before = load_yaml(path.read_text(errors="replace")) or {}
-        except Exception:  # noqa: BLE001 - a damaged previous recipe is kept aside as it is, not parsed
+        except SmolalignError:  # a damaged previous recipe is kept aside as it is
             before = {}
         changed = sorted(_changed_keys(before, resolved)) or ["unreadable before"]
         print(f"warning: resuming with a changed recipe ({', '.join(changed)}); the previous one is kept as "

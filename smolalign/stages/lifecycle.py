@@ -1,6 +1,6 @@
 """A training run from start to end, the same for every stage: the plan announced (and the dry run's resolved recipe),
-the run directory checked first and written by the main process once every check has passed, training with resume, the final save, the summary
-and the `eval:` section's evaluation, and the process group closed."""
+the run directory checked first and written by the main process once every check has passed, training with resume,
+the final save, the summary and the `eval:` section's evaluation, and the process group closed."""
 
 from pathlib import Path
 

@@ -133,6 +133,9 @@ NANOTRON = [
     _convert("nanotron-shard-shape-garbage", ("tp-rank-0-of-2.safetensors", "slice metadata"),
              {**_nanotron(), **{_SHARD.format(r): safetensors({"data": ("F32", [32, 64])}, _shard_metadata(
                  unsharded_shape="(sixty-four, 64)")) for r in (0, 1)}}),
+    _convert("nanotron-shard-slice-step-zero", ("tp-rank-0-of-2.safetensors", "does not fit its shape"),
+             {**_nanotron(), **{_SHARD.format(r): safetensors({"data": ("F32", [32, 64])}, _shard_metadata(
+                 local_global_slices_pairs="0,32,0|None,None,None#0,32,1|None,None,None")) for r in (0, 1)}}),
     _convert("nanotron-shards-overlap", ("cover", "with overlaps"),
              {**_nanotron(), **{_SHARD.format(r): safetensors({"data": ("F32", [32, 64])}, _shard_metadata())
                                 for r in (0, 1)}}),
