@@ -24,6 +24,15 @@ def write_atomically(path: Path, content: str | bytes) -> None:
     _sync_folder(path.parent)
 
 
+def save_figure(figure, path: Path, dpi: int = 100) -> None:
+    """A matplotlib figure, in the format its file name says (PNG without one), written atomically."""
+    import io
+
+    image = io.BytesIO()
+    figure.savefig(image, dpi=dpi, format=Path(path).suffix.lstrip(".").lower() or "png")
+    write_atomically(path, image.getvalue())
+
+
 def _sync_folder(folder: Path) -> None:
     """The rename itself is durable only once the folder's entry is on disk."""
     try:

@@ -105,13 +105,9 @@ def plot_runs(run_dirs: list[Path], output: Path) -> Path:
         raise SmolalignError(f"plotting needs matplotlib ({INSTALL_PLOT})") from None
     labels = run_labels(run_dirs)
     fig = figure([(label, read_metrics(run_dir)) for label, run_dir in zip(labels, run_dirs, strict=True)])
-    import io
+    from smolalign.atomic import save_figure
 
-    from smolalign.atomic import write_atomically
-
-    image = io.BytesIO()
-    fig.savefig(image, dpi=100, format=Path(output).suffix.lstrip(".").lower() or "png")
-    write_atomically(Path(output), image.getvalue())
+    save_figure(fig, Path(output))
     return Path(output)
 
 
