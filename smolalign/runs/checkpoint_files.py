@@ -1,9 +1,11 @@
 """What makes a `checkpoint-N` folder complete enough to resume from: the trainer's state (written last, so a save
 cut off by a kill or a preemption has none), the weights in one of the forms the trainer saves (full, sharded with
-an index, a LoRA adapter, or DeepSpeed's own folder) with every safetensors header consistent with its file size,
-and every torch file present (optimizer, scheduler, RNG state, arguments) readable to the end of its archive.
+an index, a LoRA adapter, FSDP's files or DCP folders, or DeepSpeed's own folder) with every safetensors header
+consistent with its file size, every torch file present (optimizer, scheduler, RNG state, arguments) readable to
+the end of its archive, and every DCP folder's byte ranges inside its files.
 
-Checked from headers and archive directories only: nothing is unpickled and no tensor is read."""
+Checked from headers, archive directories and DCP metadata only (the latter through the allow-list unpickler of
+checkpoints.files): no tensor is read."""
 
 from pathlib import Path
 
@@ -41,6 +43,10 @@ def _check(checkpoint: Path) -> None:
     for file in sorted(checkpoint.rglob("*")):
         if file.is_file() and file.suffix in TORCH_SUFFIXES:
             check_torch_archive(file)
+        elif file.name == ".metadata":  # FSDP's sharded model or optimizer state, a DCP folder
+            from smolalign.checkpoints.files import read_dcp_metadata
+
+            read_dcp_metadata(file.parent)
 
 
 def _weight_files(checkpoint: Path) -> list[Path]:
@@ -58,6 +64,9 @@ def _weight_files(checkpoint: Path) -> list[Path]:
     single = [checkpoint / n for n in SINGLE_WEIGHTS if (checkpoint / n).is_file()]
     if single:
         return single
+    fsdp = sorted(checkpoint.glob("pytorch_model_fsdp*"))  # .bin files or DCP folders, both checked in _check
+    if fsdp:
+        return fsdp
     latest = checkpoint / "latest"  # DeepSpeed: the tag folder holds the (partitioned) weights, checked as torch files
     if latest.is_file():
         tag = checkpoint / read_text(latest).strip()

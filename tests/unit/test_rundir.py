@@ -121,3 +121,24 @@ def test_a_metrics_line_torn_by_a_kill_is_skipped_and_the_resumed_run_starts_a_n
     callback.on_log(None, SimpleNamespace(global_step=3, is_world_process_zero=True), None, logs={"loss": 1.5})
     assert read_metrics(tmp_path) == [{"step": 1, "loss": 2.5}, {"step": 2, "loss": 2.0}, {"step": 3, "loss": 1.5}]
     assert (tmp_path / "metrics.jsonl").read_text().endswith('"lo\n{"step": 2, "loss": 2.0}\n{"step": 3, "loss": 1.5}\n')
+
+
+def test_an_fsdp_checkpoint_with_sharded_weights_is_complete_until_a_distcp_file_is_cut(tmp_path):
+    """FSDP's SHARDED_STATE_DICT saves the model as a DCP folder (pytorch_model_fsdp_0/) instead of safetensors."""
+    import warnings
+
+    import torch
+    from torch.distributed.checkpoint import FileSystemWriter, save
+
+    files = trainer_checkpoint(6)
+    files.pop("checkpoint-6/model.safetensors")
+    write(tmp_path, files)
+    shards = tmp_path / "checkpoint-6" / "pytorch_model_fsdp_0"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        save({"model.embed_tokens.weight": torch.ones(64, 8)}, storage_writer=FileSystemWriter(str(shards)),
+             no_dist=True)
+    assert damage(tmp_path / "checkpoint-6") is None
+    (distcp,) = shards.glob("*.distcp")
+    distcp.write_bytes(distcp.read_bytes()[:100])
+    assert str(distcp) in damage(tmp_path / "checkpoint-6")
