@@ -10,10 +10,9 @@ write and cannot be set back): an untouched file is never read twice, a touched 
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from smolalign.atomic import write_atomically
 from smolalign.checkpoints.detect import Detected
 
 CONVERTER_VERSION = "1"
@@ -81,8 +80,4 @@ def _read_memo(memo: Path) -> dict:
 
 
 def _write_memo(memo: Path, digests: dict) -> None:
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=memo.parent, prefix=".digests-")
-    with os.fdopen(handle, "w") as stream:
-        json.dump(digests, stream)
-    os.replace(temporary, memo)
+    write_atomically(memo, json.dumps(digests))

@@ -7,6 +7,7 @@ import re
 import warnings
 from pathlib import Path
 
+from smolalign.checkpoints.files import read_dcp_metadata
 from smolalign.checkpoints.plan import TensorPlan
 from smolalign.errors import SmolalignError
 
@@ -35,11 +36,9 @@ def unpermute_rope(weight, heads: int):
 
 def dcp_plan(path: Path, config, expected: set[str]) -> tuple[list[TensorPlan], str]:
     """(plan, layout) for the model tensors of a DCP folder whose names map onto `expected` (the HF keys)."""
-    from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    reader = FileSystemReader(str(path))
-    metadata = reader.read_metadata()
+    metadata = read_dcp_metadata(path)
     tensors = {k: v for k, v in metadata.state_dict_metadata.items() if isinstance(v, TensorStorageMetadata)}
     mapping, style, prefix = _mapping(tensors, expected, path)
     head = prefix + ("output.weight" if style == "torchtitan" else "lm_head.weight")
@@ -105,5 +104,9 @@ def _load(path: Path, key: str, meta, permute: int | None):
     tensor = torch.empty(tuple(meta.size), dtype=meta.properties.dtype)
     with warnings.catch_warnings():  # "torch.distributed is disabled ... single process": that is the intent
         warnings.simplefilter("ignore", UserWarning)
-        load({key: tensor}, storage_reader=FileSystemReader(str(path)), no_dist=True)
+        try:
+            load({key: tensor}, storage_reader=FileSystemReader(str(path)), no_dist=True)
+        except Exception as exc:  # noqa: BLE001 - DCP wraps every reader failure in its CheckpointException
+            raise SmolalignError(f"DCP checkpoint {path}: {key} cannot be read, a .distcp file is damaged "
+                                 f"({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})") from None
     return unpermute_rope(tensor, permute) if permute else tensor

@@ -3,7 +3,10 @@
 when it is written). What is ours: the tag from `latest`, the `module.` prefix dropped, the duplicated tied lm_head
 dropped, and the weights checked against the architecture before anything is written."""
 
+import pickle
+
 from smolalign.checkpoints.detect import Detected
+from smolalign.checkpoints.files import check_torch_archive
 from smolalign.checkpoints.plan import TensorPlan
 from smolalign.errors import SmolalignError
 
@@ -17,10 +20,13 @@ def deepspeed_plan(detected: Detected, tied: bool) -> tuple[list[TensorPlan], st
     except ImportError:
         raise SmolalignError(f"DeepSpeed checkpoint {detected.path}: consolidating ZeRO partitions needs deepspeed, "
                              f"which is not installed: {INSTALL_HINT}") from None
+    for file in sorted((detected.path / detected.tag).glob("*.pt")):
+        check_torch_archive(file)
     try:
         state = get_fp32_state_dict_from_zero_checkpoint(str(detected.path), tag=detected.tag, lazy_mode=True)
-    except (ValueError, FileNotFoundError, KeyError) as exc:
-        raise SmolalignError(f"DeepSpeed checkpoint {detected.path} ({detected.tag}): {exc}") from None
+    except (ValueError, FileNotFoundError, KeyError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        raise SmolalignError(f"DeepSpeed checkpoint {detected.path} ({detected.tag}): "
+                             f"{(str(exc).splitlines() or [type(exc).__name__])[0]}") from None
     names = {key.removeprefix("module."): key for key in state}
     if tied and "lm_head.weight" in names and "model.embed_tokens.weight" in names:
         from smolalign.checkpoints.dcp import torch_equal

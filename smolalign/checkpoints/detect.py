@@ -4,12 +4,12 @@ unpickling anything), with `latest` pointers resolved to the step they name.
     smolalign convert path/to/checkpoint out/   # prints the detected format first
 """
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from smolalign.checkpoints.files import read_json_object, read_text
 from smolalign.errors import SmolalignError
 
 Format = Literal["hf", "nanotron", "deepspeed", "dcp", "megatron", "megatron_dist"]
@@ -79,9 +79,9 @@ def _is_hf_shard(name: str) -> bool:
 
 
 def _nanotron_run(path: Path) -> Detected:
-    step = (path / "latest.txt").read_text().strip()
+    step = read_text(path / "latest.txt").strip()
     step_dir = path / step
-    if not step or not (step_dir / "checkpoint_metadata.json").is_file():
+    if not re.fullmatch(r"[\w.-]+", step) or not (step_dir / "checkpoint_metadata.json").is_file():
         raise SmolalignError(f"nanotron run {path}: latest.txt names step {step!r}, but {step_dir} is not a "
                              "checkpoint (no checkpoint_metadata.json); point at a step folder instead")
     return Detected("nanotron", step_dir, notes=(f"latest.txt -> step {step}",))
@@ -95,8 +95,8 @@ def _deepspeed(path: Path, names: set[str]) -> Detected | None:
     tags = sorted((int(m.group(1)), n) for n in names
                   if (m := re.fullmatch(r"global_step(\d+)", n)) and any((path / n).glob("*model_states.pt")))
     if "latest" in names and (path / "latest").is_file():
-        tag = (path / "latest").read_text().strip()
-        if not any((path / tag).glob("*model_states.pt")):
+        tag = read_text(path / "latest").strip()
+        if not re.fullmatch(r"[\w.-]+", tag) or not any((path / tag).glob("*model_states.pt")):
             raise SmolalignError(f"DeepSpeed checkpoint {path}: `latest` names {tag!r}, which holds no "
                                  "*_model_states.pt files")
         return Detected("deepspeed", path, tag=tag, notes=(f"latest -> {tag}",))
@@ -115,10 +115,13 @@ def _listing(path: Path, limit: int = 12) -> str:
 
 def nanotron_layout(path: Path) -> dict:
     """TP and PP sizes of a nanotron step folder, from checkpoint_metadata.json and the shard file names."""
-    meta = json.loads((path / "checkpoint_metadata.json").read_text())
+    meta = read_json_object(path / "checkpoint_metadata.json")
     pp = {int(m.group(1)) for f in (path / "model").rglob("*.safetensors")
           if (m := re.search(r"_pp-rank-\d+-of-(\d+)_", f.name))}
-    return {"version": str(meta.get("version")), "tp": meta.get("tp"), "pp": max(pp, default=1), "dp": meta.get("dp")}
+    tp = meta.get("tp", 1)
+    if type(tp) is not int or tp < 1:
+        raise SmolalignError(f"{path / 'checkpoint_metadata.json'}: tp must be a positive integer, got {tp!r}")
+    return {"version": str(meta.get("version")), "tp": tp, "pp": max(pp, default=1), "dp": meta.get("dp")}
 
 
 def _has_tokenizer(path: Path) -> bool:
@@ -135,8 +138,8 @@ def bundled_tokenizer(detected: Detected) -> Path | None:
             import yaml
 
             try:
-                name = ((yaml.safe_load(config.read_text()) or {}).get("tokenizer") or {}).get("tokenizer_name_or_path")
-            except (yaml.YAMLError, AttributeError):
+                name = ((yaml.safe_load(read_text(config)) or {}).get("tokenizer") or {}).get("tokenizer_name_or_path")
+            except (yaml.YAMLError, AttributeError, SmolalignError):  # a damaged config.yaml is named when read
                 name = None
             if name and _has_tokenizer(Path(name).expanduser()):
                 return Path(name).expanduser().resolve()

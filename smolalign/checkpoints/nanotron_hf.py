@@ -8,13 +8,14 @@ NoPE layers (nanotron skips RoPE on layer i when (i+1) % no_rope_layer == 0, whi
 `no_rope_layer_interval` means), and rope_theta is always read from the checkpoint.
 """
 
-import json
 from pathlib import Path
 
+from smolalign.checkpoints.files import damaged, read_json_object, read_text
 from smolalign.checkpoints.nanotron_shards import Parameter
 from smolalign.checkpoints.plan import TensorPlan, slice_rows
 from smolalign.errors import SmolalignError
 
+_SIZES = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 _REFUSED = {
     "sliding_window_size": "nanotron applies its sliding window to RoPE layers and skips NoPE layers, transformers' "
                            "SmolLM3 does the opposite: the converted model would attend differently",
@@ -32,16 +33,36 @@ def read_model_config(step_dir: Path) -> tuple[dict, dict | None]:
     full = None
     yaml_path = step_dir / "config.yaml"
     if yaml_path.is_file():
-        full = yaml.safe_load(yaml_path.read_text()) or {}
-        model_config = ((full.get("model") or {}).get("model_config"))
+        try:
+            full = yaml.safe_load(read_text(yaml_path, "YAML file")) or {}
+        except yaml.YAMLError as exc:
+            raise damaged(yaml_path, f"not valid YAML ({str(exc).splitlines()[0]})") from None
+        full = full if isinstance(full, dict) else None  # not a mapping: it carries no model config
+        model = (full or {}).get("model")
+        model_config = model.get("model_config") if isinstance(model, dict) else None
         if isinstance(model_config, dict):
-            return model_config, full
+            return _checked(model_config, f"{yaml_path} (model.model_config)"), full
     json_path = step_dir / "model_config.json"
     if json_path.is_file():
-        return json.loads(json_path.read_text()), full
+        return _checked(read_json_object(json_path), str(json_path)), full
     raise SmolalignError(f"nanotron checkpoint {step_dir}: neither config.yaml (model.model_config) nor "
                          "model_config.json is there, so the architecture is unknown; copy one of them from the "
                          "training run into the step folder")
+
+
+def _checked(model_config: dict, where: str) -> dict:
+    """The sizes every conversion reads are positive integers (a hand-edited or damaged config fails here)."""
+    for key in _SIZES:
+        value = model_config.get(key)
+        if type(value) is not int or value < 1:
+            raise SmolalignError(f"{where}: {key} must be a positive integer, got {value!r}")
+    kv = model_config.get("num_key_value_heads")
+    if kv is not None and (type(kv) is not int or kv < 1):
+        raise SmolalignError(f"{where}: num_key_value_heads must be a positive integer, got {kv!r}")
+    if model_config["hidden_size"] % model_config["num_attention_heads"]:
+        raise SmolalignError(f"{where}: hidden_size {model_config['hidden_size']} is not a multiple of "
+                             f"num_attention_heads {model_config['num_attention_heads']}")
+    return model_config
 
 
 def architecture(model_config: dict, step_dir: Path) -> str:

@@ -7,12 +7,11 @@ metadata: `version`, `local_global_slices_pairs` ("start,stop,step|...#start,sto
 `unsharded_shape` ("(64, 64)" or, from numpy 2, "(np.int64(128), 64)").
 """
 
-import json
 import re
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from smolalign.checkpoints.files import damaged, read_safetensors_header
 from smolalign.errors import SmolalignError
 
 MIN_VERSION = (1, 2)
@@ -55,11 +54,13 @@ class Parameter:
         return count * _itemsize(self.dtype)
 
 
-def read_header(path: Path) -> dict:
-    """A safetensors file's JSON header (metadata under `__metadata__`), read without loading the data."""
-    with path.open("rb") as stream:
-        (size,) = struct.unpack("<Q", stream.read(8))
-        return json.loads(stream.read(size))
+def _shard_header(path: Path) -> dict:
+    """A nanotron shard's checked safetensors header: one tensor named `data` (slice metadata under `__metadata__`)."""
+    header = read_safetensors_header(path)
+    if set(header) - {"__metadata__"} != {"data"}:
+        raise damaged(path, "a nanotron weight file holds one tensor named 'data', this one holds "
+                            f"{sorted(k for k in header if k != '__metadata__')[:3]}")
+    return header
 
 
 def scan(step_dir: Path) -> dict[str, Parameter]:
@@ -84,7 +85,7 @@ def scan(step_dir: Path) -> dict[str, Parameter]:
 
 
 def _parameter(name: str, shards: list[Shard], step_dir: Path) -> Parameter:
-    headers = [read_header(s.path) for s in shards]
+    headers = [_shard_header(s.path) for s in shards]
     dtypes = {h["data"]["dtype"] for h in headers}
     if len(dtypes) != 1 or next(iter(dtypes)) not in DTYPES:
         raise SmolalignError(f"nanotron checkpoint {step_dir}: {name} has shards of dtypes {sorted(dtypes)}")
@@ -103,7 +104,12 @@ def _parameter(name: str, shards: list[Shard], step_dir: Path) -> Parameter:
                                  "metadata: checkpoints older than version 1.2 are not supported (re-save it with a "
                                  "recent nanotron)")
         require_version(version, f"{shard.path.relative_to(step_dir)}", step_dir)
-        this = parse_shape(meta["unsharded_shape"])
+        try:
+            this = parse_shape(meta.get("unsharded_shape", ""))
+            parse_slice_pairs(meta["local_global_slices_pairs"])
+        except ValueError:
+            raise damaged(shard.path, "its slice metadata (unsharded_shape, local_global_slices_pairs) is not in "
+                                      "nanotron's format") from None
         if shape is not None and this != shape:
             raise SmolalignError(f"nanotron checkpoint {step_dir}: shards of {name} disagree on its shape "
                                  f"({shape} vs {this})")
@@ -197,6 +203,8 @@ def _box(slices: tuple[slice, ...], shape: tuple[int, ...]) -> list[tuple[int, i
         return None
     box = []
     for s, size in zip(slices, shape, strict=True):
+        if s.step == 0:
+            return None
         start, stop, step = s.indices(size)
         if step != 1:
             return None

@@ -56,12 +56,11 @@ def sample_rows(inputs: EvalInputs, results: dict[str, dict[str, ModeSamples]]):
 
 def write_outputs(report: dict, rows, json_path: Path) -> Path:
     """eval.json at `json_path` and the samples beside it (NAME.samples.jsonl); returns the samples' path."""
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    from smolalign.atomic import write_atomically
+
+    write_atomically(json_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     samples_path = json_path.with_name(json_path.stem + ".samples.jsonl")
-    with samples_path.open("w") as stream:
-        for row in rows:
-            stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_atomically(samples_path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     return samples_path
 
 
@@ -151,6 +150,7 @@ def write_chart(report: dict, path: Path) -> None:
         axis.set_title(f"{mode} ({report['prompts']} prompts × {report['samples']})", fontsize=9)
     axes[0][0].legend(fontsize=8, loc="upper left")
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
+    from smolalign.atomic import save_figure
+
+    save_figure(figure, path)
     plt.close(figure)

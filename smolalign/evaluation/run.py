@@ -29,8 +29,9 @@ def evaluate(inputs: EvalInputs, *, json_path: Path | None = None, markdown_path
         samples = write_outputs(report, sample_rows(inputs, results), json_path)
         print(f"wrote {json_path} and {samples}")
     if markdown_path is not None:
-        markdown_path.parent.mkdir(parents=True, exist_ok=True)
-        markdown_path.write_text(render_markdown(report))
+        from smolalign.atomic import write_atomically
+
+        write_atomically(markdown_path, render_markdown(report))
         print(f"wrote {markdown_path}")
     if chart_path is not None:
         write_chart(report, chart_path)

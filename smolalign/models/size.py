@@ -2,8 +2,6 @@
 what the plan needs to say what a reference model costs in memory."""
 
 import functools
-import json
-import struct
 from pathlib import Path
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -45,9 +43,9 @@ def source_parameter_count(source) -> int | None:
 
 
 def _safetensors_count(path: Path) -> int:
-    with path.open("rb") as stream:
-        (size,) = struct.unpack("<Q", stream.read(8))
-        header = json.loads(stream.read(size))
+    from smolalign.checkpoints.files import read_safetensors_header
+
+    header = read_safetensors_header(path)
     total = 0
     for name, entry in header.items():
         if name == "__metadata__":

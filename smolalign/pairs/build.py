@@ -38,7 +38,7 @@ def is_up_to_date(recipe: Recipe) -> bool:
         return False
     try:
         return json.loads(report.read_text()).get("config") == config_key(recipe.pairs)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):  # a damaged report: generate again
         return False
 
 

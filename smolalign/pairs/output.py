@@ -11,9 +11,9 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
+from smolalign.atomic import write_atomically
 from smolalign.recipe.schema import PairsSection
 
 REPORT_SUFFIX = ".report.json"
@@ -97,19 +97,9 @@ def _json_or_none(line: str):
 
 
 def write_jsonl_atomically(path: Path, rows: list[dict]) -> None:
-    """Write to a temporary file in the same folder, then rename: readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w") as stream:
-        for row in rows:
-            stream.write(json.dumps(row, ensure_ascii=False) + "\n")
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(staging, path)
+    """Readers see the old file or the whole new one (smolalign.atomic)."""
+    write_atomically(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 def write_json_atomically(path: Path, value: dict) -> None:
-    handle, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w") as stream:
-        json.dump(value, stream, indent=2)
-    os.replace(staging, path)
+    write_atomically(path, json.dumps(value, indent=2))

@@ -105,8 +105,9 @@ def plot_runs(run_dirs: list[Path], output: Path) -> Path:
         raise SmolalignError(f"plotting needs matplotlib ({INSTALL_PLOT})") from None
     labels = run_labels(run_dirs)
     fig = figure([(label, read_metrics(run_dir)) for label, run_dir in zip(labels, run_dirs, strict=True)])
-    Path(output).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(output, dpi=100)
+    from smolalign.atomic import save_figure
+
+    save_figure(fig, Path(output))
     return Path(output)
 
 

@@ -4,10 +4,11 @@ if missing, the branch if one is named, and a model card made of the run's recip
 import json
 from pathlib import Path
 
+from smolalign.atomic import write_atomically
 from smolalign.errors import RunFailure
 from smolalign.recipe.schema import HubSection
 from smolalign.runs.manifest import write_manifest
-from smolalign.runs.rundir import MANIFEST_FILE, RECIPE_FILE
+from smolalign.runs.rundir import RECIPE_FILE, read_manifest
 
 CARD_FILE = "README.md"
 
@@ -21,7 +22,7 @@ def hub_api():
 def model_card(run_dir: Path, section: HubSection) -> str:
     """The hub's README.md: metadata the hub indexes, then the run's result, resolved recipe and manifest verbatim."""
     recipe_text = (run_dir / RECIPE_FILE).read_text()
-    manifest = json.loads((run_dir / MANIFEST_FILE).read_text())
+    manifest = read_manifest(run_dir)
     stage = manifest.get("stage", "")
     result = manifest.get("result") or {}
     lines = ["---", "library_name: transformers", "pipeline_tag: text-generation", "tags:", "- smolalign",
@@ -40,7 +41,7 @@ def push_model(run_dir: Path, model_dir: Path, section: HubSection, api=None) ->
     """Write the card into `model_dir`, push the folder as one commit and record it in the manifest; returns the
     commit's URL. A failure is a RunFailure that says the model is saved and how to push it by hand."""
     api = api or hub_api()
-    (model_dir / CARD_FILE).write_text(model_card(run_dir, section))
+    write_atomically(model_dir / CARD_FILE, model_card(run_dir, section))
     try:
         api.create_repo(section.repo_id, private=section.private, exist_ok=True)
         if section.revision:

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from smolalign import __version__
-from smolalign.runs.rundir import MANIFEST_FILE
+from smolalign.atomic import write_atomically
+from smolalign.runs.rundir import MANIFEST_FILE, read_manifest
 
 PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers", "bitsandbytes",
             "deepspeed", "vllm")
@@ -39,14 +40,13 @@ def git_revision(directory: Path) -> dict | None:
 
 
 def write_manifest(run_dir: Path, **sections) -> dict:
-    """Merge `sections` into the run's manifest (created on first call) and write it."""
-    path = run_dir / MANIFEST_FILE
-    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    """Merge `sections` into the run's manifest (created on first call) and replace the file atomically."""
+    manifest = read_manifest(run_dir)
     if "created" not in manifest:
         manifest["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         manifest["command"] = sys.argv
         manifest["versions"] = package_versions()
         manifest["git"] = git_revision(Path(__file__).resolve().parent)
     manifest.update(sections)
-    path.write_text(json.dumps(manifest, indent=2, default=str))
+    write_atomically(run_dir / MANIFEST_FILE, json.dumps(manifest, indent=2, default=str))
     return manifest

@@ -1,4 +1,5 @@
-"""metrics.jsonl in the run directory: every value the trainer logs, one JSON object per logging step."""
+"""metrics.jsonl in the run directory: every value the trainer logs, one JSON object per logging step, appended
+(a run killed mid-line leaves a torn line, which readers skip and the resumed run starts a new line after)."""
 
 import json
 from pathlib import Path
@@ -12,15 +13,30 @@ def metrics_callback(run_dir: Path):
     class MetricsFile(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and state.is_world_process_zero:
-                with open(run_dir / METRICS_FILE, "a") as stream:
-                    stream.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+                with open(run_dir / METRICS_FILE, "a+b") as stream:
+                    if stream.seek(0, 2):
+                        stream.seek(-1, 2)
+                        if stream.read(1) != b"\n":
+                            stream.write(b"\n")  # a line torn by a killed run: the new ones start on their own
+                    stream.write((json.dumps({"step": state.global_step, **logs}) + "\n").encode())
 
     return MetricsFile()
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
+    """The logged entries; a line cut off by a killed run (the only way one is not JSON) is left out."""
     path = Path(run_dir) / METRICS_FILE
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    if not path.is_file():
+        return []
+    entries = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and "step" in entry:
+            entries.append(entry)
+    return entries
 
 
 def summary(run_dir: Path, key: str = "loss", companions: tuple[str, ...] = ()) -> str:

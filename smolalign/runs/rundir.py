@@ -5,6 +5,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from smolalign.atomic import write_atomically
 from smolalign.errors import SmolalignError
 from smolalign.recipe.yamlio import dump_yaml
 
@@ -12,7 +13,6 @@ CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 RECIPE_FILE = "recipe.yaml"
 MANIFEST_FILE = "manifest.json"
 MODEL_DIR = "model"
-TRAINER_STATE = "trainer_state.json"
 
 
 def default_run_dir(recipe_source: str, stage: str) -> Path:
@@ -26,24 +26,36 @@ def default_run_dir(recipe_source: str, stage: str) -> Path:
 
 
 def last_checkpoint(run_dir: Path) -> Path | None:
-    """The newest complete checkpoint. The trainer writes trainer_state.json last, so a folder without it was cut
-    off while saving (a preempted or requeued job) and would fail to load."""
+    """The newest complete checkpoint (runs.checkpoint_files.damage), with a note for each newer one skipped; a
+    SmolalignError naming the damage when checkpoints exist but none is complete."""
+    from smolalign.runs.checkpoint_files import damage
+
     found = [(int(m.group(1)), p) for p in run_dir.glob("checkpoint-*") if (m := CHECKPOINT.match(p.name)) and p.is_dir()]
+    skipped = []
     for _, path in sorted(found, reverse=True):
-        if (path / TRAINER_STATE).is_file():
+        problem = damage(path)
+        if problem is None:
+            for name in skipped:
+                print(f"note: --resume: skipping damaged {name}; resuming from {path.name}", file=sys.stderr)
             return path
-        print(f"note: skipping {path}: it has no {TRAINER_STATE} (its save was interrupted)", file=sys.stderr)
+        skipped.append(f"{path.name} ({problem})")
+    if skipped:
+        raise SmolalignError(f"--resume: no complete checkpoint in {run_dir}: {'; '.join(skipped[:3])}; delete the "
+                             "damaged folders to start over with --resume, or pass --overwrite")
     return None
 
 
-def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> Path | None:
-    """Create or reuse the run directory; returns the checkpoint to resume from, if resuming."""
+def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> Path | None:
+    """Whether the run may use `run_dir`, deciding without writing anything; returns the checkpoint to resume from,
+    if resuming. The directory and its state files are written by `start_run_dir` once every check has passed."""
     if resume and overwrite:
         raise SmolalignError("--resume and --overwrite contradict each other; pick one")
     if run_dir.exists() and not run_dir.is_dir():
         raise SmolalignError(f"run directory {run_dir} is a file")
     non_empty = run_dir.is_dir() and any(run_dir.iterdir())
     if resume:
+        if (run_dir / MANIFEST_FILE).is_file():
+            read_manifest(run_dir)
         checkpoint = last_checkpoint(run_dir) if run_dir.is_dir() else None
         if checkpoint is not None:
             return checkpoint
@@ -53,30 +65,50 @@ def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> Path | N
             raise SmolalignError(f"--resume: {run_dir} holds a finished model and no checkpoint-* folder to resume "
                                  "from; pass --overwrite to train again")
         print(f"note: --resume: no checkpoint in {run_dir} yet, starting from the beginning", file=sys.stderr)
-        run_dir.mkdir(parents=True, exist_ok=True)
         return None
-    if non_empty:
-        if not overwrite:
-            raise SmolalignError(
-                f"run directory {run_dir} is not empty: pass --resume to continue it or --overwrite to start over")
+    if non_empty and not overwrite:
+        raise SmolalignError(
+            f"run directory {run_dir} is not empty: pass --resume to continue it or --overwrite to start over")
+    return None
+
+
+def start_run_dir(run_dir: Path, *, overwrite: bool) -> None:
+    """Empty (with --overwrite) and create the run directory: called once every check has passed."""
+    if overwrite and run_dir.is_dir() and any(run_dir.iterdir()):
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    return None
+
+
+def read_manifest(run_dir: Path) -> dict:
+    """manifest.json, or {} when there is none; a damaged one is named (exit 2), never overwritten."""
+    from smolalign.checkpoints.files import read_json_object
+
+    path = run_dir / MANIFEST_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return read_json_object(path)
+    except SmolalignError as exc:
+        raise SmolalignError(f"{exc}; or delete {path} and smolalign writes a new one (the run's record of versions "
+                             "and data is then lost)") from None
 
 
 def write_recipe(run_dir: Path, resolved: dict) -> None:
     """The resolved recipe; on resume, differences from the one the run started with are reported first."""
     path = run_dir / RECIPE_FILE
     text = dump_yaml(resolved)
-    if path.is_file() and path.read_text() != text:
+    if path.is_file() and path.read_text(errors="replace") != text:
         from smolalign.recipe.yamlio import load_yaml
 
-        before = load_yaml(path.read_text()) or {}
-        changed = sorted(_changed_keys(before, resolved))
+        try:
+            before = load_yaml(path.read_text(errors="replace")) or {}
+        except SmolalignError:  # a damaged previous recipe is kept aside as it is
+            before = {}
+        changed = sorted(_changed_keys(before, resolved)) or ["unreadable before"]
         print(f"warning: resuming with a changed recipe ({', '.join(changed)}); the previous one is kept as "
               f"{RECIPE_FILE}.previous")
         path.rename(run_dir / f"{RECIPE_FILE}.previous")
-    path.write_text(text)
+    write_atomically(path, text)
 
 
 def _changed_keys(before, after, prefix: str = "") -> set[str]:

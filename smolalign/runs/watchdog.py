@@ -3,7 +3,8 @@ server, when there is one) and interrupts the main thread when a step takes long
 server dies.
 
 The interrupt surfaces as `RunFailure` with the reason. If the main thread is stuck where Python cannot deliver the
-interrupt (inside a blocking C call), the process exits with code 3 after a grace period, printing the reason.
+interrupt (inside a blocking C call), the process exits with code 1 after a grace period, printing the reason: the
+same code as a `RunFailure`, since it is the same failure (README's exit-code contract).
 """
 
 import _thread
@@ -19,6 +20,7 @@ from smolalign.errors import RunFailure
 CHECK_EVERY = 1.0
 GRACE_AFTER_INTERRUPT = 120.0
 REPEAT_INTERRUPT = 5.0
+RUN_FAILURE_EXIT = 1
 
 
 class Watchdog:
@@ -71,7 +73,7 @@ class Watchdog:
             if self._stop.wait(REPEAT_INTERRUPT):
                 return
         print("error: the run did not stop after the interrupt; exiting", file=sys.stderr, flush=True)
-        os._exit(3)
+        os._exit(RUN_FAILURE_EXIT)
 
     def _reason(self) -> str | None:
         if self.server is not None and not self.server.alive():

@@ -45,8 +45,9 @@ def write_job(request: SlurmRequest) -> Path | None:
         sys.stdout.write(text)
         return None
     path = script_path(request, job.job_name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    from smolalign.atomic import write_atomically
+
+    write_atomically(path, text)
     path.chmod(0o755)
     print(f"wrote {path} (logs in {job.log_dir})")
     if request.submit:

@@ -18,7 +18,7 @@ from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
-from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
@@ -211,6 +211,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                              teacher_tokenizer, source_of(recipe, "teacher"))
         teacher.eval()
         teacher.requires_grad_(False)
+        start_run(recipe, hardware, run_dir, state, overwrite=overwrite)
         trainer = trainer_class(recipe.stage, recipe.method)(
             model=student, teacher_model=teacher, args=config, train_dataset=prompts, processing_class=tokenizer,
             peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir), watchdog.callback()])

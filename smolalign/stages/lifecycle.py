@@ -1,13 +1,20 @@
 """A training run from start to end, the same for every stage: the plan announced (and the dry run's resolved recipe),
-the run directory and manifest set up by the main process first, training with resume, the final save, the summary
-and the `eval:` section's evaluation, and the process group closed."""
+the run directory checked first and written by the main process once every check has passed, training with resume,
+the final save, the summary and the `eval:` section's evaluation, and the process group closed."""
 
 from pathlib import Path
 
 from smolalign.hardware import Hardware
 from smolalign.recipe.resolved import recipe_to_dict
 from smolalign.recipe.schema import Recipe
-from smolalign.runs.rundir import MODEL_DIR, default_run_dir, last_checkpoint, prepare_run_dir, write_recipe
+from smolalign.runs.rundir import (
+    MODEL_DIR,
+    check_run_dir,
+    default_run_dir,
+    last_checkpoint,
+    start_run_dir,
+    write_recipe,
+)
 
 
 def announce(recipe: Recipe, plan, dry_run: bool):
@@ -58,11 +65,10 @@ def leave_process_group() -> None:
 
 
 def open_run(recipe: Recipe, hardware: Hardware, output_dir: Path | None, *, resume: bool, overwrite: bool):
-    """(run directory, checkpoint to resume from, accelerate state). Call inside nothing; the caller prepares data
-    inside `state.main_process_first()` after this."""
+    """(run directory, checkpoint to resume from, accelerate state), with nothing written yet: the caller prepares
+    data inside `state.main_process_first()` and loads the models, then calls `start_run`, so a run refused by any
+    of those checks leaves the run directory as it was."""
     from accelerate import PartialState
-
-    from smolalign.runs.manifest import write_manifest
 
     run_dir = run_dir_of(recipe, output_dir)
     # cpu=True: without a GPU, only this makes accelerate join the processes torchrun started (gloo); otherwise
@@ -70,13 +76,22 @@ def open_run(recipe: Recipe, hardware: Hardware, output_dir: Path | None, *, res
     state = PartialState(cpu=not hardware.on_gpu)
     with state.main_process_first():
         if state.is_main_process:
-            checkpoint = prepare_run_dir(run_dir, resume=resume, overwrite=overwrite)
-            write_recipe(run_dir, recipe_to_dict(recipe))
-            write_manifest(run_dir, recipe=recipe.source, stage=recipe.stage, hardware=hardware.describe(),
-                           model={"source": recipe.model.source, "revision": recipe.model.revision})
+            checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
         else:
             checkpoint = last_checkpoint(run_dir) if resume else None
     return run_dir, checkpoint, state
+
+
+def start_run(recipe: Recipe, hardware: Hardware, run_dir: Path, state, *, overwrite: bool, **sections) -> None:
+    """On the main process, once every check has passed: the run directory (emptied first with --overwrite), the
+    resolved recipe and the manifest with `sections` (template, data, method: what the stage prepared)."""
+    from smolalign.runs.manifest import write_manifest
+
+    if state.is_main_process:
+        start_run_dir(run_dir, overwrite=overwrite)
+        write_recipe(run_dir, recipe_to_dict(recipe))
+        write_manifest(run_dir, recipe=recipe.source, stage=recipe.stage, hardware=hardware.describe(),
+                       model={"source": recipe.model.source, "revision": recipe.model.revision}, **sections)
 
 
 def run_dir_of(recipe: Recipe, output_dir: Path | None) -> Path:

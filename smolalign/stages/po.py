@@ -14,7 +14,7 @@ from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
-from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
@@ -170,7 +170,6 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     from smolalign.data.prepare_preference import prepare_preference_data
     from smolalign.models.load import load_model, load_tokenizer
     from smolalign.models.sources import source_of
-    from smolalign.runs.manifest import write_manifest
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     with state.main_process_first():
@@ -182,15 +181,15 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         data = prepare_preference_data(recipe, tokenizer, template, mixture=mixture)
     if state.is_main_process:
         print(f"data: {data.stats['train']}")
-        write_manifest(run_dir, template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
-                       data={"fingerprint": data.fingerprint, "stats": data.stats},
-                       method={"name": recipe.method.name, "trainer": recipe.method.trainer,
-                               "losses": list(recipe.method.losses), "weights": recipe.method.weights,
-                               "reference": reference_description(recipe, hardware)})
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     config = po_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the models load sharded
     model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
     reference = load_reference(recipe, dtype, hardware, tokenizer)
+    start_run(recipe, hardware, run_dir, state, overwrite=overwrite,
+              template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
+              data={"fingerprint": data.fingerprint, "stats": data.stats},
+              method={"name": recipe.method.name, "trainer": recipe.method.trainer, "losses": list(recipe.method.losses),
+                      "weights": recipe.method.weights, "reference": reference_description(recipe, hardware)})
     trainer = build_trainer(recipe, model, reference, tokenizer, data, config, run_dir)
     del model, reference  # the trainer holds them; finish() frees them before an evaluation
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)

@@ -13,7 +13,7 @@ from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
-from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
@@ -115,6 +115,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
         args = grpo_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
         model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
+        start_run(recipe, hardware, run_dir, state, overwrite=overwrite)
         trainer = trainer_class(recipe.stage, recipe.method)(
             model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train, eval_dataset=prompts.eval,
             processing_class=tokenizer, peft_config=peft_config(recipe),

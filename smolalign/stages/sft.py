@@ -9,7 +9,7 @@ from pathlib import Path
 from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
-from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
@@ -47,7 +47,6 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     from smolalign.data.prepare import prepare_sft_data
     from smolalign.models.load import load_model, load_tokenizer
     from smolalign.models.sources import source_of
-    from smolalign.runs.manifest import write_manifest
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     # Under a launcher, the main process converts models and tokenizes once; the others then read what it wrote.
@@ -57,11 +56,12 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     if state.is_main_process:
         print(f"data: {data.stats['train']} ({'from cache' if data.stats['cached'] else 'prepared'}, "
               f"key {data.fingerprint})")
-        write_manifest(run_dir, template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
-                       data={"fingerprint": data.fingerprint, "stats": data.stats})
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     config = sft_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the model load sharded
     model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
+    start_run(recipe, hardware, run_dir, state, overwrite=overwrite,
+              template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
+              data={"fingerprint": data.fingerprint, "stats": data.stats})
     trainer = build_trainer(recipe, model, tokenizer, data, config, run_dir)
     del model  # the trainer holds it; finish() frees it before an evaluation
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)

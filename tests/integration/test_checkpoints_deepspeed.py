@@ -14,7 +14,7 @@ from tiny_models import deepspeed_skip_reason
 
 from smolalign.checkpoints.convert import convert
 from smolalign.checkpoints.detect import detect
-from smolalign.checkpoints.nanotron_shards import read_header
+from smolalign.checkpoints.files import read_safetensors_header as read_header
 from smolalign.errors import SmolalignError
 
 HERE = Path(__file__).resolve().parent.parent

@@ -10,7 +10,8 @@ from conftest import SHARED
 from nanotron_writer import write_nanotron
 
 from smolalign.checkpoints.convert import convert
-from smolalign.checkpoints.nanotron_shards import parse_shape, parse_slice_pairs, read_header
+from smolalign.checkpoints.files import read_safetensors_header as read_header
+from smolalign.checkpoints.nanotron_shards import parse_shape, parse_slice_pairs
 from smolalign.errors import SmolalignError
 
 REAL = SHARED / "fixtures" / "nanotron-smollm3-tp2"

@@ -360,9 +360,12 @@ def test_a_recipe_with_bad_data_is_refused(cli, cluster, write_recipe, tmp_path)
 
 
 def test_plan_notes_an_existing_checkpoint_and_no_saves(cli, cluster, sft_recipe, tmp_path):
+    from checkpoint_bytes import trainer_checkpoint
+
     checkpoint = tmp_path / "runs" / "x" / "checkpoint-7"
-    checkpoint.mkdir(parents=True)
-    (checkpoint / "trainer_state.json").write_text("{}")
+    for name, content in trainer_checkpoint(7, "runs/x/").items():  # a complete one: weights, optimizer, state
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(content)
     code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "1", "-o", "runs/x", "--set",
                          "train.save_strategy='no'")
     assert code == 0, err

@@ -68,3 +68,20 @@ def test_a_run_that_ended_is_never_failed_by_a_late_decision(monkeypatch):
     dog.last_progress -= 10  # stale, but the run has ended
     time.sleep(0.2)
     assert dog.failure is None
+
+
+def test_a_run_that_never_stops_exits_with_the_run_failure_code(tmp_path):
+    """A main thread that cannot be interrupted (stuck in a C call; here: swallowing every interrupt) is ended by
+    the watchdog with exit code 1, the README's code for a failed run, not a code of its own."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import time\nfrom smolalign.runs import watchdog as w\n"
+              "w.CHECK_EVERY, w.REPEAT_INTERRUPT, w.GRACE_AFTER_INTERRUPT = 0.05, 0.1, 0.5\n"
+              "with w.stall_watchdog(0.2):\n    while True:\n        try:\n            time.sleep(0.01)\n"
+              "        except KeyboardInterrupt:\n            pass\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 1, done.stderr
+    assert "no training step finished" in done.stderr and "did not stop after the interrupt" in done.stderr
