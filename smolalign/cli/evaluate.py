@@ -14,6 +14,9 @@ Models = Annotated[list[str], typer.Argument(
                              "name with --backend openai); LABEL=MODEL names its column.")]
 Baseline = Annotated[str | None, typer.Option("--baseline", help="The model the others are compared with (paired "
                                                                  "differences with intervals); listed first.")]
+Compare = Annotated[list[str] | None, typer.Option("--compare", help="LABEL=BASE: compare model LABEL with model "
+                                                                   "BASE instead of with --baseline (each stage "
+                                                                   "with its input: po=sft). Repeatable.")]
 Data = Annotated[list[str], typer.Option("--data", help="Prompts: a .jsonl/.json/.parquet file or folder, or a hub "
                                                         "dataset; `prompt` or `messages`, plus the columns the rewards "
                                                         "read. Repeatable.")]
@@ -31,7 +34,7 @@ Samples = Annotated[int, typer.Option("--samples", "-k", help="K: answers per pr
 
 def evaluate_command(
     models: Models, data: Data, reward: Rewards, baseline: Baseline = None, params: Params = None,
-    threshold: Thresholds = None, modes: Modes = "think,no_think", samples: Samples = 1,
+    threshold: Thresholds = None, compare: Compare = None, modes: Modes = "think,no_think", samples: Samples = 1,
     max_new_tokens: Annotated[int, typer.Option(help="Generation budget per answer.")] = 256,
     backend: Annotated[str, typer.Option(help="transformers, vllm or openai (a running server, --base-url).")
                        ] = "transformers",
@@ -59,11 +62,12 @@ def evaluate_command(
     settings = dict(data=data, split=split, reward=reward, params=params or [], threshold=threshold or [],
                     modes=modes, samples=samples, max_new_tokens=max_new_tokens, backend=backend, base_url=base_url,
                     temperature=temperature, top_p=top_p, batch_size=batch_size, max_prompts=max_prompts, seed=seed)
-    evaluate(inputs_from_options(models, baseline, template, settings), json_path=json_out, markdown_path=markdown,
+    evaluate(inputs_from_options(models, baseline, template, settings, compare or []), json_path=json_out, markdown_path=markdown,
              chart_path=chart)
 
 
-def inputs_from_options(models: list[str], baseline: str | None, template: str, settings: dict):
+def inputs_from_options(models: list[str], baseline: str | None, template: str, settings: dict,
+                        compare: list[str] = ()):
     """The command line as checked evaluation inputs (exit 2 on any problem, before a model loads)."""
     from smolalign.evaluation.inputs import parse_model, prepare, unique_labels
     from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
@@ -85,7 +89,13 @@ def inputs_from_options(models: list[str], baseline: str | None, template: str, 
     if base is not None:
         parsed = [base, *[m for m in parsed if m.source != base.source]]
     parsed = unique_labels(parsed)
-    return prepare(section, parsed, parsed[0].label if base is not None else None, template)
+    compared_to = {}
+    for value in compare:
+        label, sep, other = value.partition("=")
+        if not sep:
+            raise SmolalignError(f"--compare {value!r}: expected LABEL=BASE, two model labels (po=sft)")
+        compared_to[label.strip()] = other.strip()
+    return prepare(section, parsed, parsed[0].label if base is not None else None, template, compared_to=compared_to)
 
 
 def _named(option: str, values: list[str], names: list[str]) -> list[tuple[str, str]]:

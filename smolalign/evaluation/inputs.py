@@ -42,6 +42,8 @@ class EvalInputs:
     template_name: str
     template_kwargs: dict = field(default_factory=dict)
     """Template kwargs other than enable_thinking (which each mode sets)."""
+    compared_to: dict[str, str] = field(default_factory=dict)
+    """Label -> the label its differences are taken to; empty: every other model to `baseline`."""
 
 
 def parse_model(spec: str) -> EvalModel:
@@ -66,14 +68,20 @@ def unique_labels(models: list[EvalModel]) -> list[EvalModel]:
 
 
 def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None, template_name: str,
-            template_kwargs: dict | None = None) -> EvalInputs:
-    """Check and read everything but the weights; `baseline` is the label of one of `models`."""
+            template_kwargs: dict | None = None, compared_to: dict[str, str] | None = None) -> EvalInputs:
+    """Check and read everything but the weights; `baseline` is the label of one of `models`, `compared_to` maps
+    labels of `models` to the label each is compared with instead (a stage with its own input)."""
     from rewards.registry import resolve_reward
     from smolalign.models.sources import resolve_source
     from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
     if baseline is not None and baseline not in {m.label for m in models}:
         raise SmolalignError(f"eval: the baseline {baseline!r} is not one of the models")
+    labels = [m.label for m in models]
+    for label, base in (compared_to or {}).items():
+        if label not in labels or base not in labels or label == base:
+            raise SmolalignError(f"eval: --compare {label}={base}: expected two different model labels of "
+                                 f"{', '.join(labels)}")
     if section.backend != "openai":
         for model in models:
             resolve_source(model.source)
@@ -83,7 +91,8 @@ def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None,
     for reward in section.rewards:
         rewards.append((reward, resolve_reward(reward.name, reward.params)))
     kwargs = {k: v for k, v in (template_kwargs or {}).items() if k != "enable_thinking"}
-    return EvalInputs(section, models, baseline, read_prompts(section, rewards), rewards, template_name, kwargs)
+    return EvalInputs(section, models, baseline, read_prompts(section, rewards), rewards, template_name, kwargs,
+                      dict(compared_to or {}))
 
 
 def read_prompts(section: EvalSection, rewards: list) -> list[EvalPrompt]:

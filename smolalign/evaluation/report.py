@@ -13,7 +13,7 @@ from smolalign.evaluation.metrics import CONFIDENCE, RESAMPLES, estimate, per_pr
 
 def build_report(inputs: EvalInputs, results: dict[str, dict[str, ModeSamples]]) -> dict:
     """eval.json's content: per model and mode every metric with its interval; per model the paired difference to
-    the baseline."""
+    the baseline, or to the model `inputs.compared_to` names for it."""
     section = inputs.section
     k = section.samples
     thresholds = {reward.name: reward.threshold for reward, _ in inputs.rewards}
@@ -31,12 +31,13 @@ def build_report(inputs: EvalInputs, results: dict[str, dict[str, ModeSamples]])
                             for mode, metrics in modes.items()} for label, modes in values.items()},
         "differences": {},
     }
-    if inputs.baseline is not None:
-        base = values[inputs.baseline]
-        report["differences"] = {
-            label: {mode: {name: estimate(v - base[mode][name], indices).as_dict() for name, v in metrics.items()}
-                    for mode, metrics in modes.items()}
-            for label, modes in values.items() if label != inputs.baseline}
+    compared_to = inputs.compared_to or ({label: inputs.baseline for label in values if label != inputs.baseline}
+                                         if inputs.baseline is not None else {})
+    report["compared_to"] = compared_to
+    report["differences"] = {
+        label: {mode: {name: estimate(v - values[base][mode][name], indices).as_dict() for name, v in metrics.items()}
+                for mode, metrics in values[label].items()}
+        for label, base in compared_to.items()}
     return report
 
 
@@ -90,11 +91,14 @@ def table_rows(report: dict, mode: str) -> list[tuple[str, list[list[str]]]]:
     tables = [(title, values)]
     if report["differences"]:
         others = [label for label in labels if label in report["differences"]]
-        differences = [["metric", *[f"{label} − {report['baseline']}" for label in others]]]
+        compared_to = report.get("compared_to") or dict.fromkeys(others, report["baseline"])
+        differences = [["metric", *[f"{label} − {compared_to[label]}" for label in others]]]
         for name in report["metrics"]:
             differences.append([name, *[_cell(name, report["differences"][label][mode][name], signed=True)
                                         for label in others]])
-        tables.append((f"{mode}: difference to {report['baseline']}, paired by prompt", differences))
+        bases = sorted(set(compared_to.values()))
+        to = f"difference to {bases[0]}" if len(bases) == 1 else "difference of each model to the one it is compared with"
+        tables.append((f"{mode}: {to}, paired by prompt", differences))
     return tables
 
 

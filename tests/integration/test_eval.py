@@ -135,6 +135,25 @@ def test_metrics_match_hand_computed_values(cli, server, questions, tmp_path):
     assert "difference to base, paired by prompt" in out and "good − base" in out
 
 
+def test_each_model_can_be_compared_with_its_own_baseline(cli, server, questions, tmp_path):
+    """--compare LABEL=BASE: differences to another model than --baseline (a stage to its own input)."""
+    out = tmp_path / "eval.json"
+    code, _, err = cli("eval", "base", "good", "again=base", "--backend", "openai", "--base-url", server, "--data",
+                       questions, "--reward", "math_accuracy,think_format", "--samples", "2", "--max-new-tokens", "16",
+                       "--compare", "base=good", "--compare", "again=base", "--json", out, "--markdown",
+                       tmp_path / "t.md")
+    assert code == 0, err
+    report = json.loads(out.read_text())
+    assert report["compared_to"] == {"base": "good", "again": "base"} and set(report["differences"]) == {"base", "again"}
+    think = report["differences"]["base"]["think"]
+    assert think["math_accuracy mean"]["value"] == pytest.approx(-2 / 3)
+    assert think["compliance"]["value"] == pytest.approx(-0.75)
+    assert think["length"]["value"] == pytest.approx(-4.75)
+    same = report["differences"]["again"]["no_think"]
+    assert same["math_accuracy mean"]["value"] == same["length"]["value"] == 0.0
+    assert "| metric | base − good | again − base |" in (tmp_path / "t.md").read_text()
+
+
 def test_intervals_contain_the_estimate_and_repeat_for_a_seed(cli, server, questions, tmp_path):
     reports = []
     for name, seed in (("a", "0"), ("b", "0"), ("c", "1")):
@@ -174,6 +193,8 @@ def no_model_loads(monkeypatch):
     (["--reward", "math_accuracy", "--threshold", "math_accuracy=high"], "'high' is not a number"),
     (["--reward", "math_accuracy", "--backend", "vllm2"], "unknown backend 'vllm2'"),
     (["--reward", "math_accuracy", "--backend", "openai"], "backend openai needs base_url"),
+    (["--reward", "math_accuracy", "--compare", "po=sft"], "--compare po=sft: expected two different model labels"),
+    (["--reward", "math_accuracy", "--compare", "po"], "--compare 'po': expected LABEL=BASE"),
 ])
 def test_bad_input_exits_2_before_any_model_loads(cli, tiny_dir, questions, tmp_path, no_model_loads, args, message):
     unsolved = write_jsonl(tmp_path / "unsolved.jsonl", [{"prompt": "What is 1 + 1?"}])

@@ -35,7 +35,7 @@ def test_quickstart_model_chats_and_stops(quickstart_run, think):
 
     from smolalign.chat import reply
 
-    answer = reply(str(quickstart_run / "model"), "What is 12 + 30?", think=think, max_new_tokens=96)
+    answer = reply(str(quickstart_run / "model"), "Which is larger, 38 or 83?", think=think, max_new_tokens=96)
     tokenizer = AutoTokenizer.from_pretrained(quickstart_run / "model")
     assert answer.strip()
     assert len(tokenizer(answer)["input_ids"]) < 90, "generation should stop at <|im_end|>, not run to the budget"
@@ -90,7 +90,7 @@ def quickstart_rl_run(quickstart_po_run):
 
 def test_quickstart_grpo_logs_every_reward(quickstart_rl_run):
     logged = [m for m in read_metrics(quickstart_rl_run) if "reward" in m]
-    assert len(logged) == 8
+    assert len(logged) == 16
     for name in ("math_accuracy", "think_format", "soft_overlong"):
         assert all(f"rewards/{name}/mean" in m for m in logged)
     assert (quickstart_rl_run / "model" / "config.json").is_file()
