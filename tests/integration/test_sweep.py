@@ -82,3 +82,46 @@ def test_two_cells_run_evaluate_compare_and_resume(cli, sweep_recipe, tmp_path):
     code, _, err = cli("sweep", sweep_recipe, "--grid", "train.learning_rate=0.05,0.0", "-o", out_dir)
     assert code == 0, err
     assert mtimes(cut_off / "model") == model_files and (cut_off / "eval.json").is_file()
+
+
+SCONTROL = """#!/bin/bash
+[[ $1 == show ]] && echo localhost
+"""
+
+
+@pytest.mark.slow  # about a minute on 2 CPU cores: accelerate starts a real process for the array task
+def test_slurm_array_task_trains_its_cell(cli, sweep_recipe, tmp_path, monkeypatch):
+    import os
+    import subprocess
+
+    from test_slurm_job_on_cpu import REPO, SRUN
+
+    from smolalign.launch import free_port
+
+    monkeypatch.chdir(tmp_path)
+    grid = ("--grid", "train.learning_rate=0.05,0.0", "-o", "sweep")
+    code, _, err = cli("sweep", sweep_recipe, *grid, "--launch", "ddp", "--slurm", "gpus-per-node=1", "--slurm",
+                       "script=job.sbatch", "--slurm", f"main-process-port={free_port()}")
+    assert code == 0, err
+    assert not (tmp_path / "sweep").exists()  # writing the job runs nothing
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    for name, text in (("scontrol", SCONTROL), ("srun", SRUN)):
+        (fake / name).write_text(text)
+        (fake / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "FAKE_DIR": str(fake),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+           "SLURM_JOB_NODELIST": "node1", "SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "sweep", "SLURM_CPUS_ON_NODE": "1",
+           "SLURM_ARRAY_TASK_ID": "1"}
+    job = subprocess.run(["bash", "job.sbatch"], env=env, capture_output=True, text=True, timeout=300)
+    assert job.returncode == 0, job.stderr + (fake / "task0.log").read_text()[-3000:]
+    cell = tmp_path / "sweep" / CELLS[1]
+    assert (cell / "model" / "config.json").is_file() and (cell / "eval.json").is_file()
+    assert "--array-task" in json.loads((cell / "manifest.json").read_text())["command"]
+    assert not (tmp_path / "sweep" / CELLS[0]).exists()  # task 1 ran cell 1 only
+
+    finished = mtimes(cell)
+    code, _, err = cli("sweep", sweep_recipe, *grid)  # after the job: the comparison, cell 1 not run again
+    assert code == 0, err
+    assert mtimes(cell) == finished
+    assert [row["cell"] for row in json.loads((tmp_path / "sweep" / "sweep.json").read_text())["rows"]] == list(CELLS)
