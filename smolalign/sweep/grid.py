@@ -34,7 +34,9 @@ def parse_grid(specs: list[str]) -> list[tuple[str, list[str]]]:
         if not sep or not key:
             raise SmolalignError(f"--grid {spec!r}: expected KEY=V1,V2 (e.g. train.learning_rate=1e-6,5e-6)")
         values = [value.strip() for value in text.split(",")]
-        if not text.strip() or any(not value for value in values):
+        if not text.strip():
+            raise SmolalignError(f"--grid {key}: no values; list them after =, separated by commas")
+        if any(not value for value in values):
             raise SmolalignError(f"--grid {key}: empty value in {text!r}; list values separated by commas")
         if key == "eval" or key.startswith("eval."):
             raise SmolalignError(f"--grid {key}: the eval: section is what the cells are compared with, so it must "

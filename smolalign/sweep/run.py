@@ -78,9 +78,10 @@ def run_sweep(request: SweepRequest) -> dict | None:
     if request.array_task:
         run_cell_here(_array_cell(sweep), overwrite=request.overwrite)
         return None
+    plans = check_cells(sweep)
     print(describe(sweep))
     if request.dry_run:
-        dry_run(sweep, request)
+        dry_run(sweep, request, plans)
         return None
     from smolalign.evaluation.run import check_stage_eval
 
@@ -103,19 +104,31 @@ def describe(sweep: Sweep) -> str:
     return "\n".join(lines)
 
 
-def dry_run(sweep: Sweep, request: SweepRequest) -> None:
-    """Each cell's command and plan (the stage's own checks: template, data, batch arithmetic), loading no weights."""
-    import shlex
-
+def check_cells(sweep: Sweep) -> list:
+    """Each cell's plan, from its stage's own checks before loading (model source, template, data, batch
+    arithmetic), so a cell that cannot run stops the sweep before the first one starts."""
     from smolalign.hardware import detect_hardware
     from smolalign.slurm.job import check_stage
 
     hardware = detect_hardware()
+    plans = []
     for run in sweep.runs:
+        try:
+            plans.append(check_stage(run.recipe, hardware, skip_data=False))
+        except USER_ERRORS as exc:
+            raise SmolalignError(f"sweep cell {run.cell.name}: {exc}") from None
+    return plans
+
+
+def dry_run(sweep: Sweep, request: SweepRequest, plans: list) -> None:
+    """Each cell's command and plan, loading no weights."""
+    import shlex
+
+    for run, plan in zip(sweep.runs, plans, strict=True):
         command = stage_command(run, sweep.recipe, overwrite=request.overwrite, launch=request.launch,
                                 num_processes=request.num_processes)
         print(f"\ncell {run.cell.index + 1}: {run.cell.name}\n  {shlex.join(['smolalign', *command[3:]])}")
-        print(check_stage(run.recipe, hardware, skip_data=False).render())
+        print(plan.render())
 
 
 def _array_cell(sweep: Sweep) -> CellRun:
