@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from smolalign.cli.options import RecipeArg
+from smolalign.cli.options import RecipeArg, SetOption
 
 Grid = Annotated[list[str] | None, typer.Option("--grid", "-g", help="KEY=V1,V2[,...]: values of one recipe key "
                                                                       "(as --set takes them); repeatable, the cells "
@@ -28,17 +28,19 @@ Slurm = Annotated[list[str] | None, typer.Option("--slurm", help="Write a Slurm 
 ArrayTask = Annotated[bool, typer.Option("--array-task", hidden=True, help="Run cell $SLURM_ARRAY_TASK_ID only.")]
 
 
-def sweep(recipe: RecipeArg, grid: Grid = None, seeds: Seeds = None, output_dir: OutputDir = None,
-          dry_run: DryRun = False, overwrite: Overwrite = False, resume: Resume = False, launch: Launch = None,
+def sweep(recipe: RecipeArg, grid: Grid = None, seeds: Seeds = None, set_: SetOption = None,
+          output_dir: OutputDir = None, dry_run: DryRun = False, overwrite: Overwrite = False, resume: Resume = False, launch: Launch = None,
           num_processes: NumProcesses = 1, slurm: Slurm = None, array_task: ArrayTask = False) -> None:
     """Run RECIPE once per cell of a grid (each a normal run directory named by its overrides), evaluate each with
     the recipe's eval: section and compare them with the first cell: intervals and paired differences."""
     from pathlib import Path
 
     from smolalign.sweep.run import SweepRequest, run_sweep
+    from smolalign.sweep.slurm import write_sweep_job
 
-    run_sweep(SweepRequest(recipe, grid or [], seeds, Path(output_dir) if output_dir else None, dry_run,
-                           overwrite and not resume, launch, num_processes, slurm or [], array_task))
+    request = SweepRequest(recipe, grid or [], seeds, Path(output_dir) if output_dir else None, dry_run,
+                           overwrite and not resume, launch, num_processes, slurm or [], set_ or [], array_task)
+    write_sweep_job(request) if request.slurm else run_sweep(request)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,6 +3,7 @@ its stage validates it, the `eval:` section required), then each cell brought to
 `--dry-run` prints the grid and each cell's plan; a Slurm array job (one task per cell) is written by
 smolalign.sweep.slurm from the same cells."""
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,8 @@ class SweepRequest:
     num_processes: int = 1
     slurm: list[str] = field(default_factory=list)
     """`--slurm KEY=VALUE` settings of the array job (nodes=1, partition=gpu, submit=true, ...)."""
+    overrides: list[str] = field(default_factory=list)
+    """`--set KEY=VALUE` overrides applied to every cell (not part of the cells' names)."""
     array_task: bool = False
     """Run only the cell $SLURM_ARRAY_TASK_ID, in this process (what each task of the array job runs)."""
 
@@ -49,15 +52,17 @@ def plan_sweep(request: SweepRequest, hardware=None) -> Sweep:
     if not isinstance(read_recipe(path).get("eval"), dict):
         raise SmolalignError(f"{path.name} has no eval: section: a sweep compares its cells with the recipe's "
                              "evaluation; add eval: (data and rewards, e.g. rewards: [{name: math_accuracy}])")
-    first = _validate(path, cells[0], None, hardware)
+    first = _validate(path, cells[0], None, hardware, request.overrides)
     directory = (request.output_dir or default_run_dir(str(path), first.stage)).expanduser().resolve()
-    runs = [_validate(path, cell, directory, hardware) for cell in cells]
+    runs = [_validate(path, cell, directory, hardware, request.overrides) for cell in cells]
     return Sweep(path, directory, axes, request.seeds, runs)
 
 
-def _validate(path: Path, cell: Cell, directory: Path | None, hardware) -> CellRun:
+def _validate(path: Path, cell: Cell, directory: Path | None, hardware, common: list[str]) -> CellRun:
     from smolalign.recipe.validate import load_recipe, recipe_stage
 
+    if common:
+        cell = dataclasses.replace(cell, overrides=(*common, *cell.overrides))
     overrides = [*cell.overrides, *CELL_OVERRIDES]
     try:
         stage = recipe_stage(str(path), overrides)
@@ -68,12 +73,7 @@ def _validate(path: Path, cell: Cell, directory: Path | None, hardware) -> CellR
 
 
 def run_sweep(request: SweepRequest) -> dict | None:
-    """Plan, then dry-run, write the Slurm job, run one array task, or run every cell and compare them."""
-    if request.slurm:
-        from smolalign.sweep.slurm import write_sweep_job
-
-        write_sweep_job(request)
-        return None
+    """Plan, then dry-run, run one array task, or run every cell and compare them (`--slurm`: sweep.slurm)."""
     sweep = plan_sweep(request)
     if request.array_task:
         run_cell_here(_array_cell(sweep), overwrite=request.overwrite)

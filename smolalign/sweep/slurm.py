@@ -66,6 +66,7 @@ def write_sweep_job(request) -> Path | None:
             raise SmolalignError(f"sweep cell {run.cell.name}: {exc}") from None
     job, plan, notes = built[0]
     arguments = [word for spec in request.grid for word in ("--grid", spec)]
+    arguments += [word for override in request.overrides for word in ("--set", override)]
     if request.seeds is not None:
         arguments += ["--seeds", str(request.seeds)]
     arguments += ["--output-dir", str(sweep.directory), "--array-task"]

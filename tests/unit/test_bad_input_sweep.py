@@ -32,6 +32,8 @@ CASES = [
          ("train.learnin_rate", "learning_rate"), _FILES),
     Case("grid-unknown-section", _sweep("--grid", "trian.learning_rate=1e-3,1e-4"), ("trian", "did you mean train"),
          _FILES),
+    Case("set-unknown-key", _sweep("--grid", "train.max_steps=1,2", "--set", "train.warmup_step=1"),
+         ("train.warmup_step", "warmup_steps"), _FILES),
     Case("grid-wrong-type", _sweep("--grid", "train.max_steps=2,three"), ("train.max_steps", "three"), _FILES),
     Case("grid-wrong-type-own-section", _sweep("--grid", "template.name=smollm3,7"), ("template.name",), _FILES),
     Case("grid-empty", _sweep(), ("--grid",), _FILES),
