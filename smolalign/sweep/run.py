@@ -52,13 +52,19 @@ def plan_sweep(request: SweepRequest, hardware=None) -> Sweep:
     if not isinstance(read_recipe(path).get("eval"), dict):
         raise SmolalignError(f"{path.name} has no eval: section: a sweep compares its cells with the recipe's "
                              "evaluation; add eval: (data and rewards, e.g. rewards: [{name: math_accuracy}])")
-    first = _validate(path, cells[0], None, hardware, request.overrides)
-    directory = (request.output_dir or default_run_dir(str(path), first.stage)).expanduser().resolve()
+    if request.output_dir is None:
+        from smolalign.recipe.validate import recipe_stage
+
+        try:
+            stage = recipe_stage(str(path), [*request.overrides, *cells[0].overrides])
+        except USER_ERRORS as exc:
+            raise SmolalignError(f"sweep cell {cells[0].name}: {exc}") from None
+    directory = (request.output_dir or default_run_dir(str(path), stage)).expanduser().resolve()
     runs = [_validate(path, cell, directory, hardware, request.overrides) for cell in cells]
     return Sweep(path, directory, axes, request.seeds, runs)
 
 
-def _validate(path: Path, cell: Cell, directory: Path | None, hardware, common: list[str]) -> CellRun:
+def _validate(path: Path, cell: Cell, directory: Path, hardware, common: list[str]) -> CellRun:
     from smolalign.recipe.validate import load_recipe, recipe_stage
 
     if common:
@@ -69,7 +75,7 @@ def _validate(path: Path, cell: Cell, directory: Path | None, hardware, common: 
         recipe = load_recipe(str(path), overrides, stage, hardware)
     except USER_ERRORS as exc:
         raise SmolalignError(f"sweep cell {cell.name}: {exc}") from None
-    return CellRun(cell, stage, (directory or Path()) / cell.name, recipe)
+    return CellRun(cell, stage, directory / cell.name, recipe)
 
 
 def run_sweep(request: SweepRequest) -> dict | None:
