@@ -19,9 +19,10 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from smolalign.cli import chat, convert, data, evaluate, launch, plot, recipes, rewards, template, train
+    from smolalign.cli import chat, convert, data, evaluate, launch, plot, recipes, rewards, sweep, template, train
 
     train.register(app)
+    sweep.register(app)
     app.add_typer(launch.app, name="launch", rich_help_panel="Train")
     evaluate.register(app)
     app.add_typer(recipes.app, name="recipes", rich_help_panel="Recipes")

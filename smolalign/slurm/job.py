@@ -32,7 +32,11 @@ def write_job(request: SlurmRequest) -> Path | None:
     """Check, render and write the script (stdout for `--script -`); returns the file written, if any."""
     if request.submit and request.script == "-":
         raise SmolalignError("--submit needs a script file; drop --script - or --submit")
-    job, plan, notes = build_job(request)
+    return emit_job(request, *build_job(request))
+
+
+def emit_job(request: SlurmRequest, job: SlurmJob, plan, notes: list[str]) -> Path | None:
+    """Print the plan and notes, write the script (or print it for `--script -`) and submit it if asked."""
     to_stdout = request.script == "-"
     report = sys.stderr if to_stdout else sys.stdout
     if plan is not None:

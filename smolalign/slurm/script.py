@@ -53,6 +53,8 @@ class SlurmJob:
     """Shell lines run before the environment is activated (module load ...)."""
     command: str = ""
     """The command line that wrote the script, recorded at its top."""
+    array: int = 0
+    """A Slurm array of this many tasks (a sweep: one per cell, each picks its cell by $SLURM_ARRAY_TASK_ID)."""
 
     @property
     def total_nodes(self) -> int:
@@ -74,8 +76,11 @@ def render_script(job: SlurmJob) -> str:
 def _header(job: SlurmJob) -> str:
     options = [("job-name", job.job_name), ("nodes", str(job.total_nodes)), ("ntasks-per-node", "1"),
                ("gres", f"gpu:{job.gpus_per_node}"), ("exclusive", ""), ("mem", "0"), ("requeue", ""),
-               ("signal", f"B:USR1@{job.signal_seconds}"), ("open-mode", "append"),
-               ("output", f"{job.log_dir}/%x-%j.out"), ("error", f"{job.log_dir}/%x-%j.err")]
+               ("signal", f"B:USR1@{job.signal_seconds}"), ("open-mode", "append")]
+    log = "%x-%A_%a" if job.array else "%x-%j"  # an array task's log carries the array's id and its own index
+    options += [("output", f"{job.log_dir}/{log}.out"), ("error", f"{job.log_dir}/{log}.err")]
+    if job.array:
+        options.append(("array", f"0-{job.array - 1}"))
     given = dict(job.sbatch)
     if given.keys() & {"mem-per-cpu", "mem-per-gpu"}:  # sbatch refuses them next to --mem
         options = [option for option in options if option[0] != "mem"]
@@ -90,6 +95,9 @@ def _header(job: SlurmJob) -> str:
         "# USR1 (sent before the time limit) requeues the job; every run passes --resume, so a requeued job continues",
         "# from the last checkpoint. Preempted jobs are requeued by Slurm itself (--requeue).",
     ]
+    if job.array:
+        lines.append(f"# An array of {job.array} tasks, one per sweep cell: each trains and evaluates cell "
+                     "$SLURM_ARRAY_TASK_ID.")
     if job.command:
         lines.append(f"# Written by: {job.command}")
     return "\n".join(lines)

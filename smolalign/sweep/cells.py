@@ -1,0 +1,110 @@
+"""A sweep's cells on disk and how each one runs: a cell is a normal run directory, finished when its model is saved
+and its `eval:` evaluation written. A finished cell is skipped, a trained one only evaluated, a cut-off one resumed
+(`--resume`), and a new one started, each through the normal run path: `smolalign STAGE RECIPE --set ... -o CELL`
+in a process of its own (so one cell's memory and state never reach the next), or in this process when it is one
+task of a Slurm array."""
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from smolalign.errors import RunFailure
+from smolalign.evaluation.run import EVAL_FILE
+from smolalign.recipe.schema import Recipe
+from smolalign.runs.rundir import MANIFEST_FILE, MODEL_DIR
+from smolalign.sweep.grid import Cell
+
+SAMPLES_FILE = Path(EVAL_FILE).stem + ".samples.jsonl"
+CELL_OVERRIDES = ("eval.before=false",)
+"""Set in every cell: the cells are compared with each other (the first one is the baseline), so evaluating each
+cell's input model again would only repeat work."""
+
+
+@dataclass(frozen=True)
+class CellRun:
+    cell: Cell
+    stage: str
+    run_dir: Path
+    recipe: Recipe
+    """The cell's validated recipe (its overrides applied)."""
+
+    @property
+    def overrides(self) -> list[str]:
+        return [*self.cell.overrides, *CELL_OVERRIDES]
+
+
+def cell_state(run_dir: Path) -> str:
+    """done (model saved, evaluation written), evaluate (model saved), resume (cut off) or new."""
+    trained = (run_dir / MODEL_DIR).is_dir() and "result" in _manifest(run_dir)
+    if trained and (run_dir / EVAL_FILE).is_file() and (run_dir / SAMPLES_FILE).is_file():
+        return "done"
+    if trained:
+        return "evaluate"
+    return "resume" if run_dir.is_dir() and any(run_dir.iterdir()) else "new"
+
+
+def _manifest(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def stage_command(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | None, num_processes: int) -> list[str]:
+    """The `smolalign STAGE` command line that trains a cell (and evaluates it when it ends)."""
+    command = [sys.executable, "-m", "smolalign", run.stage, str(recipe)]
+    for override in run.overrides:
+        command += ["--set", override]
+    command += ["--output-dir", str(run.run_dir)]
+    if overwrite:
+        command.append("--overwrite")
+    elif cell_state(run.run_dir) == "resume":
+        command.append("--resume")
+    if launch is not None:
+        command += ["--launch", launch, "--num-processes", str(num_processes)]
+    return command
+
+
+def run_cell(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | None, num_processes: int) -> None:
+    """Bring one cell to done in a process of its own (its evaluation in this one, if only that is missing)."""
+    state = "new" if overwrite else cell_state(run.run_dir)
+    print(f"sweep: cell {run.cell.index + 1} {run.cell.name}: {_doing[state]}", flush=True)
+    if state == "done":
+        return
+    if state == "evaluate":
+        evaluate_cell(run)
+        return
+    command = stage_command(run, recipe, overwrite=overwrite, launch=launch, num_processes=num_processes)
+    code = subprocess.run(command).returncode
+    if code:
+        raise RunFailure(f"sweep cell {run.cell.name}: `smolalign {run.stage}` exited with {code} (see above); run "
+                         "the sweep again to resume it")
+    if cell_state(run.run_dir) != "done":
+        raise RunFailure(f"sweep cell {run.cell.name}: the run ended without a saved model and {EVAL_FILE} in "
+                         f"{run.run_dir}")
+
+
+_doing = {"done": "finished, skipped", "evaluate": "trained, evaluating", "resume": "cut off, resuming",
+          "new": "training"}
+
+
+def run_cell_here(run: CellRun, *, overwrite: bool) -> None:
+    """One cell in this process, which a launcher started (a Slurm array task): every process trains it."""
+    from smolalign.recipe.methods import run_stage
+
+    state = "new" if overwrite else cell_state(run.run_dir)
+    print(f"sweep: cell {run.cell.index + 1} {run.cell.name}: {_doing[state]}", flush=True)
+    if state == "evaluate" and int(os.environ.get("RANK", "0")) == 0:
+        evaluate_cell(run)
+    elif state in ("new", "resume"):
+        run_stage(run.recipe, output_dir=run.run_dir, resume=state == "resume", overwrite=overwrite)
+
+
+def evaluate_cell(run: CellRun) -> None:
+    """The recipe's `eval:` section on the cell's saved model, as the stage runs it when it ends."""
+    from smolalign.evaluation.run import check_stage_eval, evaluate_stage
+
+    evaluate_stage(check_stage_eval(run.recipe), run.run_dir, run.run_dir / MODEL_DIR)
