@@ -19,7 +19,7 @@ from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
-from smolalign.stages.trainer_config import peft_config, trl_config
+from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 DEFAULT_LEARNING_RATE = {"full": 1e-5, "lora": 1e-4}
@@ -104,6 +104,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     student, _ = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
     teacher = load_teacher_tokenizer(recipe)
     pairing = pair_tokenizers(recipe, student, teacher)
+    check_config(recipe, lambda r, h, d, o: distill_config(r, pairing, h, d, o, teacher_dir=o))
     size, teacher_dtype = check_teacher_memory(recipe, hardware)
     prompts = load_distill_data(recipe, pairing)
     plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")

@@ -15,7 +15,7 @@ from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
-from smolalign.stages.trainer_config import peft_config, trl_config
+from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 KTO_NEEDS_BATCH = ("kto",)
@@ -41,6 +41,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
 
     check_recipe(recipe)
     source_of(recipe)
+    check_config(recipe, po_config)
     if recipe.reference.kind == "source":
         source_of(recipe, "reference")
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)

@@ -14,7 +14,7 @@ from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
-from smolalign.stages.trainer_config import peft_config, trl_config
+from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 
@@ -25,7 +25,8 @@ def build_rewards(recipe: Recipe) -> list:
 
 
 def check_batch(recipe: Recipe, hardware: Hardware) -> None:
-    """What GRPOConfig would refuse: generation batches that split prompt groups, groups of one."""
+    """What GRPOConfig would refuse: generation batches that split prompt groups (groups of one are refused with the
+    other ranges, `recipe.train_section.RANGES`)."""
     settings = recipe.settings
     generations = settings["num_generations"]
     _, batch = settings.generation_batches()
@@ -35,8 +36,6 @@ def check_batch(recipe: Recipe, hardware: Hardware) -> None:
                  f"generation batch (per-device {settings.per_device_batch} × accumulation × {settings.world_size} "
                  f"processes = {batch}); change one of them or set train.generation_batch_size")
         raise SmolalignError(f"train.num_generations {generations} must divide the {where}")
-    if generations < 2:
-        raise SmolalignError("train.num_generations must be at least 2 (GRPO compares the answers of a group)")
 
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
@@ -47,6 +46,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     source_of(recipe)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     check_batch(recipe, hardware)
+    check_config(recipe, grpo_config, None)
     rewards = build_rewards(recipe)
     prompts = recipe_prompts(recipe)
     check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)],

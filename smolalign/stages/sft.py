@@ -10,7 +10,7 @@ from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
-from smolalign.stages.trainer_config import peft_config, trl_config
+from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 
@@ -23,6 +23,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     from smolalign.models.sources import source_of
 
     source_of(recipe)
+    check_config(recipe, sft_config)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     mixture = build_mixture(recipe.data)
     if template is not None:

@@ -1,12 +1,40 @@
 """The TRL config and LoRA config a stage hands its trainer: the run's settings with the precision this hardware
 decides, the run directory, the values smolalign sets itself, and DeepSpeed's config when a launcher handed one."""
 
+import contextvars
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, precision_flags
 from smolalign.recipe.schema import Recipe
+
+_CHECKING: contextvars.ContextVar[bool] = contextvars.ContextVar("config_check", default=False)
+
+
+def check_config(recipe: Recipe, builder: Callable, *args, **kwargs) -> None:
+    """Build the stage's TRL config once before anything loads (`builder(recipe, hardware, dtype, run_dir, ...)`, the
+    stage's own config function), so TRL's and transformers' own `__post_init__` checks run in the dry run and in
+    `launch slurm`. Built for this machine's precision (transformers refuses bf16 where it cannot check it), without
+    the launcher's DeepSpeed config; creates nothing."""
+    from smolalign.hardware import detect_hardware, resolve_dtype
+    from smolalign.stages.lifecycle import run_dir_of
+
+    hardware = detect_hardware()
+    token = _CHECKING.set(True)
+    try:
+        builder(recipe, hardware, resolve_dtype(recipe.model.dtype, hardware), run_dir_of(recipe, None), *args,
+                **kwargs)
+    finally:
+        _CHECKING.reset(token)
+
+
+def _config_error(exc: Exception, train: dict) -> SmolalignError:
+    """TRL's ValueError as one line naming the recipe key it is about (the longest `train:` key it mentions)."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    named = sorted((k for k in train if k in str(exc)), key=len, reverse=True)
+    return SmolalignError(f"train.{named[0]}: {message}" if named else f"train: {message}")
 
 
 def trl_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, train: dict | None = None, **fixed):
@@ -21,18 +49,20 @@ def trl_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, tr
     if hardware.on_gpu:
         train = {**flags, **train}
     else:
-        if train.get("bf16") or train.get("fp16"):
+        if (train.get("bf16") or train.get("fp16")) and not _CHECKING.get():
             print("note: no GPU here, so bf16/fp16 are off and the run is float32 on CPU", file=sys.stderr)
         train.update(flags)
     train.update(output_dir=str(run_dir), **fixed)
     train.setdefault("report_to", "none")
-    deepspeed = deepspeed_from_launcher()
+    if _CHECKING.get():
+        train.pop("deepspeed", None)  # DeepSpeed's config object would start its communication layer
+    deepspeed = None if _CHECKING.get() else deepspeed_from_launcher()
     if deepspeed is not None:
         train["deepspeed"] = deepspeed
     try:
         config = config_class(recipe.stage, recipe.method)(**train)
     except (ValueError, TypeError) as exc:
-        raise SmolalignError(f"train: {exc}") from None
+        raise _config_error(exc, recipe.settings.train) from None
     if deepspeed is not None and not hardware.on_gpu:
         # With use_cpu the trainer joins the processes through a plain gloo group and never starts DeepSpeed's
         # communication layer; ZeRO-3's load-time sharding would then see a world of 1. Start it here, after the
