@@ -36,6 +36,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Template, data (unless the pairs are still to be generated), batch rules; returns (plan, mixture or None)."""
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare_preference import require_preference_format
+    from smolalign.data.sample import check_preference_rows, check_prompt_rows
     from smolalign.models.sources import source_of
     from smolalign.pairs.build import is_up_to_date
 
@@ -49,11 +50,18 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     if recipe.pairs is None or is_up_to_date(recipe):
         mixture = build_mixture(recipe.data)
         require_preference_format(mixture.format, recipe.method.trainer)
+        checked = check_preference_rows(recipe, mixture)
+    else:
+        from smolalign.data.prompts import source_prompts
+
+        prompts = source_prompts(recipe.pairs.prompts, recipe.data.seed)
+        checked = check_prompt_rows(recipe, prompts.train, recipe.data.seed, recipe.template.kwargs)
     rows = len(mixture.train) if mixture is not None else None
     if mixture is not None and recipe.method.trainer == "kto" and mixture.format == "preference":
         rows *= 2  # each pair becomes a desirable and an undesirable row
     plan = make_plan(recipe, hardware, template, rows, data_format=mixture.format if mixture else "preference")
     add_preference_rows(plan, recipe, hardware)
+    plan.rows["data check"] = checked.describe() + ("" if mixture is not None else " (the pairs' prompts)")
     return plan, mixture
 
 

@@ -40,7 +40,8 @@ def check_batch(recipe: Recipe, hardware: Hardware) -> None:
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     from rewards.registry import check_reward_columns
-    from smolalign.data.prompts import recipe_prompts
+    from smolalign.data.prompts import read_prompt_rows, recipe_prompts
+    from smolalign.data.sample import check_prompt_rows
     from smolalign.models.sources import source_of
 
     source_of(recipe)
@@ -48,12 +49,15 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     check_batch(recipe, hardware)
     check_config(recipe, grpo_config, None)
     rewards = build_rewards(recipe)
-    prompts = recipe_prompts(recipe)
+    rows = read_prompt_rows(recipe.data)
+    checked = check_prompt_rows(recipe, rows.train, recipe.data.seed, recipe.template.kwargs)
+    prompts = recipe_prompts(recipe, rows)
     check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)],
                          prompts.train.column_names)
     plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
     add_rl_rows(plan, recipe)
     add_sandbox_row(plan, rewards)
+    plan.rows["data check"] = checked.describe()
     return plan, prompts, rewards
 
 

@@ -20,6 +20,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     from smolalign.data.encode import require_generation_markers
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare import Layout
+    from smolalign.data.sample import check_sft_rows
     from smolalign.models.sources import source_of
 
     source_of(recipe)
@@ -28,7 +29,10 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     mixture = build_mixture(recipe.data)
     if template is not None:
         require_generation_markers(template, mixture.format, Layout.from_recipe(recipe).loss)
-    return make_plan(recipe, hardware, template, len(mixture.train), data_format=mixture.format), mixture
+    checked = check_sft_rows(recipe, mixture)
+    plan = make_plan(recipe, hardware, template, len(mixture.train), data_format=mixture.format)
+    plan.rows["data check"] = checked.describe()
+    return plan, mixture
 
 
 def sft_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
