@@ -39,7 +39,7 @@ def check_batch(recipe: Recipe, hardware: Hardware) -> None:
 
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
-    from rewards.registry import check_reward_columns
+    from rewards.registry import check_reward_call, check_reward_columns, check_reward_signature, is_user_reward
     from smolalign.data.prompts import read_prompt_rows, recipe_prompts
     from smolalign.data.sample import check_prompt_rows
     from smolalign.models.sources import source_of
@@ -54,6 +54,10 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     prompts = recipe_prompts(recipe, rows)
     check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)],
                          prompts.train.column_names)
+    for spec, reward in zip(recipe.rewards, rewards, strict=True):
+        if is_user_reward(spec.name):
+            check_reward_signature(spec.name, reward, prompts.train.column_names)
+            check_reward_call(spec.name, reward, prompts.train[0])
     plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
     add_rl_rows(plan, recipe)
     add_sandbox_row(plan, rewards)
