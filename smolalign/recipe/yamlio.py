@@ -46,7 +46,8 @@ def load_yaml(text: str, source: str = "<string>") -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise SmolalignError(f"{source}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise SmolalignError(f"{source}{where}: invalid YAML ({problem})") from None
 
 
 def parse_value(text: str) -> Any:

@@ -32,7 +32,7 @@ def check_config(recipe: Recipe, builder: Callable, *args, **kwargs) -> None:
 
 def _config_error(exc: Exception, train: dict) -> SmolalignError:
     """TRL's ValueError as one line naming the recipe key it is about (the longest `train:` key it mentions)."""
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    message = " ".join(str(exc).split()) or type(exc).__name__
     named = sorted((k for k in train if k in str(exc)), key=len, reverse=True)
     return SmolalignError(f"train.{named[0]}: {message}" if named else f"train: {message}")
 
