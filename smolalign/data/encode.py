@@ -13,7 +13,7 @@ from typing import Any
 
 from rewards.think_mode import row_mode
 from smolalign.data.mixture import ORIGIN, decoded
-from smolalign.data.rows import kind, messages_problem, missing_problem, text_or_messages_problem
+from smolalign.data.rows import kind, messages_problem, missing_problem
 from smolalign.errors import SmolalignError
 from smolalign.templates.registry import ChatTemplate
 from smolalign.templates.render import render, rendered_think_mode
@@ -126,9 +126,9 @@ class Encoder:
         if self.format == "messages":
             return messages_problem(values["messages"])
         prompt, completion = values["prompt"], values["completion"]
-        if isinstance(prompt, str) != isinstance(completion, str):
-            return "prompt and completion must both be text or both be messages"
-        return text_or_messages_problem(prompt, "prompt") or text_or_messages_problem(completion, "completion")
+        if isinstance(prompt, str):
+            return "" if isinstance(completion, str) else f"completion must be text, as the prompt is, got {kind(completion)}"
+        return messages_problem(prompt, "prompt") or messages_problem(completion, "completion")
 
     def think_problem(self, messages: list[dict], kwargs: dict, text: str) -> str:
         if not self.template.is_hybrid:

@@ -91,12 +91,16 @@ def load_source(source: SourceSection):
                 raise SmolalignError(f"data source {source.path}: mixes JSON and Parquet files; split it into two sources")
             for file in files:
                 check_json_file(file)
+            verbosity = datasets.logging.get_verbosity()
+            datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # a row it cannot parse is logged with a traceback first
             try:
                 dataset = datasets.load_dataset(builders.pop(), data_files=[str(f) for f in files], split="train")
             except Exception:
                 for file in files:
                     check_json_rows(file)  # names the row datasets could not read, if it is one
                 raise
+            finally:
+                datasets.logging.set_verbosity(verbosity)
         else:
             dataset = datasets.load_dataset(source.path, source.name, split=source.split)
     except SmolalignError:
