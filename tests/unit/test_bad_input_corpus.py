@@ -104,6 +104,8 @@ RECIPE_FILES = [
          {"r.yaml": sft_recipe(peft={"rank": 8}), "chat.jsonl": _CHAT}),
     Case("recipe-global-batch-indivisible", DRY, ("launch.global_batch_size",),
          {"r.yaml": sft_recipe(launch={"global_batch_size": 3}), "chat.jsonl": _CHAT}),
+    Case("data-missing-file", DRY, ("{dir}/missing.jsonl",),
+         {"r.yaml": sft_recipe(data={"sources": [{"path": "{dir}/missing.jsonl"}]})}),
     Case("recipe-hub-id-offline", DRY, ("models/not_here", "HF_HUB_OFFLINE"),
          {"r.yaml": sft_recipe(model={"source": "models/not_here"}), "chat.jsonl": _CHAT}),
 ]
