@@ -56,8 +56,8 @@ def tokenizer_for(recipe):
     source = source_of(recipe)
     found = preflight_tokenizer(recipe.model, recipe.template.name, source)
     if found is None:
-        return None, (f"model.source {source.label} is a hub id not in the local cache, so neither it nor its "
-                      "tokenizer was checked (a dry run downloads nothing)")
+        return None, (f"model.source {source.label} is a hub id not in this machine's cache, so neither it nor "
+                      "its tokenizer was checked (a dry run downloads nothing)")
     return found, ""
 
 

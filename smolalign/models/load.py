@@ -113,7 +113,10 @@ def preflight_tokenizer(section: ModelSection, template_name: str, source: Model
 
     where, kwargs = local_dir(source) if _converted(source) else source.location, {}
     if source.kind == "hub" and not _in_hub_cache(source):
-        if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        from smolalign.preflight import for_another_machine
+
+        offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+        if offline and not for_another_machine():  # a Slurm job's nodes may reach the hub, or have their own cache
             raise SmolalignError(f"model.source {source.label}: not a local directory and not in the hub cache, and "
                                  "HF_HUB_OFFLINE is set; download it first (hf download "
                                  f"{source.location}) or point model.source at a directory")

@@ -41,9 +41,15 @@ class ChatTemplate:
 
 
 def _compiled(template: ChatTemplate) -> ChatTemplate:
-    from smolalign.templates.render import check_compiles
+    """The template, once transformers compiled it; a Jinja syntax error is refused naming its file and line,
+    before any row is rendered."""
+    from jinja2 import TemplateSyntaxError
+    from transformers.utils.chat_template_utils import _compile_jinja_template
 
-    check_compiles(template)
+    try:
+        _compile_jinja_template(template.text)
+    except TemplateSyntaxError as exc:
+        raise SmolalignError(f"template {template.origin} line {exc.lineno}: Jinja syntax error ({exc.message})") from None
     return template
 
 

@@ -31,17 +31,6 @@ def render(template: ChatTemplate, messages: list[dict], *, add_generation_promp
     return texts[0], [tuple(s) for s in spans[0]]
 
 
-def check_compiles(template: ChatTemplate) -> None:
-    """A template with a Jinja syntax error is refused naming its file and line, before any row is rendered."""
-    from jinja2 import TemplateSyntaxError
-    from transformers.utils.chat_template_utils import _compile_jinja_template
-
-    try:
-        _compile_jinja_template(template.text)
-    except TemplateSyntaxError as exc:
-        raise SmolalignError(f"template {template.origin} line {exc.lineno}: Jinja syntax error ({exc.message})") from None
-
-
 def rendered_think_mode(text: str) -> str | None:
     """The mode a SmolLM3-style render announces in its metadata, or None if it announces none."""
     match = _RENDERED_MODE.search(text)
