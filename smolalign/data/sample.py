@@ -3,18 +3,22 @@ source, its first rows and a seeded random sample of the rest, rendered with the
 the model's tokenizer by the same encoders training uses, so a row that cannot render, a mask that trains no assistant
 token, an end-of-turn left untrained or identical chosen and rejected answers stop the run before the GPU bill.
 
-Every row of every source is still checked for its structure when the mixture is read (`data.rows`); the sample is
-what is rendered and tokenized. The plan says what was read, and how long it took.
+The fields of every row are checked too (`data.rows`; prompt rows always are, as they are read), up to
+FIELD_CHECK_LIMIT rows; the sample is what is rendered and tokenized. The plan says what was read, and how long it
+took.
 """
 
 import time
 from dataclasses import dataclass
 
-from smolalign.data.mixture import ORIGIN
+from smolalign.data.mixture import ORIGIN, decoded
 from smolalign.errors import SmolalignError
 
 FIRST, RANDOM = 32, 32
 """Rows per source: the first FIRST, then RANDOM drawn (seeded by data.seed) from the rest."""
+FIELD_CHECK_LIMIT = 200_000
+"""Up to this many rows, the fields of every row are checked too (about 10 µs a row); above, only the sample's, and
+the plan says so (training checks every row as it prepares it)."""
 
 
 @dataclass
@@ -24,12 +28,34 @@ class Checked:
     seconds: float
     skipped: str = ""
     """Why the rows were not rendered ("" when they were)."""
+    fields: int | None = None
+    """Rows whose fields were checked (None: not separately; 0: the data was too large)."""
+    total: int = 0
 
     def describe(self) -> str:
         if self.skipped:
             return f"rows not rendered: {self.skipped}"
+        fields = ""
+        if self.fields is not None:
+            fields = (f"; the fields of all {self.fields} row(s) checked" if self.fields else
+                      f"; the fields of the other {self.total - self.rows} row(s) are checked when training "
+                      "prepares them")
         return (f"{self.rows} row(s) of {self.sources} source(s) rendered and tokenized (first {FIRST} + {RANDOM} "
-                f"seeded random per source) in {self.seconds:.1f} s")
+                f"seeded random per source){fields}, in {self.seconds:.1f} s")
+
+
+def check_fields(dataset, problem_of) -> int:
+    """Every row's fields, not rendered (`problem_of(row)`: "" or the problem); the first problem names its row.
+    Returns how many rows were checked: 0 above FIELD_CHECK_LIMIT."""
+    if len(dataset) > FIELD_CHECK_LIMIT:
+        return 0
+    for batch in dataset.iter(batch_size=1000):
+        for index in range(len(batch[ORIGIN])):
+            row = {key: values[index] for key, values in batch.items()}
+            problem = problem_of(row)
+            if problem:
+                raise SmolalignError(f"data row {row[ORIGIN]}: {problem}")
+    return len(dataset)
 
 
 def sample(dataset, seed: int):
@@ -56,8 +82,8 @@ def tokenizer_for(recipe):
     source = source_of(recipe)
     found = preflight_tokenizer(recipe.model, recipe.template.name, source)
     if found is None:
-        return None, (f"model.source {source.label} is a hub id not in this machine's cache, so neither it nor "
-                      "its tokenizer was checked (a dry run downloads nothing)")
+        return None, (f"model.source {source.label} is a hub id not in this machine's cache: it and its tokenizer "
+                      "were not checked (a dry run downloads nothing)")
     return found, ""
 
 
@@ -74,8 +100,10 @@ def check_sft_rows(recipe, mixture) -> Checked:
     layout = Layout.from_recipe(recipe)
     rows, sources = sample(mixture.train, recipe.data.seed)
     encoder = Encoder(tokenizer, template, mixture.format, layout.loss, recipe.template.kwargs)
+    fields = sum(check_fields(split, encoder.row_problem) for split in (mixture.train, mixture.eval) if split)
     prepare_split(rows, encoder, layout, recipe.data.on_untrained)
-    return Checked(len(rows), sources, time.perf_counter() - start)
+    return Checked(len(rows), sources, time.perf_counter() - start, fields=fields,
+                   total=len(mixture.train) + len(mixture.eval or []))
 
 
 def check_preference_rows(recipe, mixture) -> Checked:
@@ -90,8 +118,14 @@ def check_preference_rows(recipe, mixture) -> Checked:
     tokenizer, template = found
     rows, sources = sample(mixture.train, recipe.data.seed)
     encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=recipe.template.kwargs)
+    names = ("chosen", "rejected") if mixture.format == "preference" else ("completion",)
+    def problem_of(row):
+        return encoder.pair_problem(row, decoded(row.get("prompt")), [decoded(row.get(n)) for n in names], names)
+
+    fields = sum(check_fields(split, problem_of) for split in (mixture.train, mixture.eval) if split)
     check_rows(encode_rows(rows, encoder), recipe.data.on_untrained)
-    return Checked(len(rows), sources, time.perf_counter() - start)
+    return Checked(len(rows), sources, time.perf_counter() - start, fields=fields,
+                   total=len(mixture.train) + len(mixture.eval or []))
 
 
 def check_prompt_rows(recipe, dataset, seed: int, kwargs: dict) -> Checked:

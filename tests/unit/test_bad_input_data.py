@@ -23,6 +23,10 @@ def _turns(*messages) -> dict:
     return {"messages": list(messages)}
 
 
+def _with(**changes) -> dict:
+    return {**GOOD_PAIR, **changes}
+
+
 USER, ANSWER = {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}
 MESSAGES = [
     _chat("content-number", _turns({"role": "user", "content": 5}, ANSWER), "{dir}/chat.jsonl#1", "messages.0.content"),
@@ -85,6 +89,15 @@ MESSAGES = [
     Case("messages-preview-role-robot", ("data", "preview", "{dir}/r.yaml"), ("{dir}/chat.jsonl#1",
                                                                             "messages.0.role"),
          {"r.yaml": sft_recipe(), "chat.jsonl": jsonl(GOOD_CHAT, _turns({"role": "robot", "content": "x"}, ANSWER))}),
+    Case("messages-row-outside-sample", SFT, ("{dir}/chat.jsonl#299", "messages.1.role"),
+         {"r.yaml": sft_recipe(), "chat.jsonl": jsonl(*[GOOD_CHAT] * 299, _turns(USER, {"role": "bot", "content": "x"}),
+                                                     *[GOOD_CHAT] * 200)}),
+    Case("messages-held-out-row", SFT, ("{dir}/chat.jsonl#", "messages.0.content"),
+         {"r.yaml": sft_recipe(data={"sources": [{"path": "{dir}/chat.jsonl"}], "eval_split": 0.5}),
+          "chat.jsonl": jsonl(*[GOOD_CHAT] * 3, _turns({"role": "user", "content": 1}, ANSWER))}),
+    Case("preference-row-outside-sample", PO, ("{dir}/pairs.jsonl#150", "chosen.0.content"),
+         {"r.yaml": po_recipe(), "pairs.jsonl": jsonl(*[GOOD_PAIR] * 150, _with(chosen=[{"role": "assistant",
+                                                                                       "content": 0}]))}),
     Case("messages-random-sample-row", SFT, ("{dir}/chat.jsonl#70", "messages.0.content"),
          {"r.yaml": sft_recipe(), "chat.jsonl": jsonl(*[GOOD_CHAT] * 70, _turns({"role": "user", "content": 7}, ANSWER),
                                                      *[GOOD_CHAT] * 10)}),
@@ -121,10 +134,6 @@ PROMPT_COMPLETION = [
 def _pair(case_id: str, bad: dict, *culprit: str, method: str = "dpo") -> Case:
     return Case(f"preference-{case_id}", PO, ("{dir}/pairs.jsonl#1", *culprit),
                 {"r.yaml": po_recipe(method=method), "pairs.jsonl": jsonl(GOOD_PAIR, bad)})
-
-
-def _with(**changes) -> dict:
-    return {**GOOD_PAIR, **changes}
 
 
 PREFERENCE = [
