@@ -95,6 +95,8 @@ def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Sources, tokenizers, data and memory; returns (plan, pairing, prompts, student tokenizer, teacher tokenizer)."""
+    from smolalign.data.prompts import read_prompt_rows
+    from smolalign.data.sample import check_prompt_rows
     from smolalign.models.load import load_tokenizer
     from smolalign.models.sources import source_of
 
@@ -106,8 +108,11 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     pairing = pair_tokenizers(recipe, student, teacher)
     check_config(recipe, lambda r, h, d, o: distill_config(r, pairing, h, d, o, teacher_dir=o))
     size, teacher_dtype = check_teacher_memory(recipe, hardware)
-    prompts = load_distill_data(recipe, pairing)
+    rows = read_prompt_rows(recipe.data)
+    checked = check_prompt_rows(recipe, rows.train, recipe.data.seed, recipe.template.kwargs)
+    prompts = load_distill_data(recipe, pairing, rows)
     plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")
+    plan.rows["data check"] = checked.describe()
     for key in ("packing", "loss", "tokens per step"):
         plan.rows.pop(key, None)
     settings = recipe.settings
@@ -145,11 +150,12 @@ def on_policy_share(recipe: Recipe) -> float:
     return recipe.settings.get("lmbda", 1.0)
 
 
-def load_distill_data(recipe: Recipe, pairing: Pairing):
-    """Prompts (and, for GOLD's off-policy share, completions), with each row's think mode in its prompt."""
+def load_distill_data(recipe: Recipe, pairing: Pairing, rows=None):
+    """Prompts (and, for GOLD's off-policy share, completions), with each row's think mode in its prompt; `rows`:
+    the recipe's prompt rows when they were read already."""
     from smolalign.data.prompts import recipe_prompts
 
-    prompts = recipe_prompts(recipe).train
+    prompts = recipe_prompts(recipe, rows).train
     has_completion = "completion" in prompts.column_names
     lmbda = on_policy_share(recipe)
     if pairing.trainer == "gold" and lmbda < 1.0 and not has_completion:
