@@ -126,9 +126,11 @@ def preflight_tokenizer(section: ModelSection, template_name: str, source: Model
                                                              "clean_up_tokenization_spaces": False}
     elif source.kind == "checkpoint" and not _converted(source):
         where = source.tokenizer
-    with _source_errors(source):
+    try:
         tokenizer = AutoTokenizer.from_pretrained(where, revision=source.revision if source.kind == "hub" else None,
                                                   trust_remote_code=section.trust_remote_code, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise SmolalignError(f"model.source {source.label}: {' '.join(str(exc).split()) or type(exc).__name__}") from None
     return _with_template(tokenizer, section, template_name)
 
 
