@@ -2,6 +2,7 @@
 decides, the run directory, the values smolalign sets itself, and DeepSpeed's config when a launcher handed one."""
 
 import contextvars
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,17 +18,35 @@ def check_config(recipe: Recipe, builder: Callable, *args, **kwargs) -> None:
     """Build the stage's TRL config once before anything loads (`builder(recipe, hardware, dtype, run_dir, ...)`, the
     stage's own config function), so TRL's and transformers' own `__post_init__` checks run in the dry run and in
     `launch slurm`. Built for this machine's precision (transformers refuses bf16 where it cannot check it), without
-    the launcher's DeepSpeed config; creates nothing."""
+    the launcher's DeepSpeed config; creates nothing. Not in a launched process: there the config would set up the
+    process group before accelerate does, and the run builds its config before any weight loads anyway.
+
+    transformers sets up accelerate's process state while building the config; the check does so as one process
+    (the process variables hidden), and leaves no state behind that the run's own set-up would then inherit."""
+    from accelerate import PartialState
+
     from smolalign.hardware import detect_hardware, resolve_dtype
+    from smolalign.launch import is_launched
     from smolalign.stages.lifecycle import run_dir_of
 
+    if is_launched():
+        return
     hardware = detect_hardware()
+    fresh = not PartialState._shared_state
+    hidden = {k: os.environ.pop(k) for k in _PROCESS_VARIABLES if k in os.environ} if fresh else {}
     token = _CHECKING.set(True)
     try:
         builder(recipe, hardware, resolve_dtype(recipe.model.dtype, hardware), run_dir_of(recipe, None), *args,
                 **kwargs)
     finally:
         _CHECKING.reset(token)
+        os.environ.update(hidden)
+        if fresh:
+            PartialState._reset_state()
+
+
+_PROCESS_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+"""What makes accelerate set up a process group (torchrun's variables)."""
 
 
 def _config_error(exc: Exception, train: dict) -> SmolalignError:
