@@ -39,7 +39,7 @@ REWARDS = ("math_accuracy", "think_format", "tag_count", "soft_overlong", "cosin
 def resolve_reward(name: str, params: dict | None = None) -> Callable:
     """The reward callable for `name` with `params`; every problem is a RewardError naming the reward."""
     params = params or {}
-    if ":" in name and name.split(":", 1)[0].endswith(".py"):
+    if is_user_reward(name):
         return _from_file(name, params)
     factories = _builtin()
     if name not in factories:
@@ -111,3 +111,53 @@ def check_reward_columns(named_rewards: list[tuple[str, Callable]], columns: lis
             if column not in columns:
                 raise RewardError(f"reward {name} reads the column {column!r}, which the data does not have "
                                      f"(columns: {', '.join(columns)}; rename yours with columns:)")
+
+
+TRAINER_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")
+"""What GRPOTrainer (TRL 1.16) passes every reward function by keyword, besides one list per dataset column."""
+
+
+def is_user_reward(name: str) -> bool:
+    return ":" in name and name.split(":", 1)[0].endswith(".py")
+
+
+def check_reward_signature(name: str, reward: Callable, columns: list[str]) -> None:
+    """A team's reward accepts what the trainer will pass it (every column but `prompt`, and `TRAINER_ARGUMENTS`),
+    and needs nothing else; else a RewardError naming the function and the keyword."""
+    try:
+        parameters = inspect.signature(reward).parameters.values()
+    except (TypeError, ValueError):
+        return  # a callable whose signature Python cannot read: its first call is the check
+    passed = [*TRAINER_ARGUMENTS, *(c for c in columns if c != "prompt")]
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    for p in parameters:
+        if p.default is p.empty and (p.kind == p.POSITIONAL_ONLY or (p.name in named and p.name not in passed)):
+            raise RewardError(f"reward {name}: parameter {p.name!r} is neither a column of the data nor one the "
+                              f"trainer passes ({', '.join(passed)}); give it a default or rename it")
+    if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+        refused = [k for k in passed if k not in named]
+        if refused:
+            raise RewardError(f"reward {name}: the trainer passes {', '.join(refused)} by keyword, which it does not "
+                              "accept; add **kwargs to its parameters")
+
+
+def check_reward_call(name: str, reward: Callable, row: dict) -> None:
+    """Call the reward once on the data's first row with an empty answer (a model can produce one) and check it
+    returns one number (or None) per completion; else a RewardError naming the function."""
+    prompt = row.get("prompt")
+    conversational = isinstance(prompt, list)
+    completion = [{"role": "assistant", "content": ""}] if conversational else ""
+    columns = {k: [v] for k, v in row.items() if k not in ("prompt", "completion", "completion_ids")}
+    try:
+        scores = reward(prompts=[prompt], completions=[completion], completion_ids=[[]], trainer_state=None,
+                        log_extra=lambda *a, **k: None, log_metric=lambda *a, **k: None, **columns)
+    except Exception as exc:  # the team's own code: any failure on a real row is refused before training
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        raise RewardError(f"reward {name}: failed on the data's first row with an empty answer "
+                          f"({type(exc).__name__}{': ' + detail if detail else ''})") from None
+    if not isinstance(scores, list | tuple) or len(scores) != 1:
+        raise RewardError(f"reward {name}: must return a list with one score per completion, got "
+                          f"{type(scores).__name__}{'' if not isinstance(scores, list | tuple) else f' of {len(scores)}'}")
+    score = scores[0]
+    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+        raise RewardError(f"reward {name}: must return numbers (or None), got {type(score).__name__} {score!r:.40}")

@@ -64,6 +64,11 @@ def on_target(target: Target) -> Iterator[None]:
         _TARGET.reset(token)
 
 
+def for_another_machine() -> bool:
+    """Whether recipes are validated for another target (a Slurm job's nodes), whose caches this machine cannot see."""
+    return _TARGET.get() is not None
+
+
 def this_machine() -> Target:
     gpus = visible_gpu_count()
     processes = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)

@@ -56,3 +56,53 @@ def run_refused(case: Case, cli, folder: Path, tiny: Path | None = None, monkeyp
     after = snapshot(folder)
     assert after == before, f"{case.id}: a refused command wrote {sorted(set(after.items()) - set(before.items()))}"
     return lines[0]
+
+
+# Builders for the corpus: a recipe that is valid but for what a case changes, and data files as JSON lines.
+
+import json  # noqa: E402 - the builders below only
+import re  # noqa: E402
+
+GOOD_CHAT = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+GOOD_PAIR = {"prompt": [{"role": "user", "content": "hi"}], "chosen": [{"role": "assistant", "content": "hello"}],
+             "rejected": [{"role": "assistant", "content": "go away"}]}
+GOOD_PROMPT = {"prompt": [{"role": "user", "content": "What is 2 + 2?"}], "solution": "4"}
+_BASE = {"model": {"source": "{tiny}"}, "template": {"name": "smollm3"}}
+_TRAIN = {"max_length": 1024, "max_steps": 1, "per_device_train_batch_size": 2}
+
+
+def yaml_text(mapping: dict) -> str:
+    """The mapping as YAML (JSON is YAML); a string value "@@x@@" is written bare, for YAML's `.nan` or `.inf`."""
+    return re.sub(r'"@@(.*?)@@"', r"\1", json.dumps(mapping))
+
+
+def _merged(base: dict, sections: dict) -> str:
+    out = {**base}
+    for key, value in sections.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return yaml_text(out)
+
+
+def sft_recipe(**sections) -> str:
+    return _merged({**_BASE, "data": {"sources": [{"path": "{dir}/chat.jsonl"}]}, "train": dict(_TRAIN)}, sections)
+
+
+def po_recipe(**sections) -> str:
+    return _merged({**_BASE, "method": "dpo", "data": {"sources": [{"path": "{dir}/pairs.jsonl"}]},
+                    "train": dict(_TRAIN)}, sections)
+
+
+def rl_recipe(**sections) -> str:
+    return _merged({**_BASE, "method": "grpo", "rewards": [{"name": "think_format"}],
+                    "generation": {"backend": "transformers"}, "data": {"sources": [{"path": "{dir}/prompts.jsonl"}]},
+                    "train": {"num_generations": 2, "per_device_train_batch_size": 2, "max_completion_length": 8,
+                              "max_steps": 1}}, sections)
+
+
+def jsonl(*rows) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)

@@ -45,11 +45,27 @@ def main(argv: list[str] | None = None) -> None:
     from smolalign import launch
 
     launch.CURRENT_ARGV = list(argv) if argv is not None else sys.argv[1:]
+    # typer (0.29) carries its own copy of click; its usage errors are these classes, not click's.
+    from typer._click import exceptions as click
+
     try:
-        app(args=argv, standalone_mode=True)  # usage errors exit 2 inside typer
+        code = app(args=argv, standalone_mode=False)
+    except click.NoArgsIsHelpError as exc:
+        exc.show()  # the command's help, as `smolalign sft` alone asks for
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:  # a missing argument, an unknown option, a value of the wrong type
+        command = exc.ctx.command_path if exc.ctx is not None else "smolalign"
+        message = " ".join(exc.format_message().split())
+        typer.secho(f"error: {message} (see {command} --help)", fg="red", err=True)
+        sys.exit(2)
+    except typer.Abort:
+        typer.secho("Aborted.", err=True)
+        sys.exit(1)
     except USER_ERRORS as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
     except RunFailure as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(1)
+    if isinstance(code, int) and code:
+        sys.exit(code)

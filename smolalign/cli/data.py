@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from smolalign.cli.options import RecipeArg, SetOption
+from smolalign.errors import SmolalignError
 
 app = typer.Typer(help="Inspect prepared training data.", no_args_is_help=True)
 
@@ -24,6 +25,8 @@ def preview(
     from smolalign.models.load import load_tokenizer
     from smolalign.recipe.validate import load_recipe, recipe_stage
 
+    if n < 1:
+        raise SmolalignError(f"-n {n}: show at least 1 row")
     stage = recipe_stage(recipe, set_ or [])
     loaded = load_recipe(recipe, set_ or [], stage)
     tokenizer, template = load_tokenizer(loaded.model, loaded.template.name)
@@ -41,7 +44,6 @@ def preview(
 def _preview_preference(recipe, tokenizer, template, n: int, as_json: bool) -> None:
     from smolalign.data.prepare_preference import prepare_preference_data
     from smolalign.data.preview import preference_rows, print_json, print_preference_readable
-    from smolalign.errors import SmolalignError
     from smolalign.pairs.build import is_up_to_date
 
     if recipe.pairs is not None and not is_up_to_date(recipe):

@@ -26,8 +26,9 @@ def render(
     chat = _read_json(messages, "--messages")
     if isinstance(chat, dict) and "messages" in chat:
         chat = chat["messages"]
-    if not isinstance(chat, list) or not all(isinstance(m, dict) and "role" in m for m in chat):
-        raise SmolalignError(f"--messages {messages}: expected a JSON list of {{role, content}} messages")
+    from smolalign.data.rows import check_messages
+
+    check_messages(chat, f"--messages {messages}")
     try:
         extra = json.loads(kwargs)
     except json.JSONDecodeError as exc:

@@ -13,6 +13,7 @@ from typing import Any
 
 from rewards.think_mode import row_mode
 from smolalign.data.mixture import ORIGIN, decoded
+from smolalign.data.rows import kind, messages_problem, missing_problem
 from smolalign.errors import SmolalignError
 from smolalign.templates.registry import ChatTemplate
 from smolalign.templates.render import render, rendered_think_mode
@@ -85,6 +86,9 @@ class Encoder:
 
     def render_row(self, row: dict) -> tuple[str, list[tuple[int, int]] | None, str, bool]:
         """(text, trained character spans or None for all, problem, whether spans came from the template)."""
+        problem = self.row_problem(row)
+        if problem:
+            return "", [], problem, False
         if self.format == "text":
             text = row["text"] or ""
             return (text if text.endswith(self.eos_token) else text + self.eos_token), None, "", False
@@ -109,6 +113,22 @@ class Encoder:
         trained = _intersect(spans, start) if self.template.has_generation_markers else completion_span
         problem = self.think_problem(prompt, kwargs, text)
         return text, (trained if self.mask.completion_only else None), problem, self.mask.completion_only
+
+    def row_problem(self, row: dict) -> str:
+        """What keeps a row from rendering as written (see `data.rows`): a missing, mistyped or malformed field."""
+        columns = {"text": ("text",), "messages": ("messages",)}.get(self.format, ("prompt", "completion"))
+        values = {c: decoded(row.get(c)) for c in columns}
+        for column, value in values.items():
+            if value is None:
+                return missing_problem(row, column, columns)
+        if self.format == "text":
+            return "" if isinstance(values["text"], str) else f"text must be a string, got {kind(values['text'])}"
+        if self.format == "messages":
+            return messages_problem(values["messages"])
+        prompt, completion = values["prompt"], values["completion"]
+        if isinstance(prompt, str):
+            return "" if isinstance(completion, str) else f"completion must be text, as the prompt is, got {kind(completion)}"
+        return messages_problem(prompt, "prompt") or messages_problem(completion, "completion")
 
     def think_problem(self, messages: list[dict], kwargs: dict, text: str) -> str:
         if not self.template.is_hybrid:

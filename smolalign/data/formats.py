@@ -52,7 +52,10 @@ def canonical_columns(fmt: str, columns: list[str]) -> list[str]:
     return [c for c in (*OPTIONAL_COLUMNS.get(fmt, ()), *FORMAT_COLUMNS[fmt], *EXTRA_COLUMNS) if c in columns]
 
 
-def sharegpt_to_messages(conversations: list[dict]) -> list[dict]:
+def sharegpt_to_messages(conversations: list[dict], where: str) -> list[dict]:
+    """ShareGPT turns ({from, value}) as messages; a row that is not a list of turns is refused naming `where`."""
+    if not isinstance(conversations, list) or not all(isinstance(t, dict) for t in conversations):
+        raise SmolalignError(f"data row {where}: conversations must be a list of {{from, value}} turns")
     roles = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system",
              "tool": "tool", "function_call": "assistant", "observation": "tool"}
     return [{"role": roles.get(turn.get("from"), turn.get("from")), "content": turn.get("value")} for turn in conversations]

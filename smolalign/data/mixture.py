@@ -14,6 +14,7 @@ from smolalign.data.formats import (
     detect_format,
     sharegpt_to_messages,
 )
+from smolalign.data.rows import messages_problem, missing_problem
 from smolalign.data.sources import load_source
 from smolalign.errors import SmolalignError
 from smolalign.recipe.schema import DataSection, SourceSection
@@ -66,8 +67,9 @@ def _prepare_source(source: SourceSection, requested_format: str, index: int, se
     else:
         fmt = detect_format(dataset.column_names, requested_format, source.path)
     if fmt == "messages" and "messages" not in dataset.column_names:
-        dataset = dataset.map(lambda row: {"messages": sharegpt_to_messages(row["conversations"])},
-                              remove_columns=["conversations"])
+        dataset = dataset.map(lambda row, i: {"messages": sharegpt_to_messages(row["conversations"],
+                                                                                f"{source.path}#{i}")},
+                              with_indices=True, remove_columns=["conversations"])
     if fmt != PROMPT_FORMAT:
         dataset = dataset.select_columns(canonical_columns(fmt, dataset.column_names))
     if system_prompt is not None:
@@ -90,16 +92,20 @@ def _as_prompt_rows(dataset, where: str):
                                  "yours with columns: {yours: prompt})")
         return dataset
 
-    def to_prompt(row):
+    def to_prompt(row, index):
         prompt = row.get("prompt")
         if prompt is not None:  # one column holds both kinds of row, so a string prompt becomes a user message
             return {"prompt": [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt}
-        messages = list(row["messages"] or [])
+        messages = row["messages"]
+        problem = messages_problem(messages) if messages is not None else missing_problem(row, "messages")
+        if problem:
+            raise SmolalignError(f"prompt row {where}#{index}: {problem}")
+        messages = list(messages)
         while messages and messages[-1].get("role") == "assistant":
             messages.pop()
         return {"prompt": messages}
 
-    return dataset.map(to_prompt, remove_columns=[c for c in ("prompt", "messages") if c in columns])
+    return dataset.map(to_prompt, with_indices=True, remove_columns=[c for c in ("prompt", "messages") if c in columns])
 
 
 def _as_json_strings(dataset, columns: list[str]):

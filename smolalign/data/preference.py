@@ -10,6 +10,7 @@ other than the one asked for, an empty answer, and identical chosen and rejected
 
 from smolalign.data.encode import Encoder, _row_kwargs, _tools, common_prefix_length
 from smolalign.data.mixture import ORIGIN, decoded
+from smolalign.data.rows import missing_problem, text_or_messages_problem
 from smolalign.errors import SmolalignError
 from smolalign.templates.render import render
 
@@ -52,6 +53,9 @@ class PreferenceEncoder(Encoder):
         """Texts of prompt + each answer, the prompt's length in characters, and where each answer ends."""
         answers = [decoded(row[n]) for n in names]
         prompt = decoded(row.get("prompt"))
+        problem = self.pair_problem(row, prompt, answers, names)
+        if problem:
+            return {"texts": [], "head": 0, "ends": [], "templated": True, "problem": problem}
         if all(isinstance(a, str) for a in answers) and (prompt is None or isinstance(prompt, str)):
             prompt = prompt or ""
             texts = [prompt + a if (prompt + a).endswith(self.eos_token) else prompt + a + self.eos_token
@@ -81,6 +85,18 @@ class PreferenceEncoder(Encoder):
             if not any(str(m.get("content") or "").strip() or m.get("tool_calls") for m in answer):
                 problem = problem or EMPTY
         return {"texts": texts, "head": len(head), "ends": ends, "templated": True, "problem": problem}
+
+    @staticmethod
+    def pair_problem(row: dict, prompt, answers: list, names: tuple[str, ...]) -> str:
+        """A missing or malformed prompt or answer (see `data.rows`)."""
+        columns = ("prompt", *names)
+        for name, answer in zip(names, answers, strict=True):
+            problem = missing_problem(row, name, columns) if answer is None else text_or_messages_problem(answer, name)
+            if problem:
+                return problem
+        if prompt is None:
+            return missing_problem(row, "prompt", columns) if len(names) == 1 else ""
+        return text_or_messages_problem(prompt, "prompt")
 
     def split(self, encoded: list[tuple], head: int, ends: list[int], templated: bool):
         """(prompt ids, answer ids per answer, problem): prompt tokens end where the prompt's characters end;

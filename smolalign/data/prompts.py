@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from rewards.think_mode import flag_mode, row_mode, with_mode_flag
 from smolalign.data.mixture import ORIGIN, PROMPT_FORMAT, build_mixture, decoded
+from smolalign.data.rows import messages_problem
 from smolalign.errors import SmolalignError
 from smolalign.recipe.schema import DataSection, SourceSection
 
@@ -25,10 +26,11 @@ def as_messages(prompt, where: str) -> list[dict]:
     prompt = decoded(prompt)
     if isinstance(prompt, str):
         messages = [{"role": "user", "content": prompt}]
-    elif isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt):
-        messages = [{k: v for k, v in m.items() if v is not None} for m in prompt]
     else:
-        raise SmolalignError(f"prompt row {where}: prompt must be a string or a list of messages")
+        problem = messages_problem(prompt, "prompt") if prompt is not None else "prompt is missing"
+        if problem:
+            raise SmolalignError(f"prompt row {where}: {problem}")
+        messages = [{k: v for k, v in m.items() if v is not None} for m in prompt]
     if not messages or messages[-1].get("role") != "user":
         raise SmolalignError(f"prompt row {where}: the prompt must end with a user message")
     return messages
@@ -79,13 +81,14 @@ def with_think_modes(dataset, template_kwargs: dict, template_reads_flags: bool,
     return dataset.map(carry, keep_in_memory=True).remove_columns([ORIGIN])
 
 
-def recipe_prompts(recipe) -> PromptRows:
-    """The prompts of an rl or distillation recipe (`data:`), with each row's think mode carried into its prompt."""
+def recipe_prompts(recipe, rows: PromptRows | None = None) -> PromptRows:
+    """The prompts of an rl or distillation recipe (`data:`, or `rows` read from it already), with each row's think
+    mode carried into its prompt."""
     from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
     name = recipe.template.name
     reads_flags = name != MODEL_TEMPLATE and resolve_template(name).reads_mode_flags
-    rows = read_prompt_rows(recipe.data)
+    rows = rows or read_prompt_rows(recipe.data)
 
     def carry(dataset):
         return None if dataset is None else with_think_modes(dataset, recipe.template.kwargs, reads_flags, name)

@@ -1,5 +1,6 @@
 """Loading one data source (local JSONL / JSON / Parquet files or folders, or a hub dataset) and mapping its columns."""
 
+import json
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
@@ -22,6 +23,44 @@ def local_files(path: Path) -> list[Path]:
 def is_local(spec: str) -> bool:
     path = Path(spec).expanduser()
     return path.exists() or path.suffix in LOCAL_BUILDERS or spec.startswith((".", "/", "~"))
+
+
+def check_json_file(path: Path) -> None:
+    """A JSON file that datasets would misread: bytes that are not UTF-8 (they surface later, as a crash in
+    whichever row holds them), or a .json file holding one object (datasets reads its keys as columns)."""
+    if path.suffix not in (".jsonl", ".json"):
+        return
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        row = data.count(b"\n", 0, exc.start)
+        raise SmolalignError(f"data row {path}#{row}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file "
+                             "as UTF-8") from None
+    if path.suffix == ".json" and data.lstrip()[:1] == b"{":
+        try:
+            whole = json.loads(data)
+        except json.JSONDecodeError:
+            return  # JSON lines in a .json file: datasets reads one row per line
+        if isinstance(whole, dict):
+            raise SmolalignError(f"data source {path}: holds one JSON object, not rows; write a list of rows "
+                                 "([{...}, {...}]) or one row per line (.jsonl)")
+
+
+def check_json_rows(path: Path) -> None:
+    """The first line of a JSON-lines file that is not a JSON object, named file#row."""
+    if path.suffix != ".jsonl":
+        return
+    with path.open(encoding="utf-8") as lines:
+        for row, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SmolalignError(f"data row {path}#{row}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(value, dict):
+                raise SmolalignError(f"data row {path}#{row}: a row must be a JSON object, got {type(value).__name__}")
 
 
 def fingerprint_of(source: SourceSection) -> str:
@@ -50,7 +89,18 @@ def load_source(source: SourceSection):
             builders = {LOCAL_BUILDERS[f.suffix] for f in files}
             if len(builders) > 1:
                 raise SmolalignError(f"data source {source.path}: mixes JSON and Parquet files; split it into two sources")
-            dataset = datasets.load_dataset(builders.pop(), data_files=[str(f) for f in files], split="train")
+            for file in files:
+                check_json_file(file)
+            verbosity = datasets.logging.get_verbosity()
+            datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # a row it cannot parse is logged with a traceback first
+            try:
+                dataset = datasets.load_dataset(builders.pop(), data_files=[str(f) for f in files], split="train")
+            except Exception:
+                for file in files:
+                    check_json_rows(file)  # names the row datasets could not read, if it is one
+                raise
+            finally:
+                datasets.logging.set_verbosity(verbosity)
         else:
             dataset = datasets.load_dataset(source.path, source.name, split=source.split)
     except SmolalignError:

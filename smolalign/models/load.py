@@ -102,6 +102,55 @@ def load_tokenizer(section: ModelSection, template_name: str, source: ModelSourc
     with _source_errors(source):
         tokenizer = AutoTokenizer.from_pretrained(local_dir(source), revision=source.revision,
                                                   trust_remote_code=section.trust_remote_code)
+    return _with_template(tokenizer, section, template_name)
+
+
+def preflight_tokenizer(section: ModelSection, template_name: str, source: ModelSource):
+    """(tokenizer, template) as `load_tokenizer` gives them, read without converting or downloading weights (a
+    GGUF file's own tokenizer, a checkpoint's tokenizer directory); None for a hub id that is not in the local cache
+    (a dry run downloads nothing), refused when HF_HUB_OFFLINE is set, since training could not fetch it either."""
+    from transformers import AutoTokenizer
+
+    where, kwargs = local_dir(source) if _converted(source) else source.location, {}
+    if source.kind == "hub" and not _in_hub_cache(source):
+        from smolalign.preflight import for_another_machine
+
+        offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+        if offline and not for_another_machine():  # a Slurm job's nodes may reach the hub, or have their own cache
+            raise SmolalignError(f"model.source {source.label}: not a local directory and not in the hub cache, and "
+                                 "HF_HUB_OFFLINE is set; download it first (hf download "
+                                 f"{source.location}) or point model.source at a directory")
+        return None
+    if source.kind == "gguf" and not _converted(source):
+        where, kwargs = str(Path(source.location).parent), {"gguf_file": Path(source.location).name,
+                                                             "clean_up_tokenization_spaces": False}
+    elif source.kind == "checkpoint" and not _converted(source):
+        where = source.tokenizer
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(where, revision=source.revision if source.kind == "hub" else None,
+                                                  trust_remote_code=section.trust_remote_code, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise SmolalignError(f"model.source {source.label}: {' '.join(str(exc).split()) or type(exc).__name__}") from None
+    return _with_template(tokenizer, section, template_name)
+
+
+def _converted(source: ModelSource) -> bool:
+    """Whether `local_dir` would answer without converting anything."""
+    if source.kind == "gguf":
+        target = gguf_cache_dir(source)
+        return (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file()
+    return source.kind != "checkpoint"  # its tokenizer directory is read as it is (keying the cache reads every file)
+
+
+def _in_hub_cache(source: ModelSource) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(source.location, "tokenizer_config.json", revision=source.revision)
+    return isinstance(found, str)
+
+
+def _with_template(tokenizer, section: ModelSection, template_name: str):
+    """The recipe's chat template installed, EOS set to its end-of-turn token, a pad token."""
     template = resolve_template(template_name, tokenizer.chat_template)
     tokenizer.chat_template = template.text
     eot = end_of_turn_token(template, tokenizer)

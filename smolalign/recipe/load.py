@@ -58,7 +58,13 @@ def read_recipe(name_or_path: str | Path, *, _chain: tuple[Path, ...] = (), _rel
     if path in _chain:
         cycle = " -> ".join(str(p) for p in (*_chain, path))
         raise SmolalignError(f"recipe extends itself: {cycle}")
-    data = load_yaml(path.read_text(), source=str(path))
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SmolalignError(f"{path}: not a UTF-8 text file (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                             "a recipe is YAML text") from None
+    data = load_yaml(text, source=str(path))
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -123,8 +129,11 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise SmolalignError(f"--set {item!r}: expected KEY=VALUE, e.g. train.learning_rate=1e-5")
-        value = parse_value(text)
         parts = key.strip().split(".")
+        if not all(part.strip() for part in parts):
+            raise SmolalignError(f"--set {item!r}: the key {key.strip()!r} has an empty part; write dotted keys like "
+                                 "train.learning_rate")
+        value = parse_value(text)
         node: Any = result
         for depth, part in enumerate(parts[:-1]):
             where = ".".join(parts[: depth + 1])

@@ -46,7 +46,7 @@ def load_yaml(text: str, source: str = "<string>") -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]  # a ReaderError has no `problem`
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
         raise SmolalignError(f"{source}{where}: invalid YAML ({problem})") from None
 
 

@@ -97,6 +97,11 @@ def time_limit_seconds(text: str) -> int | None:
     return g["mm"] * 60 + g.get("ss", 0)
 
 
+SBATCH_FLAGS = ("contiguous", "exclusive", "hold", "ignore-pmi", "no-kill", "no-requeue", "overcommit",
+                "oversubscribe", "parsable", "requeue", "spread-job", "test-only", "use-min-nodes", "wait")
+"""sbatch options that take no value (sbatch(1)); every other option written bare would be a broken #SBATCH line."""
+
+
 def sbatch_options(items: list[str]) -> list[tuple[str, str]]:
     """`--sbatch KEY=VALUE` (or a bare KEY for a flag) as (key, value), keys as sbatch spells them."""
     out = []
@@ -109,6 +114,9 @@ def sbatch_options(items: list[str]) -> list[tuple[str, str]]:
             raise SmolalignError(f"--sbatch {key}: set by {SBATCH_OWNED[key]}")
         if any(c.isspace() for c in value):
             raise SmolalignError(f"--sbatch {item!r}: #SBATCH values cannot hold spaces")
+        if not value and key not in SBATCH_FLAGS:
+            raise SmolalignError(f"--sbatch {key}: needs a value ({key}=VALUE); only sbatch's flags stand alone "
+                                 f"({', '.join(SBATCH_FLAGS)})")
         out.append((key, value))
     return out
 

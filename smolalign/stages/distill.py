@@ -19,7 +19,7 @@ from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
-from smolalign.stages.trainer_config import peft_config, trl_config
+from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 DEFAULT_LEARNING_RATE = {"full": 1e-5, "lora": 1e-4}
@@ -95,6 +95,8 @@ def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Sources, tokenizers, data and memory; returns (plan, pairing, prompts, student tokenizer, teacher tokenizer)."""
+    from smolalign.data.prompts import read_prompt_rows
+    from smolalign.data.sample import check_prompt_rows
     from smolalign.models.load import load_tokenizer
     from smolalign.models.sources import source_of
 
@@ -104,9 +106,13 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     student, _ = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
     teacher = load_teacher_tokenizer(recipe)
     pairing = pair_tokenizers(recipe, student, teacher)
+    check_config(recipe, lambda r, h, d, o: distill_config(r, pairing, h, d, o, teacher_dir=o))
     size, teacher_dtype = check_teacher_memory(recipe, hardware)
-    prompts = load_distill_data(recipe, pairing)
+    rows = read_prompt_rows(recipe.data)
+    checked = check_prompt_rows(recipe, rows.train, recipe.data.seed, recipe.template.kwargs)
+    prompts = load_distill_data(recipe, pairing, rows)
     plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")
+    plan.rows["data check"] = checked.describe()
     for key in ("packing", "loss", "tokens per step"):
         plan.rows.pop(key, None)
     settings = recipe.settings
@@ -144,11 +150,12 @@ def on_policy_share(recipe: Recipe) -> float:
     return recipe.settings.get("lmbda", 1.0)
 
 
-def load_distill_data(recipe: Recipe, pairing: Pairing):
-    """Prompts (and, for GOLD's off-policy share, completions), with each row's think mode in its prompt."""
+def load_distill_data(recipe: Recipe, pairing: Pairing, rows=None):
+    """Prompts (and, for GOLD's off-policy share, completions), with each row's think mode in its prompt; `rows`:
+    the recipe's prompt rows when they were read already."""
     from smolalign.data.prompts import recipe_prompts
 
-    prompts = recipe_prompts(recipe).train
+    prompts = recipe_prompts(recipe, rows).train
     has_completion = "completion" in prompts.column_names
     lmbda = on_policy_share(recipe)
     if pairing.trainer == "gold" and lmbda < 1.0 and not has_completion:

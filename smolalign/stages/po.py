@@ -15,7 +15,7 @@ from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
-from smolalign.stages.trainer_config import peft_config, trl_config
+from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 KTO_NEEDS_BATCH = ("kto",)
@@ -36,11 +36,13 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Template, data (unless the pairs are still to be generated), batch rules; returns (plan, mixture or None)."""
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare_preference import require_preference_format
+    from smolalign.data.sample import check_preference_rows, check_prompt_rows
     from smolalign.models.sources import source_of
     from smolalign.pairs.build import is_up_to_date
 
     check_recipe(recipe)
     source_of(recipe)
+    check_config(recipe, po_config)
     if recipe.reference.kind == "source":
         source_of(recipe, "reference")
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
@@ -48,11 +50,18 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     if recipe.pairs is None or is_up_to_date(recipe):
         mixture = build_mixture(recipe.data)
         require_preference_format(mixture.format, recipe.method.trainer)
+        checked = check_preference_rows(recipe, mixture)
+    else:
+        from smolalign.data.prompts import source_prompts
+
+        prompts = source_prompts(recipe.pairs.prompts, recipe.data.seed)
+        checked = check_prompt_rows(recipe, prompts.train, recipe.data.seed, recipe.template.kwargs)
     rows = len(mixture.train) if mixture is not None else None
     if mixture is not None and recipe.method.trainer == "kto" and mixture.format == "preference":
         rows *= 2  # each pair becomes a desirable and an undesirable row
     plan = make_plan(recipe, hardware, template, rows, data_format=mixture.format if mixture else "preference")
     add_preference_rows(plan, recipe, hardware)
+    plan.rows["data check"] = checked.describe() + ("" if mixture is not None else " (the pairs' prompts)")
     return plan, mixture
 
 

@@ -14,7 +14,7 @@ from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
-from smolalign.stages.trainer_config import peft_config, trl_config
+from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 
@@ -25,7 +25,8 @@ def build_rewards(recipe: Recipe) -> list:
 
 
 def check_batch(recipe: Recipe, hardware: Hardware) -> None:
-    """What GRPOConfig would refuse: generation batches that split prompt groups, groups of one."""
+    """What GRPOConfig would refuse: generation batches that split prompt groups (groups of one are refused with the
+    other ranges, `recipe.train_section.RANGES`)."""
     settings = recipe.settings
     generations = settings["num_generations"]
     _, batch = settings.generation_batches()
@@ -35,25 +36,32 @@ def check_batch(recipe: Recipe, hardware: Hardware) -> None:
                  f"generation batch (per-device {settings.per_device_batch} × accumulation × {settings.world_size} "
                  f"processes = {batch}); change one of them or set train.generation_batch_size")
         raise SmolalignError(f"train.num_generations {generations} must divide the {where}")
-    if generations < 2:
-        raise SmolalignError("train.num_generations must be at least 2 (GRPO compares the answers of a group)")
 
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
-    from rewards.registry import check_reward_columns
-    from smolalign.data.prompts import recipe_prompts
+    from rewards.registry import check_reward_call, check_reward_columns, check_reward_signature, is_user_reward
+    from smolalign.data.prompts import read_prompt_rows, recipe_prompts
+    from smolalign.data.sample import check_prompt_rows
     from smolalign.models.sources import source_of
 
     source_of(recipe)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     check_batch(recipe, hardware)
+    check_config(recipe, grpo_config, None)
     rewards = build_rewards(recipe)
-    prompts = recipe_prompts(recipe)
+    rows = read_prompt_rows(recipe.data)
+    checked = check_prompt_rows(recipe, rows.train, recipe.data.seed, recipe.template.kwargs)
+    prompts = recipe_prompts(recipe, rows)
     check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)],
                          prompts.train.column_names)
+    for spec, reward in zip(recipe.rewards, rewards, strict=True):
+        if is_user_reward(spec.name):
+            check_reward_signature(spec.name, reward, prompts.train.column_names)
+            check_reward_call(spec.name, reward, prompts.train[0])
     plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
     add_rl_rows(plan, recipe)
     add_sandbox_row(plan, rewards)
+    plan.rows["data check"] = checked.describe()
     return plan, prompts, rewards
 
 

@@ -10,7 +10,7 @@ from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
-from smolalign.stages.trainer_config import peft_config, trl_config
+from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 
@@ -20,14 +20,19 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     from smolalign.data.encode import require_generation_markers
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare import Layout
+    from smolalign.data.sample import check_sft_rows
     from smolalign.models.sources import source_of
 
     source_of(recipe)
+    check_config(recipe, sft_config)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     mixture = build_mixture(recipe.data)
     if template is not None:
         require_generation_markers(template, mixture.format, Layout.from_recipe(recipe).loss)
-    return make_plan(recipe, hardware, template, len(mixture.train), data_format=mixture.format), mixture
+    checked = check_sft_rows(recipe, mixture)
+    plan = make_plan(recipe, hardware, template, len(mixture.train), data_format=mixture.format)
+    plan.rows["data check"] = checked.describe()
+    return plan, mixture
 
 
 def sft_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):

@@ -1,12 +1,60 @@
 """The TRL config and LoRA config a stage hands its trainer: the run's settings with the precision this hardware
 decides, the run directory, the values smolalign sets itself, and DeepSpeed's config when a launcher handed one."""
 
+import contextvars
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, precision_flags
 from smolalign.recipe.schema import Recipe
+
+_CHECKING: contextvars.ContextVar[bool] = contextvars.ContextVar("config_check", default=False)
+
+
+def check_config(recipe: Recipe, builder: Callable, *args, **kwargs) -> None:
+    """Build the stage's TRL config once before anything loads (`builder(recipe, hardware, dtype, run_dir, ...)`, the
+    stage's own config function), so TRL's and transformers' own `__post_init__` checks run in the dry run and in
+    `launch slurm`. Built for this machine's precision (transformers refuses bf16 where it cannot check it), without
+    the launcher's DeepSpeed config; creates nothing. Not in a launched process: there the config would set up the
+    process group before accelerate does, and the run builds its config before any weight loads anyway.
+
+    transformers sets up accelerate's process state while building the config; the check does so as one process
+    (the process variables hidden), and leaves no state behind that the run's own set-up would then inherit."""
+    from accelerate import PartialState
+
+    from smolalign.hardware import detect_hardware, resolve_dtype
+    from smolalign.launch import is_launched
+    from smolalign.stages.lifecycle import run_dir_of
+
+    if is_launched():
+        return
+    hardware = detect_hardware()
+    fresh = not PartialState._shared_state
+    hidden = {k: os.environ.pop(k) for k in _PROCESS_VARIABLES if k in os.environ}
+    token = _CHECKING.set(True)
+    try:
+        builder(recipe, hardware, resolve_dtype(recipe.model.dtype, hardware), run_dir_of(recipe, None), *args,
+                **kwargs)
+    finally:
+        _CHECKING.reset(token)
+        os.environ.update(hidden)
+        if fresh:
+            PartialState._reset_state()
+
+
+_PROCESS_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PMI_SIZE",
+                      "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+"""What makes accelerate set up a process group (torchrun's and MPI's variables)."""
+
+
+def _config_error(exc: Exception, train: dict) -> SmolalignError:
+    """TRL's ValueError as one line naming the recipe key it is about (the longest `train:` key it mentions)."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    named = sorted((k for k in train if k in str(exc)), key=len, reverse=True)
+    return SmolalignError(f"train.{named[0]}: {message}" if named else f"train: {message}")
 
 
 def trl_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, train: dict | None = None, **fixed):
@@ -21,18 +69,20 @@ def trl_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, tr
     if hardware.on_gpu:
         train = {**flags, **train}
     else:
-        if train.get("bf16") or train.get("fp16"):
+        if (train.get("bf16") or train.get("fp16")) and not _CHECKING.get():
             print("note: no GPU here, so bf16/fp16 are off and the run is float32 on CPU", file=sys.stderr)
         train.update(flags)
     train.update(output_dir=str(run_dir), **fixed)
     train.setdefault("report_to", "none")
-    deepspeed = deepspeed_from_launcher()
+    if _CHECKING.get():
+        train.pop("deepspeed", None)  # DeepSpeed's config object would start its communication layer
+    deepspeed = None if _CHECKING.get() else deepspeed_from_launcher()
     if deepspeed is not None:
         train["deepspeed"] = deepspeed
     try:
         config = config_class(recipe.stage, recipe.method)(**train)
     except (ValueError, TypeError) as exc:
-        raise SmolalignError(f"train: {exc}") from None
+        raise _config_error(exc, recipe.settings.train) from None
     if deepspeed is not None and not hardware.on_gpu:
         # With use_cpu the trainer joins the processes through a plain gloo group and never starts DeepSpeed's
         # communication layer; ZeRO-3's load-time sharding would then see a world of 1. Start it here, after the

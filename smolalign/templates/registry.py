@@ -40,6 +40,19 @@ class ChatTemplate:
         return self.is_hybrid and "/no_think" in self.text
 
 
+def _compiled(template: ChatTemplate) -> ChatTemplate:
+    """The template, once transformers compiled it; a Jinja syntax error is refused naming its file and line,
+    before any row is rendered."""
+    from jinja2 import TemplateSyntaxError
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    try:
+        _compile_jinja_template(template.text)
+    except TemplateSyntaxError as exc:
+        raise SmolalignError(f"template {template.origin} line {exc.lineno}: Jinja syntax error ({exc.message})") from None
+    return template
+
+
 def shipped_templates() -> dict[str, Path]:
     root = asset_dir("chat_templates")
     return {p.stem: p for p in sorted(root.glob("*.jinja"))} if root.is_dir() else {}
@@ -50,13 +63,17 @@ def resolve_template(name: str, tokenizer_template: str | None = None) -> ChatTe
     if name == MODEL_TEMPLATE:
         if tokenizer_template is None:
             raise SmolalignError("template.name is `model` but the model's tokenizer has no chat template")
-        return ChatTemplate(MODEL_TEMPLATE, tokenizer_template, "tokenizer")
+        return _compiled(ChatTemplate(MODEL_TEMPLATE, tokenizer_template, "tokenizer"))
     shipped = shipped_templates()
     if name in shipped:
-        return ChatTemplate(name, shipped[name].read_text(), str(shipped[name]))
+        return _compiled(ChatTemplate(name, shipped[name].read_text(), str(shipped[name])))
     path = Path(name).expanduser()
     if path.is_file():
-        return ChatTemplate(path.stem, path.read_text(), str(path.resolve()))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise SmolalignError(f"template {path}: not a UTF-8 text file") from None
+        return _compiled(ChatTemplate(path.stem, text, str(path.resolve())))
     if path.suffix in (".jinja", ".j2") or "/" in name:
         raise SmolalignError(f"template {name}: no such file")
     choices = [*shipped, MODEL_TEMPLATE]

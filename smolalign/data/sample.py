@@ -1,0 +1,152 @@
+"""The data check before anything loads (`--dry-run`, `launch slurm`, and a real run before its weights): for every
+source, its first rows and a seeded random sample of the rest, rendered with the recipe's template and tokenized with
+the model's tokenizer by the same encoders training uses, so a row that cannot render, a mask that trains no assistant
+token, an end-of-turn left untrained or identical chosen and rejected answers stop the run before the GPU bill.
+
+The fields of every row are checked too (`data.rows`; prompt rows always are, as they are read), up to
+FIELD_CHECK_LIMIT rows; the sample is what is rendered and tokenized. The plan says what was read, and how long it
+took.
+"""
+
+import time
+from dataclasses import dataclass
+
+from smolalign.data.mixture import ORIGIN, decoded
+from smolalign.errors import SmolalignError
+
+FIRST, RANDOM = 32, 32
+"""Rows per source: the first FIRST, then RANDOM drawn (seeded by data.seed) from the rest."""
+FIELD_CHECK_LIMIT = 200_000
+"""Up to this many rows, the fields of every row are checked too (about 10 µs a row); above, only the sample's, and
+the plan says so (training checks every row as it prepares it)."""
+
+
+@dataclass
+class Checked:
+    rows: int
+    sources: int
+    seconds: float
+    skipped: str = ""
+    """Why the rows were not rendered ("" when they were)."""
+    fields: int | None = None
+    """Rows whose fields were checked (None: not separately; 0: the data was too large)."""
+    total: int = 0
+
+    def describe(self) -> str:
+        if self.skipped:
+            return f"rows not rendered: {self.skipped}"
+        fields = ""
+        if self.fields is not None:
+            fields = (f"; the fields of all {self.fields} row(s) checked" if self.fields else
+                      f"; the fields of the other {self.total - self.rows} row(s) are checked when training "
+                      "prepares them")
+        return (f"{self.rows} row(s) of {self.sources} source(s) rendered and tokenized (first {FIRST} + {RANDOM} "
+                f"seeded random per source){fields}, in {self.seconds:.1f} s")
+
+
+def check_fields(dataset, problem_of) -> int:
+    """Every row's fields, not rendered (`problem_of(row)`: "" or the problem); the first problem names its row.
+    Returns how many rows were checked: 0 above FIELD_CHECK_LIMIT."""
+    if len(dataset) > FIELD_CHECK_LIMIT:
+        return 0
+    for batch in dataset.iter(batch_size=1000):
+        for index in range(len(batch[ORIGIN])):
+            row = {key: values[index] for key, values in batch.items()}
+            problem = problem_of(row)
+            if problem:
+                raise SmolalignError(f"data row {row[ORIGIN]}: {problem}")
+    return len(dataset)
+
+
+def sample(dataset, seed: int):
+    """The first FIRST rows of each source in `dataset` (by its `_origin` column) and RANDOM seeded others."""
+    import numpy as np
+
+    by_source: dict[str, list[int]] = {}
+    for index, origin in enumerate(dataset[ORIGIN]):
+        by_source.setdefault(origin.rpartition("#")[0], []).append(index)
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for indices in by_source.values():
+        rest = indices[FIRST:]
+        drawn = rng.choice(len(rest), size=min(RANDOM, len(rest)), replace=False) if rest else []
+        chosen += indices[:FIRST] + [rest[int(i)] for i in sorted(drawn)]
+    return dataset.select(chosen), len(by_source)
+
+
+def tokenizer_for(recipe):
+    """(tokenizer, template), or None with the reason when only a download would give the tokenizer."""
+    from smolalign.models.load import preflight_tokenizer
+    from smolalign.models.sources import source_of
+
+    source = source_of(recipe)
+    found = preflight_tokenizer(recipe.model, recipe.template.name, source)
+    if found is None:
+        return None, (f"model.source {source.label} is a hub id not in this machine's cache: it and its tokenizer "
+                      "were not checked (a dry run downloads nothing)")
+    return found, ""
+
+
+def check_sft_rows(recipe, mixture) -> Checked:
+    """Render, tokenize, mask and check a sample of an SFT mixture as `prepare_sft_data` would."""
+    from smolalign.data.encode import Encoder
+    from smolalign.data.prepare import Layout, prepare_split
+
+    start = time.perf_counter()
+    found, skipped = tokenizer_for(recipe)
+    if found is None:
+        return Checked(0, len(mixture.rows_per_source), 0.0, skipped)
+    tokenizer, template = found
+    layout = Layout.from_recipe(recipe)
+    rows, sources = sample(mixture.train, recipe.data.seed)
+    encoder = Encoder(tokenizer, template, mixture.format, layout.loss, recipe.template.kwargs)
+    fields = sum(check_fields(split, encoder.row_problem) for split in (mixture.train, mixture.eval) if split)
+    prepare_split(rows, encoder, layout, recipe.data.on_untrained)
+    return Checked(len(rows), sources, time.perf_counter() - start, fields=fields,
+                   total=len(mixture.train) + len(mixture.eval or []))
+
+
+def check_preference_rows(recipe, mixture) -> Checked:
+    """Render, tokenize and check a sample of preference (or unpaired) rows as `prepare_preference_data` would."""
+    from smolalign.data.preference import PreferenceEncoder, check_rows
+    from smolalign.data.prepare import encode_rows
+
+    start = time.perf_counter()
+    found, skipped = tokenizer_for(recipe)
+    if found is None:
+        return Checked(0, len(mixture.rows_per_source), 0.0, skipped)
+    tokenizer, template = found
+    rows, sources = sample(mixture.train, recipe.data.seed)
+    encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=recipe.template.kwargs)
+    names = ("chosen", "rejected") if mixture.format == "preference" else ("completion",)
+    def problem_of(row):
+        return encoder.pair_problem(row, decoded(row.get("prompt")), [decoded(row.get(n)) for n in names], names)
+
+    fields = sum(check_fields(split, problem_of) for split in (mixture.train, mixture.eval) if split)
+    check_rows(encode_rows(rows, encoder), recipe.data.on_untrained)
+    return Checked(len(rows), sources, time.perf_counter() - start, fields=fields,
+                   total=len(mixture.train) + len(mixture.eval or []))
+
+
+def check_prompt_rows(recipe, dataset, seed: int, kwargs: dict) -> Checked:
+    """Render and tokenize a sample of prompt rows (`prompt` as messages, `_origin`) with the generation prompt, as
+    the generating trainer (or pair generation) will."""
+    from smolalign.templates.render import render
+
+    start = time.perf_counter()
+    found, skipped = tokenizer_for(recipe)
+    if found is None:
+        return Checked(0, 0, 0.0, skipped)
+    tokenizer, template = found
+    rows, sources = sample(dataset, seed)
+    specials = {k: v for k, v in tokenizer.special_tokens_map.items() if isinstance(v, str)}
+    for row in rows:
+        row_kwargs = {**kwargs, **(row.get("chat_template_kwargs") or {})}
+        try:
+            text, _ = render(template, row["prompt"], add_generation_prompt=True, special_tokens=specials,
+                             **row_kwargs)
+        except SmolalignError as exc:
+            raise SmolalignError(f"prompt row {row[ORIGIN]}: {exc}") from None
+        if not tokenizer(text, add_special_tokens=False)["input_ids"]:
+            raise SmolalignError(f"prompt row {row[ORIGIN]}: the prompt renders to no tokens")
+    return Checked(len(rows), sources, time.perf_counter() - start)

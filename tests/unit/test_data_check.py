@@ -1,0 +1,70 @@
+"""The data check before anything loads (`smolalign.data.sample`): which rows it renders, what it does with a hub
+model it cannot see, and that the TRL config and train ranges are checked in the same pass."""
+
+import json
+
+import pytest
+from badinput import GOOD_CHAT, jsonl, sft_recipe
+
+from smolalign.data.mixture import ORIGIN
+from smolalign.data.sample import FIRST, RANDOM, sample, tokenizer_for
+from smolalign.errors import SmolalignError
+from smolalign.preflight import Target, on_target
+from smolalign.recipe.train_section import RANGES, check_ranges
+from smolalign.recipe.validate import validate_recipe
+
+
+def test_sample_takes_the_first_rows_and_a_seeded_draw_of_each_source():
+    from datasets import Dataset
+
+    origins = [f"a.jsonl#{i}" for i in range(100)] + [f"b.jsonl#{i}" for i in range(10)]
+    dataset = Dataset.from_dict({ORIGIN: origins})
+    rows, sources = sample(dataset, seed=3)
+    picked = rows[ORIGIN]
+    assert sources == 2
+    assert picked[:FIRST] == origins[:FIRST]  # the first rows of a
+    drawn = [o for o in picked if o.startswith("a.jsonl") and int(o.split("#")[1]) >= FIRST]
+    assert len(drawn) == RANDOM and len(set(drawn)) == RANDOM
+    assert [o for o in picked if o.startswith("b.jsonl")] == origins[100:]  # a small source is read whole
+    again, _ = sample(dataset, seed=3)
+    assert again[ORIGIN] == picked  # seeded: the same rows every time
+
+
+def _hub_recipe(tmp_path):
+    (tmp_path / "chat.jsonl").write_text(jsonl(GOOD_CHAT))
+    raw = json.loads(sft_recipe(model={"source": "models/not_here"}).replace("{dir}", str(tmp_path)))
+    return validate_recipe(raw, "sft", "test")
+
+
+def test_hub_model_absent_here_is_refused_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty hub cache
+    with pytest.raises(SmolalignError, match="models/not_here.*HF_HUB_OFFLINE"):
+        tokenizer_for(_hub_recipe(tmp_path))
+
+
+def test_hub_model_absent_here_is_left_unchecked_online_or_for_a_cluster(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    recipe = _hub_recipe(tmp_path)
+    with on_target(Target(8, "the job's nodes")):  # the job's nodes may reach the hub
+        found, why = tokenizer_for(recipe)
+    assert found is None and "models/not_here" in why
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    found, why = tokenizer_for(recipe)  # nothing is downloaded: the answer comes from the (empty) cache
+    assert found is None and "not checked" in why
+    assert not (tmp_path / "hf" / "hub" / "models--models--not_here").exists()
+
+
+@pytest.mark.parametrize(("key", "good", "bad"), [("learning_rate", 1e-5, 0.0), ("max_steps", -1, 0),
+                                                  ("per_device_train_batch_size", 1, 0), ("adam_beta2", 0.999, 1.0),
+                                                  ("num_generations", 2, 1), ("warmup_steps", 0, -1)])
+def test_ranges_admit_the_edges_trl_accepts(key, good, bad):
+    assert RANGES[key].admits(good) and not RANGES[key].admits(bad)
+    check_ranges({key: good})
+    with pytest.raises(SmolalignError, match=f"train.{key}"):
+        check_ranges({key: bad})
+
+
+def test_every_float_must_be_finite():
+    with pytest.raises(SmolalignError, match="train.beta must be a finite number"):
+        check_ranges({"beta": float("nan")})
