@@ -96,14 +96,27 @@ def reference_description(recipe: Recipe, hardware: Hardware) -> str:
     if kind == "precomputed":
         return ("log-probs of the starting policy, computed once before training (one extra pass over the data): "
                 "no reference weights held")
-    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    label = "a frozen copy of the policy's source" if kind == "policy" else recipe.reference.source
+    cost = weights_memory(recipe, hardware, "model" if kind == "policy" else "reference", " more")
+    return f"{label}: {cost or 'one more model in memory (size unknown before loading)'}"
+
+
+def policy_description(recipe: Recipe, hardware: Hardware) -> str:
+    """The policy's weights in memory (gradients and optimizer state are the estimate's rows)."""
+    cost = weights_memory(recipe, hardware, "model")
+    return f"{recipe.model.source}: {cost or 'size unknown before loading'}"
+
+
+def weights_memory(recipe: Recipe, hardware: Hardware, role: str, after: str = "") -> str | None:
+    """"X MiB`after` (N parameters in DTYPE)" for the weights of a recipe's model source (`role`), None when
+    unknown."""
     from smolalign.models.sources import source_of
 
-    label = "a frozen copy of the policy's source" if kind == "policy" else recipe.reference.source
-    count = source_parameter_count(source_of(recipe, "model" if kind == "policy" else "reference"))
-    cost = (f"{describe_bytes(count * DTYPE_BYTES.get(dtype, 4))} more ({describe_count(count)} parameters in {dtype})"
-            if count else "one more model in memory (size unknown before loading)")
-    return f"{label}: {cost}"
+    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    count = source_parameter_count(source_of(recipe, role))
+    if not count:
+        return None
+    return f"{describe_bytes(count * DTYPE_BYTES.get(dtype, 4))}{after} ({describe_count(count)} parameters in {dtype})"
 
 
 def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
