@@ -29,6 +29,9 @@ RL_KEYS_OWNED = {
 ONLINE_DPO_KEYS_OWNED = {
     **RL_KEYS_OWNED,
     "reward_model_path": "name the reward model in rewards: (e.g. [{name: model:PATH}])",
+    # GRPO's names, refused with online DPO's own rather than a did-you-mean:
+    "num_generations": "online DPO always samples 2 answers per prompt",
+    "max_completion_length": "online DPO's answer budget is train.max_new_tokens",
 }
 REWARD_KEYS_OWNED = {
     "pad_token": "smolalign sets the pad token with the tokenizer, which the saved reward model keeps",
