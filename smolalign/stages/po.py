@@ -64,21 +64,21 @@ def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
     rows.pop("packing", None)
     if method.trainer == "reward":
         add_reward_model_rows(plan, recipe, hardware)
-        return
-    terms = method.losses or ("orpo",)
-    weights = method.weights or (1.0,) * len(terms)
-    described = " + ".join(f"{w:g}×{t}" if len(terms) > 1 else t for t, w in zip(terms, weights, strict=True))
-    rows["method"] = f"{method.name} ({method.trainer} trainer: {described}, beta {settings['beta']:g})"
-    rows["loss"] = "answer tokens only (prompt masked)"
-    max_length = settings["max_length"]
-    if max_length:
-        batch = rows["global batch"]
-        if method.trainer == "kto":
-            rows["tokens per step"] = f"≤ {batch * max_length:,} ({batch} rows × max_length {max_length})"
-        else:
-            rows["tokens per step"] = (f"≤ {2 * batch * max_length:,} ({batch} pairs × 2 answers × max_length "
-                                       f"{max_length})")
-    rows["reference"] = reference_description(recipe, hardware)
+    else:
+        terms = method.losses or ("orpo",)
+        weights = method.weights or (1.0,) * len(terms)
+        described = " + ".join(f"{w:g}×{t}" if len(terms) > 1 else t for t, w in zip(terms, weights, strict=True))
+        rows["method"] = f"{method.name} ({method.trainer} trainer: {described}, beta {settings['beta']:g})"
+        rows["loss"] = "answer tokens only (prompt masked)"
+        max_length = settings["max_length"]
+        if max_length:
+            batch = rows["global batch"]
+            if method.trainer == "kto":
+                rows["tokens per step"] = f"≤ {batch * max_length:,} ({batch} rows × max_length {max_length})"
+            else:
+                rows["tokens per step"] = (f"≤ {2 * batch * max_length:,} ({batch} pairs × 2 answers × max_length "
+                                           f"{max_length})")
+        rows["reference"] = reference_description(recipe, hardware)
     if recipe.pairs is not None:
         from smolalign.pairs.build import is_up_to_date
         from smolalign.pairs.output import pairs_path
