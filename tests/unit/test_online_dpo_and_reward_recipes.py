@@ -95,3 +95,32 @@ def test_think_modes_reach_the_prompt_rendered_without_kwargs(write_recipe, tiny
                                                  add_generation_prompt=True, tokenize=False, enable_thinking=think)
         assert rendered == expected
         assert carried["chat_template_kwargs"] == {"enable_thinking": think}  # what the format rewards read
+
+
+@pytest.mark.parametrize(("backend", "mode"), [("vllm_colocate", "colocate"), ("vllm_server", "server")])
+def test_vllm_backends_map_onto_online_dpo_config_as_for_grpo(write_recipe, tiny_dir, tmp_path, monkeypatch,
+                                                               backend, mode):
+    """generation.backend reaches OnlineDPOConfig's own fields (use_vllm, vllm_mode, the server's address), the
+    recipe validated for a GPU machine with vLLM installed."""
+    from trl.experimental.online_dpo import OnlineDPOConfig
+
+    from smolalign.hardware import detect_hardware
+    from smolalign.preflight import Target, on_target
+    from smolalign.recipe.validate import load_recipe
+    from smolalign.stages.online_dpo import online_dpo_config
+
+    data = tmp_path / "prompts.jsonl"
+    data.write_text(_PROMPTS)
+    server = {"server": {"base_url": "http://127.0.0.1:8123"}} if backend == "vllm_server" else {}
+    path = write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "online_dpo",
+                         "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": "math_accuracy"}],
+                         "generation": {"backend": backend, **server},
+                         "train": {"max_new_tokens": 8, "max_length": 64, "beta": 0.2}})
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: module != "flash_attn")
+    with on_target(Target(1, "a GPU machine with vLLM", bf16=True, processes=1)):
+        recipe = load_recipe(str(path), [], "rl")
+    base_url = server["server"]["base_url"] if server else None
+    config = online_dpo_config(recipe, detect_hardware(), "float32", tmp_path / "run", base_url)
+    assert isinstance(config, OnlineDPOConfig)
+    assert config.use_vllm and config.vllm_mode == mode and config.vllm_server_base_url == base_url
+    assert config.reward_weights == [1.0] and config.beta == 0.2  # one beta, every epoch
