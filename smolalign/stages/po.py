@@ -149,7 +149,7 @@ def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
         fixed["loss_type"] = method.losses[0]
     if method.trainer in ("dpo", "kto"):
         fixed["precompute_ref_log_probs"] = recipe.reference.kind == "precomputed"
-    if method.trainer in ("orpo", "reward"):
+    if method.trainer == "orpo":
         fixed["remove_unused_columns"] = False
     return trl_config(recipe, hardware, dtype, run_dir, **fixed)
 
