@@ -36,7 +36,8 @@ def workload(recipe, settings: dict, processes: int) -> dict:
     length = int(settings.get("max_length") or 1024)
     sequences = 2 if recipe.stage == "po" and recipe.method.trainer != "kto" else 1  # chosen and rejected together
     work.update(sequence_length=length, tokens_per_micro_batch=sequences * per_device * length,
-                sequences_per_step=sequences * per_device * accumulation)
+                sequences_per_step=sequences * per_device * accumulation,
+                score_head=recipe.stage == "po" and recipe.method.trainer == "reward")
     return work
 
 
