@@ -55,12 +55,14 @@ def source_prompts(sources: list[SourceSection], seed: int = 0) -> PromptRows:
     return read_prompt_rows(DataSection(sources=list(sources), seed=seed))
 
 
-def with_think_modes(dataset, template_kwargs: dict, template_reads_flags: bool, template_name: str):
-    """Each row's mode carried into its prompt: TRL renders every prompt with the same template kwargs, so a row
-    whose chat_template_kwargs.enable_thinking differs from `template_kwargs` gets the /think or /no_think flag
+def with_think_modes(dataset, template_kwargs: dict, template_reads_flags: bool, template_name: str,
+                     rendered_kwargs: dict | None = None):
+    """Each row's mode carried into its prompt: TRL renders every prompt with the same template kwargs
+    (`rendered_kwargs`; `template_kwargs` when None, and none at all for trainers that pass none), so a row whose
+    mode (its chat_template_kwargs over `template_kwargs`) differs from theirs gets the /think or /no_think flag
     that switches it (refused for a template that ignores flags), and every row's `chat_template_kwargs` column
     holds its effective mode, which the format and length rewards read."""
-    default = row_mode(None, template_kwargs)
+    default = row_mode(None, template_kwargs if rendered_kwargs is None else rendered_kwargs)
 
     def carry(row):
         messages = row["prompt"]
@@ -81,9 +83,10 @@ def with_think_modes(dataset, template_kwargs: dict, template_reads_flags: bool,
     return dataset.map(carry, keep_in_memory=True).remove_columns([ORIGIN])
 
 
-def recipe_prompts(recipe, rows: PromptRows | None = None) -> PromptRows:
+def recipe_prompts(recipe, rows: PromptRows | None = None, rendered_kwargs: dict | None = None) -> PromptRows:
     """The prompts of an rl or distillation recipe (`data:`, or `rows` read from it already), with each row's think
-    mode carried into its prompt."""
+    mode carried into its prompt (`rendered_kwargs`: the template kwargs the trainer renders with, when not the
+    recipe's own)."""
     from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
     name = recipe.template.name
@@ -91,6 +94,7 @@ def recipe_prompts(recipe, rows: PromptRows | None = None) -> PromptRows:
     rows = rows or read_prompt_rows(recipe.data)
 
     def carry(dataset):
-        return None if dataset is None else with_think_modes(dataset, recipe.template.kwargs, reads_flags, name)
+        return None if dataset is None else with_think_modes(dataset, recipe.template.kwargs, reads_flags, name,
+                                                             rendered_kwargs)
 
     return PromptRows(carry(rows.train), carry(rows.eval))

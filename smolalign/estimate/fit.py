@@ -27,7 +27,7 @@ def extra_parts(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: i
     parts: dict[str, int] = {}
     scored = 0
     reference = None
-    if recipe.stage == "po" and recipe.reference.kind in ("policy", "source"):
+    if recipe.reference is not None and recipe.reference.kind in ("policy", "source"):  # po, online_dpo
         reference = dims.params if recipe.reference.kind == "policy" else \
             source_parameter_count(source_of(recipe, "reference"))
     if recipe.stage == "rl" and recipe.method.trainer == "grpo" and settings.get("beta") and recipe.peft is None:

@@ -182,12 +182,14 @@ def _deepspeed_states(dims: ModelDims, optim: str, setup: Setup) -> MemoryEstima
 def estimate_memory(dims: ModelDims, settings: Mapping, setup: Setup, *, extra: Mapping[str, int] | None = None
                     ) -> MemoryEstimate:
     """Memory per device by part and at the peak. `settings` holds the effective training settings
-    (`tokens_per_micro_batch`, `gradient_checkpointing`, `gradient_accumulation_steps`, `optim`); `extra` adds
-    parts held for the whole step (a reference or teacher model, vLLM's share)."""
+    (`tokens_per_micro_batch`, `gradient_checkpointing`, `gradient_accumulation_steps`, `optim`, `score_head`);
+    `extra` adds parts held for the whole step (a reference or teacher model, vLLM's share)."""
     est = model_states(dims, settings, setup)
     b = DTYPE_BYTES.get(setup.dtype, 4)
     tokens = int(settings.get("tokens_per_micro_batch") or 0)
     transient = activation_bytes(dims, tokens, b, bool(settings.get("gradient_checkpointing")), triton=setup.gpu)
+    if settings.get("score_head"):  # a reward model reads one score per sequence: no vocabulary logits
+        del transient["logits and loss (chunked)"]
     est.parts.update(transient)
     est.parts.update(extra or {})
     if setup.gpu:

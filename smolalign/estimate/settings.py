@@ -17,6 +17,13 @@ def workload(recipe, settings: dict, processes: int) -> dict:
     per_device = int(settings.get("per_device_train_batch_size") or 1)
     accumulation = int(settings.get("gradient_accumulation_steps") or 1)
     work = {"sequences_per_step": per_device * accumulation, "lora": recipe.peft is not None}
+    if recipe.stage == "rl" and recipe.method.trainer == "online_dpo":
+        # Two answers per prompt, scored together; max_length bounds prompt + answer.
+        completion, length = int(settings["max_new_tokens"]), int(settings["max_length"])
+        work.update(sequence_length=length, tokens_per_micro_batch=2 * per_device * length,
+                    sequences_per_step=2 * per_device * accumulation,
+                    generated_sequences=2 * per_device * accumulation, max_completion_length=completion)
+        return work
     if recipe.stage == "rl":
         completion = int(settings.get("max_completion_length") or 512)
         length = int(settings.get("max_prompt_length") or ASSUMED_PROMPT) + completion
@@ -29,7 +36,8 @@ def workload(recipe, settings: dict, processes: int) -> dict:
     length = int(settings.get("max_length") or 1024)
     sequences = 2 if recipe.stage == "po" and recipe.method.trainer != "kto" else 1  # chosen and rejected together
     work.update(sequence_length=length, tokens_per_micro_batch=sequences * per_device * length,
-                sequences_per_step=sequences * per_device * accumulation)
+                sequences_per_step=sequences * per_device * accumulation,
+                score_head=recipe.stage == "po" and recipe.method.trainer == "reward")
     return work
 
 

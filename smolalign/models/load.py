@@ -164,11 +164,13 @@ def _with_template(tokenizer, section: ModelSection, template_name: str):
     return tokenizer, template
 
 
-def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer, source: ModelSource | None = None):
+def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer, source: ModelSource | None = None,
+               scorer: bool = False):
     """The causal LM in `dtype` (quantized with bitsandbytes if asked), with EOS and pad synced to the tokenizer;
-    `source` is the section's source when it was resolved already."""
+    `source` is the section's source when it was resolved already. `scorer`: the same backbone with a one-output
+    classification head instead (a reward model; a new head starts random)."""
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     source = source or resolve_model(section)
     kwargs: dict = {"dtype": getattr(torch, dtype), "trust_remote_code": section.trust_remote_code}
@@ -187,8 +189,11 @@ def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer,
             kwargs["quantization_config"] = BitsAndBytesConfig(load_in_8bit=True)
         if hardware.on_gpu:
             kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
+    auto_class = AutoModelForSequenceClassification if scorer else AutoModelForCausalLM
+    if scorer:
+        kwargs["num_labels"] = 1
     with _source_errors(source):
-        model = AutoModelForCausalLM.from_pretrained(local_dir(source), **kwargs)
+        model = auto_class.from_pretrained(local_dir(source), **kwargs)
     sync_special_tokens(model, tokenizer)
     report_zero3_sharding(model)
     return model
@@ -211,7 +216,7 @@ def sync_special_tokens(model, tokenizer) -> None:
     """Model config and generation config agree with the tokenizer on EOS and pad, so generation stops at a turn end."""
     model.config.pad_token_id = tokenizer.pad_token_id
     model.config.eos_token_id = tokenizer.eos_token_id
-    if model.generation_config is not None:
+    if getattr(model, "generation_config", None) is not None:  # a classifier (reward model) generates nothing
         model.generation_config.eos_token_id = tokenizer.eos_token_id
         model.generation_config.pad_token_id = tokenizer.pad_token_id
 

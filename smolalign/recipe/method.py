@@ -1,8 +1,8 @@
-"""The `method:` and `reference:` keys: for `po`, which TRL trainer, which loss terms, which reference; for `rl`,
-GRPO from rewards or distillation from a teacher (with the `rewards:`, `generation:` and `teacher:` sections that go
-with each). Which classes and modules run a method is the method table's (`recipe.methods`).
+"""The `method:` and `reference:` keys: for `po`, which TRL trainer, which loss terms, which reference (a reward
+model, `method: reward`, has none); for `rl`, GRPO or online DPO from rewards, or distillation from a teacher (with
+the `rewards:`, `generation:` and `teacher:` sections that go with each). Which classes and modules run a method is the method table's (`recipe.methods`).
 
-A `po` `method:` is a name (`apo_zero`, `dpo`, `kto`, `orpo`), a list of DPO loss terms summed with equal weights
+A `po` `method:` is a name (`apo_zero`, `dpo`, `kto`, `orpo`, `reward`), a list of DPO loss terms summed with equal weights
 (`[sigmoid, sft]`), or a mapping of terms to weights (`{sigmoid: 1.0, sft: 0.5}`).
 """
 
@@ -25,8 +25,12 @@ DPO_LOSSES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_
 ALIASES = {"dpo": "sigmoid"}
 KTO_LOSSES = ("kto", "apo_zero_unpaired")
 """KTOConfig.loss_type values: KTO proper, and APO-zero on unpaired data."""
-PO_METHODS = (*ALIASES, *DPO_LOSSES, *KTO_LOSSES, "orpo")
+REFERENCE_FREE = {"orpo": "orpo is reference-free", "reward": "a reward model trains without a reference"}
+"""po methods that train no policy against a reference."""
+PO_METHODS = (*ALIASES, *DPO_LOSSES, *KTO_LOSSES, *REFERENCE_FREE)
 RL_METHODS = tuple(name for name, spec in METHODS.items() if spec.stage == "rl")
+REWARDED = ("grpo", "online_dpo")
+"""rl methods that learn from `rewards:`; the others learn from a teacher."""
 
 def parse_method(value: Any) -> Method:
     if value is None:
@@ -34,8 +38,8 @@ def parse_method(value: Any) -> Method:
                              "terms, or a mapping of terms to weights")
     if isinstance(value, str):
         name = value.strip()
-        if name == "orpo":
-            return Method(name, "orpo")
+        if name in REFERENCE_FREE:
+            return Method(name, name)
         if name in KTO_LOSSES:
             return Method(name, "kto", (name,))
         return Method(name, "dpo", (_dpo_loss(name),))
@@ -59,16 +63,16 @@ def _dpo_loss(name: str) -> str:
     name = ALIASES.get(name, name)
     if name in DPO_LOSSES:
         return name
-    if name in (*KTO_LOSSES, "orpo"):
+    if name in (*KTO_LOSSES, *REFERENCE_FREE):
         raise SmolalignError(f"method: {name} runs on its own trainer and cannot be combined with DPO loss terms")
     raise SmolalignError(f"unknown method {name!r}{suggest(name, PO_METHODS)}; one of {', '.join(PO_METHODS)}")
 
 
 def parse_reference(value: Any, method: Method, has_peft: bool) -> ReferenceSection:
     """`reference:` is policy (default), adapter (default with peft:), precomputed, or {source: MODEL}."""
-    if method.trainer == "orpo":
+    if method.trainer in REFERENCE_FREE:
         if value not in (None, "none"):
-            raise SmolalignError("reference: orpo is reference-free; remove the reference key")
+            raise SmolalignError(f"reference: {REFERENCE_FREE[method.trainer]}; remove the reference key")
         return ReferenceSection("none")
     if value is None:
         return ReferenceSection("adapter" if has_peft else "policy")
@@ -97,15 +101,15 @@ def parse_rl_sections(raw: dict):
         raise SmolalignError(f"method: {name!r} is not an rl method{suggest(str(name), RL_METHODS)}; one of "
                              f"{', '.join(RL_METHODS)}")
     generation = build(GenerationSection, raw.get("generation"), "generation")
-    if name != "grpo":  # distillation learns from a teacher
+    if name not in REWARDED:  # distillation learns from a teacher
         if raw.get("rewards"):
             raise SmolalignError(f"rewards: method {name} learns from a teacher, not from rewards; remove rewards: "
-                                 "(or use method: grpo)")
+                                 "(or use method: grpo or online_dpo)")
         if not raw.get("teacher"):
             raise SmolalignError(f"teacher is required for method {name} (teacher.source: a model source)")
         return Method(name, name), (), generation, build(TeacherSection, raw["teacher"], "teacher")
     if raw.get("teacher"):
-        raise SmolalignError("teacher: method grpo learns from rewards; use method: distill, gold or auto")
+        raise SmolalignError(f"teacher: method {name} learns from rewards; use method: distill, gold or auto")
     listed = raw.get("rewards")
     if not isinstance(listed, list) or not listed:
         raise SmolalignError("rewards: an rl recipe needs a list of rewards, e.g. [{name: math_accuracy}]")
@@ -115,4 +119,4 @@ def parse_rl_sections(raw: dict):
             resolve_reward(reward.name, reward.params)
         except USER_ERRORS as exc:
             raise SmolalignError(f"rewards.{index}: {exc}") from None
-    return Method(name, "grpo"), rewards, generation, None
+    return Method(name, name), rewards, generation, None

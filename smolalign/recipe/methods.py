@@ -26,6 +26,16 @@ RL_KEYS_OWNED = {
     "use_vllm": "choose the backend in generation.backend",
     "vllm_mode": "choose the backend in generation.backend",
 }
+ONLINE_DPO_KEYS_OWNED = {
+    **RL_KEYS_OWNED,
+    "reward_model_path": "name the reward model in rewards: (e.g. [{name: model:PATH}])",
+    # GRPO's names, refused with online DPO's own rather than a did-you-mean:
+    "num_generations": "online DPO always samples 2 answers per prompt",
+    "max_completion_length": "online DPO's answer budget is train.max_new_tokens",
+}
+REWARD_KEYS_OWNED = {
+    "pad_token": "smolalign sets the pad token with the tokenizer, which the saved reward model keeps",
+}
 
 
 @dataclass(frozen=True)
@@ -63,8 +73,13 @@ METHODS: dict[str, MethodSpec] = {
                       "smolalign.stages.po", PO_KEYS_OWNED),
     "orpo": MethodSpec("po", "trl.experimental.orpo:ORPOConfig", "smolalign.stages.po_trainers:PreparedORPOTrainer",
                        "smolalign.stages.po", PO_KEYS_OWNED),
+    "reward": MethodSpec("po", "trl:RewardConfig", "smolalign.stages.po_trainers:PreparedRewardTrainer",
+                         "smolalign.stages.po", REWARD_KEYS_OWNED),
     "grpo": MethodSpec("rl", "trl:GRPOConfig", "trl:GRPOTrainer", "smolalign.stages.rl", RL_KEYS_OWNED,
                        prompt_groups=True),
+    "online_dpo": MethodSpec("rl", "trl.experimental.online_dpo:OnlineDPOConfig",
+                             "trl.experimental.online_dpo:OnlineDPOTrainer", "smolalign.stages.online_dpo",
+                             ONLINE_DPO_KEYS_OWNED),
     "distill": MethodSpec("rl", "trl:DistillationConfig", "trl:DistillationTrainer", _DISTILL, RL_KEYS_OWNED),
     "gold": _GOLD,
     "auto": _GOLD,  # GOLD, with ULD exactly when the tokenizers differ; its config is a superset of distill's

@@ -145,7 +145,7 @@ class Method:
 
     name: str
     """As written in the recipe, e.g. apo_zero or sigmoid+sft."""
-    trainer: Literal["dpo", "kto", "orpo", "grpo", "distill", "gold", "auto"]
+    trainer: Literal["dpo", "kto", "orpo", "reward", "grpo", "online_dpo", "distill", "gold", "auto"]
     losses: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None
 
@@ -268,11 +268,12 @@ class Recipe:
     method: Method | None = None
     """`po` only: the preference method."""
     reference: ReferenceSection | None = None
-    """`po` only: where reference log-probabilities come from."""
+    """`po`, and `rl` online_dpo (always the policy's copy, or the adapter disabled): where reference
+    log-probabilities come from."""
     pairs: PairsSection | None = None
     """`po` only: generate the training pairs from a strong and a weak model first."""
     rewards: tuple[RewardSection, ...] = ()
-    """`rl` (grpo) only: the rewards, weighted."""
+    """`rl` (grpo, online_dpo) only: the rewards, weighted."""
     generation: GenerationSection | None = None
     """`rl` only: the generation backend."""
     teacher: TeacherSection | None = None

@@ -1,6 +1,7 @@
-"""The `train:` section before it meets TRL: recipe shorthands mapped onto TRL's fields, the keys smolalign sets
-from its own sections refused with where to set them instead (the keys come from the method table), and the range of
-every numeric value (`RANGES`), so a negative learning rate or a batch of 0 is refused before any weight loads."""
+"""The `train:` section before it meets TRL: recipe shorthands mapped onto TRL's fields (packing strategies, one
+online DPO beta), the keys smolalign sets from its own sections refused with where to set them instead (the keys come
+from the method table), and the range of every numeric value (`RANGES`), so a negative learning rate or a batch of 0
+is refused before any weight loads."""
 
 import math
 import sys
@@ -84,6 +85,9 @@ def normalize_train(train: dict, stage: str, spec: MethodSpec) -> dict:
         raise SmolalignError(
             f"train.packing must be false or one of {', '.join(PACKING_STRATEGIES)}, got {train['packing_strategy']!r}"
         )
+    beta = train.get("beta")
+    if spec.config.endswith(":OnlineDPOConfig") and isinstance(beta, (int, float)) and not isinstance(beta, bool):
+        train["beta"] = [float(beta)]  # online DPO takes a beta per epoch; one number is the same for every epoch
     for key, hint in spec.refused.items():
         if key in train:
             raise SmolalignError(f"train.{key} is set by smolalign: {hint}")

@@ -17,6 +17,7 @@ from smolalign.recipe.schema import (
     ModelSection,
     PairsSection,
     Recipe,
+    ReferenceSection,
     TemplateSection,
 )
 from smolalign.recipe.typecheck import build, check_config_section, reject_unknown
@@ -62,6 +63,8 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None, machine: 
     rewards: tuple = ()
     if stage == "rl":
         method, rewards, generation, teacher = parse_rl_sections(raw)
+        if method.trainer == "online_dpo":  # TRL's reference: a frozen copy of the policy, or its adapter disabled
+            reference = ReferenceSection("adapter" if peft is not None else "policy")
     if stage == "po":
         method = parse_method(raw.get("method"))
         reference = parse_reference(raw.get("reference"), method, peft is not None)

@@ -1,4 +1,5 @@
-"""`smolalign po`: preference optimization (DPO and its loss variants, APO, KTO, ORPO) on TRL's trainers.
+"""`smolalign po`: preference optimization (DPO and its loss variants, APO, KTO, ORPO) on TRL's trainers, and
+reward models (`method: reward`, TRL's RewardTrainer) trained on the same pairs.
 
 smolalign renders and tokenizes the pairs with the recipe's template and checks every row (see
 `data.preference`), generates the pairs first when the recipe has a `pairs:` section, picks the reference model
@@ -13,6 +14,7 @@ from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
+from smolalign.recipe.method import REFERENCE_FREE
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
@@ -69,20 +71,23 @@ def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
     method, settings = recipe.method, recipe.settings
     rows = plan.rows
     rows.pop("packing", None)
-    terms = method.losses or ("orpo",)
-    weights = method.weights or (1.0,) * len(terms)
-    described = " + ".join(f"{w:g}×{t}" if len(terms) > 1 else t for t, w in zip(terms, weights, strict=True))
-    rows["method"] = f"{method.name} ({method.trainer} trainer: {described}, beta {settings['beta']:g})"
-    rows["loss"] = "answer tokens only (prompt masked)"
-    max_length = settings["max_length"]
-    if max_length:
-        batch = rows["global batch"]
-        if method.trainer == "kto":
-            rows["tokens per step"] = f"≤ {batch * max_length:,} ({batch} rows × max_length {max_length})"
-        else:
-            rows["tokens per step"] = (f"≤ {2 * batch * max_length:,} ({batch} pairs × 2 answers × max_length "
-                                       f"{max_length})")
-    rows["reference"] = reference_description(recipe, hardware)
+    if method.trainer == "reward":
+        add_reward_model_rows(plan, recipe, hardware)
+    else:
+        terms = method.losses or ("orpo",)
+        weights = method.weights or (1.0,) * len(terms)
+        described = " + ".join(f"{w:g}×{t}" if len(terms) > 1 else t for t, w in zip(terms, weights, strict=True))
+        rows["method"] = f"{method.name} ({method.trainer} trainer: {described}, beta {settings['beta']:g})"
+        rows["loss"] = "answer tokens only (prompt masked)"
+        max_length = settings["max_length"]
+        if max_length:
+            batch = rows["global batch"]
+            if method.trainer == "kto":
+                rows["tokens per step"] = f"≤ {batch * max_length:,} ({batch} rows × max_length {max_length})"
+            else:
+                rows["tokens per step"] = (f"≤ {2 * batch * max_length:,} ({batch} pairs × 2 answers × max_length "
+                                           f"{max_length})")
+        rows["reference"] = reference_description(recipe, hardware)
     if recipe.pairs is not None:
         from smolalign.pairs.build import is_up_to_date
         from smolalign.pairs.output import pairs_path
@@ -95,24 +100,51 @@ def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
             plan.notes.append("steps are known once the pairs exist (run `smolalign po pairs` first to see them)")
 
 
+def add_reward_model_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
+    settings, rows = recipe.settings, plan.rows
+    center = settings["center_rewards_coefficient"]
+    rows["method"] = ("reward (a sequence classifier with one output, the score; loss -log σ(score chosen − score "
+                      f"rejected){f' + {center:g} × (sum of scores)²' if center else ''})")
+    rows["loss"] = "the score of prompt + answer, read at its last token (pairs longer than max_length dropped)"
+    max_length = settings["max_length"]
+    if max_length:
+        batch = rows["global batch"]
+        rows["tokens per step"] = f"≤ {2 * batch * max_length:,} ({batch} pairs × 2 sequences × max_length {max_length})"
+    rows["model"] = f"{recipe.model.source} with a new score head (one output)"
+    rows["reference"] = reference_description(recipe, hardware)
+
+
 def reference_description(recipe: Recipe, hardware: Hardware) -> str:
     """Which reference the run uses and what it costs in memory."""
     kind = recipe.reference.kind
     if kind == "none":
-        return "none (orpo is reference-free): no extra memory"
+        return f"none ({REFERENCE_FREE[recipe.method.trainer]}): no extra memory"
     if kind == "adapter":
         return "the base model with the LoRA adapter disabled: no extra memory"
     if kind == "precomputed":
         return ("log-probs of the starting policy, computed once before training (one extra pass over the data): "
                 "no reference weights held")
-    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    label = "a frozen copy of the policy's source" if kind == "policy" else recipe.reference.source
+    cost = weights_memory(recipe, hardware, "model" if kind == "policy" else "reference", " more")
+    return f"{label}: {cost or 'one more model in memory (size unknown before loading)'}"
+
+
+def policy_description(recipe: Recipe, hardware: Hardware) -> str:
+    """The policy's weights in memory (gradients and optimizer state are the estimate's rows)."""
+    cost = weights_memory(recipe, hardware, "model")
+    return f"{recipe.model.source}: {cost or 'size unknown before loading'}"
+
+
+def weights_memory(recipe: Recipe, hardware: Hardware, role: str, after: str = "") -> str | None:
+    """"X MiB`after` (N parameters in DTYPE)" for the weights of a recipe's model source (`role`), None when
+    unknown."""
     from smolalign.models.sources import source_of
 
-    label = "a frozen copy of the policy's source" if kind == "policy" else recipe.reference.source
-    count = source_parameter_count(source_of(recipe, "model" if kind == "policy" else "reference"))
-    cost = (f"{describe_bytes(count * DTYPE_BYTES.get(dtype, 4))} more ({describe_count(count)} parameters in {dtype})"
-            if count else "one more model in memory (size unknown before loading)")
-    return f"{label}: {cost}"
+    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    count = source_parameter_count(source_of(recipe, role))
+    if not count:
+        return None
+    return f"{describe_bytes(count * DTYPE_BYTES.get(dtype, 4))}{after} ({describe_count(count)} parameters in {dtype})"
 
 
 def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
@@ -163,7 +195,7 @@ def build_trainer(recipe: Recipe, model, reference, tokenizer, data, config, run
 
     kwargs = dict(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                   processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
-    if recipe.method.trainer != "orpo":
+    if recipe.method.trainer not in REFERENCE_FREE:
         kwargs["ref_model"] = reference
     return trainer_class(recipe.stage, recipe.method)(**kwargs)
 
@@ -192,7 +224,8 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         print(f"data: {data.stats['train']}")
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     config = po_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the models load sharded
-    model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
+    model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe),
+                       scorer=recipe.method.trainer == "reward")
     reference = load_reference(recipe, dtype, hardware, tokenizer)
     start_run(recipe, hardware, run_dir, state, overwrite=overwrite,
               template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
@@ -202,4 +235,5 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     trainer = build_trainer(recipe, model, reference, tokenizer, data, config, run_dir)
     del model, reference  # the trainer holds them; finish() frees them before an evaluation
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation, hub=recipe.hub, companions=("rewards/margins", "log_odds_ratio"))
+    return finish(trainer, run_dir, model_dir, evaluation, hub=recipe.hub,
+                  companions=("rewards/margins", "log_odds_ratio", "accuracy", "margin"))

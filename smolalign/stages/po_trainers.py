@@ -1,4 +1,5 @@
-"""TRL's preference trainers, fed rows smolalign already tokenized and checked (`data.prepare_preference`).
+"""TRL's preference trainers (and the reward model trainer), fed rows smolalign already tokenized and checked
+(`data.prepare_preference`).
 
 Each subclass replaces only the trainer's own dataset preparation; losses, reference handling, collators and
 logging are TRL's.
@@ -8,7 +9,9 @@ import os
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-from trl import DPOTrainer, KTOTrainer  # noqa: E402
+import sys  # noqa: E402
+
+from trl import DPOTrainer, KTOTrainer, RewardTrainer  # noqa: E402
 from trl.experimental.orpo import ORPOTrainer  # noqa: E402
 
 
@@ -45,3 +48,22 @@ class PreparedORPOTrainer(ORPOTrainer):
             row[f"{side}_attention_mask"] = [1] * len(ids)
             row[f"{side}_labels"] = [-100] * len(prompt) + answer
         return row
+
+
+class PreparedRewardTrainer(RewardTrainer):
+    def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+        """Each side as one sequence, prompt + answer (the score is read at its last token); a pair with a side
+        over max_length is dropped, as TRL does, since cutting it would move the token the score is read at."""
+        def join(row):
+            return {"chosen_ids": row["prompt_ids"] + row["chosen_ids"],
+                    "rejected_ids": row["prompt_ids"] + row["rejected_ids"]}
+
+        dataset = dataset.map(join, remove_columns=["prompt_ids"], keep_in_memory=True)
+        if args.max_length is None:
+            return dataset
+        kept = dataset.filter(lambda row: max(len(row["chosen_ids"]), len(row["rejected_ids"])) <= args.max_length,
+                              keep_in_memory=True)
+        if len(kept) < len(dataset):
+            print(f"{dataset_name}: dropped {len(dataset) - len(kept)} pair(s) longer than train.max_length "
+                  f"{args.max_length}", file=sys.stderr)
+        return kept

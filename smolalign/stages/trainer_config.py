@@ -110,4 +110,6 @@ def peft_config(recipe: Recipe):
         return None
     from peft import LoraConfig
 
-    return LoraConfig(**{"task_type": "CAUSAL_LM", **recipe.peft})
+    # A reward model trains its new score head in full (SEQ_CLS saves it beside the adapters).
+    task = "SEQ_CLS" if recipe.method is not None and recipe.method.trainer == "reward" else "CAUSAL_LM"
+    return LoraConfig(**{"task_type": task, **recipe.peft})

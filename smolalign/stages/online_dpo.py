@@ -1,0 +1,126 @@
+"""`smolalign rl` with `method: online_dpo`: TRL's online DPO trainer, whose policy samples two answers per prompt at
+every step; the recipe's rewards (the rewards registry, weighted) pick the chosen one, and a DPO (sigmoid) or IPO
+loss trains on the pair against a frozen reference (the policy's copy, or the base with the adapter disabled).
+
+smolalign reads the prompts as GRPO does (each row's think mode carried into its prompt as a flag, since this
+trainer renders every prompt with no template kwargs), checks the loss, lengths, rewards and their columns before
+any model loads, and picks the generation backend as GRPO does (transformers, vLLM colocated, a vLLM server).
+`smolalign rl recipes/quickstart/online_dpo.yaml --dry-run`
+"""
+
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
+from smolalign.plan import make_plan
+from smolalign.recipe.schema import Recipe
+from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
+from smolalign.stages.trainer_config import peft_config, trl_config
+from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+
+LOSSES = ("sigmoid", "ipo")
+"""OnlineDPOConfig.loss_type values TRL 1.16's online DPO computes (any other fails at the first step)."""
+CANDIDATES = 2
+"""Answers sampled per prompt: TRL's online DPO always compares two."""
+
+
+def check_recipe(recipe: Recipe) -> None:
+    """What the trainer would only refuse (or silently get wrong) after loading the weights."""
+    settings = recipe.settings
+    if settings["loss_type"] not in LOSSES:
+        raise SmolalignError(f"train.loss_type {settings['loss_type']!r}: online DPO computes one of "
+                             f"{', '.join(LOSSES)}")
+    if settings["max_new_tokens"] >= settings["max_length"]:
+        raise SmolalignError(f"train.max_new_tokens {settings['max_new_tokens']} must be below train.max_length "
+                             f"{settings['max_length']} (which bounds prompt + answer), or every prompt is cut away")
+    penalty = settings["missing_eos_penalty"]
+    if penalty is not None and penalty < 0:
+        raise SmolalignError(f"train.missing_eos_penalty must be ≥ 0 (it is subtracted), got {penalty}")
+
+
+def check_before_loading(recipe: Recipe, hardware: Hardware):
+    """Template, loss and lengths, rewards and the columns they read, prompts; returns (plan, prompts, rewards)."""
+    from rewards.registry import check_reward_columns
+    from smolalign.data.prompts import recipe_prompts
+    from smolalign.models.sources import source_of
+    from smolalign.stages.rl import add_sandbox_row, build_rewards
+
+    source_of(recipe)
+    template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
+    check_recipe(recipe)
+    rewards = build_rewards(recipe)
+    prompts = recipe_prompts(recipe, rendered_kwargs={})
+    check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)],
+                         prompts.train.column_names)
+    plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
+    add_online_rows(plan, recipe, hardware)
+    add_sandbox_row(plan, rewards)
+    return plan, prompts, rewards
+
+
+def add_online_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
+    from smolalign.stages.po import policy_description, reference_description
+    from smolalign.stages.rl_server import describe_generation
+
+    settings, rows = recipe.settings, plan.rows
+    for key in ("packing", "loss", "tokens per step"):
+        rows.pop(key, None)
+    beta = settings["beta"]
+    beta = ", ".join(f"{b:g}" for b in beta) if isinstance(beta, list) else f"{beta:g}"  # a list: one per epoch
+    rows["method"] = (f"online_dpo (loss {settings['loss_type']}, beta {beta}): the higher-rewarded of "
+                      f"{CANDIDATES} answers is chosen")
+    rows["rewards"] = " + ".join(f"{r.weight:g}×{r.name}" for r in recipe.rewards)
+    rows["candidates per prompt"] = CANDIDATES
+    per_step = CANDIDATES * rows["global batch"]
+    total = f", {per_step * plan.steps:,} in all over {plan.steps} steps" if plan.steps else ""
+    rows["generations"] = (f"{per_step} per step ({rows['global batch']} prompts × {CANDIDATES}){total}, ≤ "
+                           f"{settings['max_new_tokens']} tokens each, temperature {settings['temperature']:g}")
+    rows["loss"] = (f"answer tokens only, prompt + answer ≤ max_length {settings['max_length']} "
+                    "(the prompt's start is cut first)")
+    rows["policy"] = policy_description(recipe, hardware)
+    rows["reference"] = reference_description(recipe, hardware)
+    rows["generation"] = describe_generation(recipe.generation)
+    if settings["missing_eos_penalty"]:
+        rows["rewards"] += f", minus {settings['missing_eos_penalty']:g} for an answer that never ends"
+
+
+def online_dpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None):
+    from smolalign.stages.rl_server import vllm_fields
+
+    fixed = {"reward_weights": [r.weight for r in recipe.rewards], **vllm_fields(recipe.generation, base_url)}
+    return trl_config(recipe, hardware, dtype, run_dir, **fixed)
+
+
+def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
+        overwrite: bool = False) -> Path | None:
+    from smolalign.stages.rl_server import check_claim, claim_training_gpus, served_generation, stall_timeout
+
+    claim_training_gpus(recipe)  # before anything starts CUDA in this process
+    hardware = detect_hardware()
+    check_claim(hardware.device_count)
+    plan, prompts, rewards = check_before_loading(recipe, hardware)
+    evaluation = announce(recipe, plan, dry_run)
+    if dry_run:
+        return None
+    from smolalign.models.load import load_model, load_tokenizer
+    from smolalign.models.sources import source_of
+    from smolalign.recipe.methods import trainer_class
+    from smolalign.runs.metrics import metrics_callback
+    from smolalign.runs.watchdog import stall_watchdog
+
+    run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
+    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
+    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    with served_generation(recipe, state, dtype) as server, stall_watchdog(stall_timeout(recipe.generation),
+                                                                           server) as watchdog:
+        # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
+        args = online_dpo_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
+        model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
+        # ref_model=None: TRL freezes a copy of the policy (or disables the adapter), as the plan says.
+        trainer = trainer_class(recipe.stage, recipe.method)(
+            model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train, eval_dataset=prompts.eval,
+            processing_class=tokenizer, peft_config=peft_config(recipe),
+            callbacks=[metrics_callback(run_dir), watchdog.callback()])
+        del model  # the trainer holds it; finish() frees it before an evaluation
+        model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
+    return finish(trainer, run_dir, model_dir, evaluation, "objective/scores", "rewards/margins", hub=recipe.hub)
