@@ -41,7 +41,8 @@ class Range:
 
 POSITIVE, AT_LEAST_ONE, NOT_NEGATIVE, FRACTION = Range(0, open_low=True), Range(1), Range(0), Range(0, 1)
 RANGES = {
-    "learning_rate": POSITIVE, "num_train_epochs": POSITIVE, "adam_epsilon": POSITIVE, "temperature": POSITIVE,
+    # 0 is a learning rate: the control run of an ablation (the same run whose weights must not move).
+    "learning_rate": NOT_NEGATIVE, "num_train_epochs": POSITIVE, "adam_epsilon": POSITIVE, "temperature": POSITIVE,
     "per_device_train_batch_size": AT_LEAST_ONE, "per_device_eval_batch_size": AT_LEAST_ONE,
     "gradient_accumulation_steps": AT_LEAST_ONE, "max_length": AT_LEAST_ONE, "max_completion_length": AT_LEAST_ONE,
     "max_prompt_length": AT_LEAST_ONE, "num_iterations": AT_LEAST_ONE, "dataset_num_proc": AT_LEAST_ONE,

@@ -16,7 +16,6 @@ def _train(case_id: str, key: str, value) -> Case:
 
 TRAIN_RANGES = [
     _train("lr-negative", "learning_rate", -1e-5),
-    _train("lr-zero", "learning_rate", 0),
     _train("lr-nan", "learning_rate", "@@.nan@@"),
     _train("lr-inf", "learning_rate", "@@.inf@@"),
     _train("lr-minus-inf", "learning_rate", "@@-.inf@@"),

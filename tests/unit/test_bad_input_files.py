@@ -231,7 +231,7 @@ DEEPSPEED = [
 _CHAT = json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) + "\n"
 _RECIPE = json.dumps({"model": {"source": "{tiny}"}, "template": {"name": "smollm3"},
                       "data": {"sources": [{"path": "{dir}/chat.jsonl"}]},
-                      "train": {"max_length": 128, "max_steps": 1, "per_device_train_batch_size": 1}})
+                      "train": {"max_length": 1024, "max_steps": 1, "per_device_train_batch_size": 1}})
 
 
 def _run(case_id: str, culprit: tuple[str, ...], files: dict, *flags: str) -> Case:

@@ -13,7 +13,7 @@ _EVAL = {"data": [{"path": "{dir}/held_out.jsonl"}], "rewards": [{"name": "math_
 def _recipe(**sections) -> str:
     base = {"model": {"source": "{tiny}"}, "template": {"name": "smollm3"},
             "data": {"sources": [{"path": "{dir}/chat.jsonl"}]},
-            "train": {"max_length": 128, "max_steps": 1, "per_device_train_batch_size": 1}, "eval": _EVAL}
+            "train": {"max_length": 1024, "max_steps": 1, "per_device_train_batch_size": 1}, "eval": _EVAL}
     base.update(sections)
     return json.dumps({k: v for k, v in base.items() if v is not None})  # JSON is YAML
 

@@ -55,7 +55,7 @@ def test_hub_model_absent_here_is_left_unchecked_online_or_for_a_cluster(tmp_pat
     assert not (tmp_path / "hf" / "hub" / "models--models--not_here").exists()
 
 
-@pytest.mark.parametrize(("key", "good", "bad"), [("learning_rate", 1e-5, 0.0), ("max_steps", -1, 0),
+@pytest.mark.parametrize(("key", "good", "bad"), [("learning_rate", 0.0, -1e-9), ("max_steps", -1, 0),
                                                   ("per_device_train_batch_size", 1, 0), ("adam_beta2", 0.999, 1.0),
                                                   ("num_generations", 2, 1), ("warmup_steps", 0, -1)])
 def test_ranges_admit_the_edges_trl_accepts(key, good, bad):
