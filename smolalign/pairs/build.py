@@ -1,5 +1,6 @@
 """`smolalign po pairs`: generate chosen answers with the strong model and rejected ones with the weak model,
-filter what would teach nothing or the wrong thing, and write the pairs with their provenance.
+filter what would teach nothing or the wrong thing, and write the pairs with their provenance (graded pairs, one
+model's candidates ranked by a scorer, are in `graded`).
 
 Generation is resumable (answers go to a work log batch by batch; a rerun generates only what is missing) and the
 pairs file is written atomically, with a report of every filter's count and of the chosen vs rejected lengths
@@ -50,6 +51,10 @@ def generate_pairs(recipe: Recipe, *, force: bool = False) -> Path:
     pairs = recipe.pairs
     if pairs is None:
         raise SmolalignError(f"recipe {recipe.source} has no pairs: section to generate from")
+    if pairs.graded is not None:
+        from smolalign.pairs.graded import generate_graded
+
+        return generate_graded(recipe, force=force)
     out = pairs_path(pairs)
     if not force and is_up_to_date(recipe):
         print(f"pairs: up to date ({out})")

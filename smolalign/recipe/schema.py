@@ -109,13 +109,54 @@ class GeneratorSection:
 
 
 @dataclass(frozen=True)
+class RewardSection:
+    """One reward (of an `rl` recipe, or of a graded-pairs scorer): a built-in name, `model:PATH` (a reward model) or
+    `path/to/file.py:function`, its parameters and weight."""
+
+    name: str
+    weight: float = 1.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GradedSection:
+    """On-policy graded pairs: one model samples `n` answers per prompt and the scorer ranks them."""
+
+    scorer: list[RewardSection]
+    """Rewards (built-in, `model:PATH`, judge, a team's file.py:function); a candidate's score is their weighted
+    sum, and a candidate one of them cannot score (None) is left out."""
+    sampler: GeneratorSection | None = None
+    """The model that writes the candidates; default: the policy (model.source) with the transformers backend."""
+    n: int = 4
+    """Candidates per prompt (at least 2), sampled in one call per batch of prompts."""
+    margin: float = 0.0
+    """Prompts whose chosen and rejected scores differ by less than this are dropped (a tie always is)."""
+    pick: Literal["best_worst", "best_random"] = "best_worst"
+    """The rejected answer: the lowest-scored candidate, or a random one scored at least `margin` below the best."""
+    unpaired: bool = False
+    """Write KTO rows (prompt/completion/label) instead of pairs: every scored candidate, labelled by `threshold`."""
+    threshold: float = 0.5
+    """unpaired: a candidate scored at or above this is desirable (label true)."""
+
+    def __post_init__(self) -> None:
+        if not self.scorer:
+            raise ValueError("scorer must list at least one reward, e.g. [{name: math_accuracy}]")
+        if self.n < 2:
+            raise ValueError(f"n must be at least 2 (a pair needs two candidates), got {self.n}")
+        if not math.isfinite(self.margin) or self.margin < 0:
+            raise ValueError(f"margin must be a number >= 0, got {self.margin}")
+
+
+@dataclass(frozen=True)
 class PairsSection:
-    """Preference pairs generated from prompts: the strong model's answer is chosen, the weak model's rejected."""
+    """Preference pairs generated from prompts: the strong model's answer is chosen and the weak model's rejected,
+    or (`graded:`) one model samples several answers and a scorer picks the chosen and rejected ones."""
 
     prompts: list[SourceSection]
     """Datasets with a `prompt` column (a string or messages) or `messages` (trailing assistant turns dropped)."""
-    strong: GeneratorSection
-    weak: GeneratorSection
+    strong: GeneratorSection | None = None
+    weak: GeneratorSection | None = None
+    graded: GradedSection | None = None
     output: str | None = None
     """Where the pairs are written (.jsonl); default: the smolalign cache, keyed by this section."""
     max_prompt_tokens: int | None = None
@@ -127,6 +168,17 @@ class PairsSection:
     def __post_init__(self) -> None:
         if not self.prompts:
             raise ValueError("prompts must list at least one dataset")
+        if self.graded is not None and (self.strong or self.weak):
+            raise ValueError("give either strong and weak (strong-vs-weak pairs) or graded (on-policy graded pairs)")
+        if self.graded is None and not (self.strong and self.weak):
+            raise ValueError("strong and weak are required (or graded: for on-policy graded pairs)")
+
+    @property
+    def generators(self) -> dict[str, GeneratorSection]:
+        """The models that write answers, by side: strong and weak, or the graded sampler."""
+        if self.graded is not None:
+            return {"graded": self.graded.sampler}
+        return {"strong": self.strong, "weak": self.weak}
 
 
 @dataclass(frozen=True)
@@ -148,15 +200,6 @@ class Method:
     trainer: Literal["dpo", "kto", "orpo", "grpo", "distill", "gold", "auto"]
     losses: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None
-
-
-@dataclass(frozen=True)
-class RewardSection:
-    """One reward of an `rl` recipe: a built-in name or `path/to/file.py:function`, its parameters and weight."""
-
-    name: str
-    weight: float = 1.0
-    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,11 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     rows = len(mixture.train) if mixture is not None else None
     if mixture is not None and recipe.method.trainer == "kto" and mixture.format == "preference":
         rows *= 2  # each pair becomes a desirable and an undesirable row
-    plan = make_plan(recipe, hardware, template, rows, data_format=mixture.format if mixture else "preference")
+    unpaired = recipe.pairs is not None and recipe.pairs.graded is not None and recipe.pairs.graded.unpaired
+    if mixture is None:
+        require_preference_format("unpaired" if unpaired else "preference", recipe.method.trainer)
+    plan = make_plan(recipe, hardware, template, rows, data_format=mixture.format if mixture else
+                     ("unpaired" if unpaired else "preference"))
     add_preference_rows(plan, recipe, hardware)
     return plan, mixture
 
@@ -80,8 +84,13 @@ def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
 
         state = "cached" if is_up_to_date(recipe) else "to generate before training"
         pairs = recipe.pairs
-        rows["pairs"] = (f"{state}: chosen from {pairs.strong.source} ({pairs.strong.backend}), rejected from "
-                         f"{pairs.weak.source} ({pairs.weak.backend}) -> {pairs_path(pairs)}")
+        if pairs.graded is not None:
+            from smolalign.pairs.graded_plan import add_graded_rows
+
+            add_graded_rows(rows, recipe, hardware, state)
+        else:
+            rows["pairs"] = (f"{state}: chosen from {pairs.strong.source} ({pairs.strong.backend}), rejected from "
+                             f"{pairs.weak.source} ({pairs.weak.backend}) -> {pairs_path(pairs)}")
         if "steps" not in rows:
             plan.notes.append("steps are known once the pairs exist (run `smolalign po pairs` first to see them)")
 
