@@ -65,3 +65,85 @@ def test_a_head_with_several_labels_is_refused(reward_model_dir, tmp_path):
     config.save_pretrained(tmp_path)
     with pytest.raises(RewardError, match="3 labels"):
         resolve_reward(f"model:{tmp_path}")
+
+
+def test_the_plan_counts_a_reward_model_in_memory(reward_model_dir):
+    from transformers import LlamaForSequenceClassification
+
+    from smolalign.estimate.inference import reward_model_parts
+    from smolalign.hardware import Hardware
+    from smolalign.recipe.schema import RewardSection
+
+    count = sum(p.numel() for p in LlamaForSequenceClassification.from_pretrained(reward_model_dir).parameters())
+    cpu = Hardware("cpu", 0, "", False, 1, 2)
+    name = f"model:{reward_model_dir}"
+    assert reward_model_parts([RewardSection(name), RewardSection("math_accuracy")], cpu) == {
+        f"reward model {name}": count * 4}
+    assert reward_model_parts([RewardSection(name, params={"dtype": "bfloat16"})],
+                              Hardware("cuda", 1, "H100", True, 1, 2)) == {f"reward model {name}": count * 2}
+
+
+def test_grpo_trains_on_a_reward_model(cli, write_recipe, tiny_dir, reward_model_dir, tmp_path):
+    from tiny_models import write_jsonl
+
+    from smolalign.runs.metrics import read_metrics
+
+    data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(8)])
+    recipe = write_recipe({
+        "model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "grpo",
+        "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": f"model:{reward_model_dir}"}],
+        "train": {"num_generations": 2, "per_device_train_batch_size": 4, "max_completion_length": 8, "max_steps": 2,
+                  "logging_steps": 1, "save_strategy": "no", "gradient_checkpointing": False}})
+    code, out, err = cli("rl", recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    rewards = [m["reward"] for m in read_metrics(tmp_path / "run") if "reward" in m]
+    assert len(rewards) == 2 and all(isinstance(r, float) and r == r for r in rewards)
+
+
+@pytest.fixture
+def judge_server(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    record = tmp_path / "judge.jsonl"
+    standin = Path(__file__).resolve().parents[1] / "standins" / "openai_chat"
+    process = subprocess.Popen([sys.executable, str(standin), str(port)], stdout=subprocess.PIPE, text=True,
+                               env={"STANDIN_RECORD": str(record), "PATH": "/usr/bin:/bin"})
+    assert process.stdout.readline().strip() == "ready"
+    yield f"http://127.0.0.1:{port}/v1", record
+    process.kill()
+    process.wait()
+
+
+def test_eval_scores_with_a_judge_and_a_reward_model_and_reruns_from_the_judge_cache(
+        cli, tiny_dir, reward_model_dir, judge_server, tmp_path):
+    import json
+
+    from tiny_models import write_jsonl
+
+    url, record = judge_server
+    data = write_jsonl(tmp_path / "q.jsonl", [{"prompt": f"what is {i} plus {i}"} for i in range(3)])
+    judge = {"base_url": url, "model": "judge", "rubric": "Q: {prompt}\nA: {completion}\nRate it: Score: N.",
+             "cache_dir": str(tmp_path / "judge-cache")}
+    reward_model = f"model:{reward_model_dir}"
+    args = ("eval", f"q={tiny_dir}", "--data", data, "--reward", f"judge,{reward_model}", "--params",
+            f"judge={json.dumps(judge)}", "--modes", "no_think", "--samples", "2", "--max-new-tokens", "6",
+            "--temperature", "1.0", "--seed", "3")
+    code, _, err = cli(*args, "--json", tmp_path / "a.json")
+    assert code == 0, err
+    rows = [json.loads(line) for line in (tmp_path / "a.samples.jsonl").read_text().splitlines()]
+    asked = record.read_text().splitlines()
+    assert len(rows) == 6 and len(asked) == 6
+    # the stand-in's score: how often "good" appears in the rubric as filled in
+    for row in rows:
+        assert row["rewards"]["judge"] == float(row["turn"].lower().split().count("good"))
+        assert isinstance(row["rewards"][reward_model], float)
+    code, _, err = cli(*args, "--json", tmp_path / "b.json")
+    assert code == 0, err
+    assert len(record.read_text().splitlines()) == 6  # every answer came from the cache
+    again = [json.loads(line) for line in (tmp_path / "b.samples.jsonl").read_text().splitlines()]
+    assert [r["rewards"] for r in again] == [r["rewards"] for r in rows]
