@@ -165,22 +165,16 @@ def check_pairs(recipe: Recipe, target: Target) -> str | None:
     return None
 
 
-def reward_entries(recipe: Recipe) -> list[tuple[str, object]]:
-    """(recipe key, reward section) of every reward the recipe names: rl rewards, a graded scorer, eval rewards."""
-    entries = [(f"rewards.{i}", r) for i, r in enumerate(recipe.rewards)]
-    if recipe.pairs is not None and recipe.pairs.graded is not None:
-        entries += [(f"pairs.graded.scorer.{i}", r) for i, r in enumerate(recipe.pairs.graded.scorer)]
-    if recipe.evaluation is not None:
-        entries += [(f"eval.rewards.{i}", r) for i, r in enumerate(recipe.evaluation.rewards)]
-    return entries
-
-
 def check_judges(recipe: Recipe, target: Target) -> str | None:
-    """A judge's server is asked once, now, rather than failing every request of a run."""
+    """A judge's server (rl rewards, a graded scorer, eval rewards) is asked once, now, not at every request."""
     from rewards.registry import resolve_reward
     from smolalign.errors import USER_ERRORS
 
-    for key, section in reward_entries(recipe):
+    graded = recipe.pairs.graded.scorer if recipe.pairs is not None and recipe.pairs.graded is not None else []
+    entries = [*((f"rewards.{i}", r) for i, r in enumerate(recipe.rewards)),
+               *((f"pairs.graded.scorer.{i}", r) for i, r in enumerate(graded)),
+               *((f"eval.rewards.{i}", r) for i, r in enumerate(recipe.evaluation.rewards if recipe.evaluation else []))]
+    for key, section in entries:
         if section.name == "judge":
             try:
                 resolve_reward(section.name, section.params).probe()

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from smolalign.errors import SmolalignError
 from smolalign.hardware import free_accelerator_memory
 from smolalign.pairs.prompts import Prompt
-from smolalign.recipe.schema import GeneratorSection, ModelSection
+from smolalign.recipe.generation_schema import GeneratorSection
+from smolalign.recipe.schema import ModelSection
 
 
 @dataclass

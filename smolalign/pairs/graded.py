@@ -10,24 +10,29 @@ them), the output is written atomically, and every row records the sampler, the 
 """
 
 import random
-import statistics
 import sys
-from collections import Counter
 from pathlib import Path
 
 from rewards.think_mode import row_mode
 from smolalign.errors import SmolalignError
-from smolalign.pairs.build import _counts_text, is_up_to_date, length_report
 from smolalign.pairs.output import (
     PARTIAL_SUFFIX,
     REPORT_SUFFIX,
     WorkLog,
     config_key,
+    is_up_to_date,
     pairs_path,
     write_json_atomically,
     write_jsonl_atomically,
 )
 from smolalign.pairs.prompts import Prompt, drop_long_prompts, load_prompts
+from smolalign.pairs.report import (
+    counts_text,
+    length_report,
+    render_graded_report,
+    score_distribution,
+    unpaired_lengths,
+)
 from smolalign.pairs.scorer import Scorer, build_scorer, pick
 from smolalign.recipe.schema import Recipe
 
@@ -58,8 +63,8 @@ def generate_graded(recipe: Recipe, *, force: bool = False) -> Path:
     finally:
         scorer.close()
     if not rows:
-        raise SmolalignError(f"pairs: no prompt gave a usable pair ({_counts_text(counts['dropped'])}; candidates: "
-                             f"{_counts_text(counts['candidates'])}); lower pairs.graded.margin, raise n or "
+        raise SmolalignError(f"pairs: no prompt gave a usable pair ({counts_text(counts['dropped'])}; candidates: "
+                             f"{counts_text(counts['candidates'])}); lower pairs.graded.margin, raise n or "
                              "max_new_tokens, or check the scorer")
     graded = pairs.graded
     report = {"config": config_key(pairs), "output": str(out), "mode": "graded",
@@ -67,7 +72,7 @@ def generate_graded(recipe: Recipe, *, force: bool = False) -> Path:
               "candidates": counts["candidates"], "dropped": counts["dropped"], "scores": scores,
               "scorer": scorer.describe(), "n": graded.n, "pick": graded.pick, "margin": graded.margin,
               "unpaired": graded.unpaired, "rows": len(rows),
-              "lengths": _unpaired_lengths(rows, tokenizer) if graded.unpaired else length_report(rows, tokenizer)}
+              "lengths": unpaired_lengths(rows, tokenizer) if graded.unpaired else length_report(rows, tokenizer)}
     write_jsonl_atomically(out, rows)
     write_json_atomically(Path(str(out) + REPORT_SUFFIX), report)
     log.path.unlink(missing_ok=True)
@@ -163,7 +168,7 @@ def _grade(recipe: Recipe, prompts: list[Prompt], records: list[dict], scorer: S
         rows += (_unpaired_rows(prompt, record, prompt_scores, provenance, graded.threshold) if graded.unpaired
                  else [_pair_row(prompt, record, choice, provenance)])
     flat = [s for row in scores for s in row if s is not None]
-    return rows, {"candidates": candidates, "dropped": dropped}, _distribution(flat, picked)
+    return rows, {"candidates": candidates, "dropped": dropped}, score_distribution(flat, picked)
 
 
 def _turn(text: str) -> list[dict]:
@@ -189,56 +194,3 @@ def _unpaired_rows(prompt: Prompt, record: dict, scores: list, provenance: dict,
                      "chat_template_kwargs": {"enable_thinking": record["mode"] == "think"},
                      "provenance": {**provenance, "candidate_index": index, "score": score}})
     return rows
-
-
-def _distribution(scores: list[float], picked: list[tuple[float, float]]) -> dict:
-    """Candidate scores (summary and the most common values), and chosen vs rejected scores."""
-    if not scores:
-        return {"count": 0}
-    summary = {"count": len(scores), "min": min(scores), "max": max(scores), "mean": statistics.fmean(scores),
-               "median": statistics.median(scores),
-               "most_common": [[value, count] for value, count in Counter(round(s, 4) for s in scores).most_common(8)]}
-    if picked:
-        summary["chosen_mean"] = statistics.fmean(c for c, _ in picked)
-        summary["rejected_mean"] = statistics.fmean(r for _, r in picked)
-    return summary
-
-
-def _unpaired_lengths(rows: list[dict], tokenizer) -> dict:
-    """Desirable vs undesirable answer lengths in the policy's tokens (KTO's length bias)."""
-    lengths = {True: [], False: []}
-    counts = tokenizer([row["completion"][0]["content"] for row in rows], add_special_tokens=False)["input_ids"]
-    for row, ids in zip(rows, counts, strict=True):
-        lengths[row["label"]].append(len(ids))
-    return {"desirable": len(lengths[True]), "undesirable": len(lengths[False]),
-            "desirable_mean": statistics.fmean(lengths[True]) if lengths[True] else None,
-            "undesirable_mean": statistics.fmean(lengths[False]) if lengths[False] else None}
-
-
-def render_graded_report(report: dict) -> str:
-    prompts, scores, lengths = report["prompts"], report["scores"], report["lengths"]
-    lines = [
-        f"pairs (graded, {report['n']} per prompt, scorer {report['scorer']}): {prompts['read']} prompts read, "
-        f"{prompts['duplicate']} duplicate, {prompts.get('over_length_budget', 0)} over the length budget, "
-        f"{prompts['used']} used ({report['generated'][SIDE]['generated']} sampled, "
-        f"{report['generated'][SIDE]['reused']} reused)",
-        f"  candidates: {_counts_text(report['candidates'])}",
-        f"  prompts dropped: {_counts_text(report['dropped'])} (margin {report['margin']:g}, pick {report['pick']})",
-    ]
-    if scores.get("count"):
-        lines.append(f"  scores: min {scores['min']:g}, median {scores['median']:g}, mean {scores['mean']:.3f}, max "
-                     f"{scores['max']:g}; most common: "
-                     + ", ".join(f"{value:g} ×{count}" for value, count in scores["most_common"]))
-    if report["unpaired"]:
-        lines.append(f"  {report['rows']} unpaired rows: {lengths['desirable']} desirable, {lengths['undesirable']} "
-                     f"undesirable; mean length desirable {lengths['desirable_mean'] or 0:.1f}, undesirable "
-                     f"{lengths['undesirable_mean'] or 0:.1f} policy tokens")
-    else:
-        lines.append(f"  {report['rows']} pairs; chosen score mean {scores['chosen_mean']:.3f} vs rejected "
-                     f"{scores['rejected_mean']:.3f}; lengths (policy tokens): chosen mean {lengths['chosen_mean']:.1f}, "
-                     f"rejected mean {lengths['rejected_mean']:.1f}; chosen longer in {lengths['chosen_longer_share']:.0%}")
-        if lengths["length_bias"]:
-            lines.append(f"  warning: length bias: chosen answers are {lengths['mean_ratio']:.2f}x as long as "
-                         "rejected ones on average; the policy may learn length instead of quality")
-    lines.append(f"wrote {report['output']}")
-    return "\n".join(lines)

@@ -123,3 +123,15 @@ def write_json_atomically(path: Path, value: dict) -> None:
     with os.fdopen(handle, "w") as stream:
         json.dump(value, stream, indent=2)
     os.replace(staging, path)
+
+
+def is_up_to_date(recipe) -> bool:
+    """The pairs file exists and was written by this very configuration."""
+    out = pairs_path(recipe.pairs)
+    report = Path(str(out) + REPORT_SUFFIX)
+    if not (out.is_file() and report.is_file()):
+        return False
+    try:
+        return json.loads(report.read_text()).get("config") == config_key(recipe.pairs)
+    except json.JSONDecodeError:
+        return False

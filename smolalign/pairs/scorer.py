@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from smolalign.errors import USER_ERRORS, SmolalignError
-from smolalign.recipe.schema import GradedSection, RewardSection
+from smolalign.recipe.generation_schema import GradedSection, RewardSection
 
 
 @dataclass

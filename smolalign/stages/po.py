@@ -37,7 +37,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare_preference import require_preference_format
     from smolalign.models.sources import source_of
-    from smolalign.pairs.build import is_up_to_date
+    from smolalign.pairs.output import is_up_to_date
 
     check_recipe(recipe)
     source_of(recipe)
@@ -79,8 +79,7 @@ def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
                                        f"{max_length})")
     rows["reference"] = reference_description(recipe, hardware)
     if recipe.pairs is not None:
-        from smolalign.pairs.build import is_up_to_date
-        from smolalign.pairs.output import pairs_path
+        from smolalign.pairs.output import is_up_to_date, pairs_path
 
         state = "cached" if is_up_to_date(recipe) else "to generate before training"
         pairs = recipe.pairs

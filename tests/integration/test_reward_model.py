@@ -72,7 +72,7 @@ def test_the_plan_counts_a_reward_model_in_memory(reward_model_dir):
 
     from smolalign.estimate.inference import reward_model_parts
     from smolalign.hardware import Hardware
-    from smolalign.recipe.schema import RewardSection
+    from smolalign.recipe.generation_schema import RewardSection
 
     count = sum(p.numel() for p in LlamaForSequenceClassification.from_pretrained(reward_model_dir).parameters())
     cpu = Hardware("cpu", 0, "", False, 1, 2)
