@@ -7,7 +7,8 @@ quickstart's preference stage generates pairs for; and arithmetic_rl.jsonl: ques
 `solution` column (a third seed), the prompts of the quickstart's GRPO stage; and arithmetic_distill.jsonl:
 questions with a reference answer as `completion`, for the distillation stage's off-policy share; and
 arithmetic_eval.jsonl: held-out questions with their `solution` (a fifth seed), none of which appears in any other
-file, for `smolalign eval` of each quickstart stage.
+file, for `smolalign eval` of each quickstart stage; and arithmetic_graded.jsonl: the GRPO questions with a system
+message asking for a one-line answer, for graded pairs.
 
     python scripts/make_quickstart_data.py [--rows 400] [--prompts 64] [--rl-prompts 64] [--eval-prompts 32] [--seed 0]
 """
@@ -22,6 +23,9 @@ PROMPTS_OUT = OUT.with_name("arithmetic_prompts.jsonl")
 RL_OUT = OUT.with_name("arithmetic_rl.jsonl")
 DISTILL_OUT = OUT.with_name("arithmetic_distill.jsonl")
 EVAL_OUT = OUT.with_name("arithmetic_eval.jsonl")
+GRADED_OUT = OUT.with_name("arithmetic_graded.jsonl")
+GRADED_SYSTEM = "Reply with the calculation and its result only, for example: 12 + 30 = 42."
+"""The bundled model before SFT rambles past any small token budget; asked this way it mostly answers in a line."""
 SYSTEMS = ["You are a careful calculator.", "Answer arithmetic questions.", "You help with sums and products."]
 QUESTIONS = ["What is {a} {op} {b}?", "Compute {a} {op} {b}.", "{a} {op} {b} = ?", "Please work out {a} {op} {b}."]
 
@@ -86,6 +90,18 @@ def main() -> None:
             stream.write(json.dumps({"prompt": [chat[1]], "completion": chat[2]["content"]}, ensure_ascii=False) + "\n")
     print(f"wrote {args.rl_prompts} prompts with answers to {DISTILL_OUT}")
     write_held_out(args.eval_prompts, args.seed + 4)
+    write_graded()
+
+
+def write_graded() -> None:
+    """The GRPO prompts again, each with a system message asking for a one-line answer: the prompts the bundled
+    model answers several times for graded pairs (quickstart/po_graded)."""
+    rows = [json.loads(line) for line in RL_OUT.read_text().splitlines()]
+    with GRADED_OUT.open("w") as stream:
+        for row in rows:
+            prompt = [{"role": "system", "content": GRADED_SYSTEM}, *row["prompt"]]
+            stream.write(json.dumps({"prompt": prompt, "solution": row["solution"]}, ensure_ascii=False) + "\n")
+    print(f"wrote {len(rows)} prompts with a system message and solutions to {GRADED_OUT}")
 
 
 def problem(question: str) -> str:

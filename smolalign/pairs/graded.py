@@ -59,7 +59,7 @@ def generate_graded(recipe: Recipe, *, force: bool = False) -> Path:
     generated = _sample(recipe, prompts, log)
     try:
         records = [log.get(p.key, SIDE) for p in prompts]
-        rows, counts, scores = _grade(recipe, prompts, records, scorer)
+        rows, counts, scores = _grade(recipe, prompts, records, scorer, config_key(pairs))
     finally:
         scorer.close()
     if not rows:
@@ -128,7 +128,8 @@ def _exclusion(answer: dict) -> str | None:
     return None if answer["finished"] else "cut_off"
 
 
-def _grade(recipe: Recipe, prompts: list[Prompt], records: list[dict], scorer: Scorer) -> tuple[list, dict, dict]:
+def _grade(recipe: Recipe, prompts: list[Prompt], records: list[dict], scorer: Scorer, key: str
+           ) -> tuple[list, dict, dict]:
     """Score every usable candidate in one pass through the scorer, then pick per prompt."""
     graded = recipe.pairs.graded
     candidates = {"sampled": 0, "empty_answer": 0, "cut_off": 0, "unscored": 0, "scored": 0}
@@ -164,7 +165,7 @@ def _grade(recipe: Recipe, prompts: list[Prompt], records: list[dict], scorer: S
         picked.append((prompt_scores[choice[0]], prompt_scores[choice[1]]))
         provenance = {"sampler": {**record["generator"], "seed": record["seed"], "mode": record["mode"]},
                       "scorer": scorer.provenance(), "candidates": detail, "prompt_origin": prompt.origin,
-                      "config": config_key(recipe.pairs)}
+                      "config": key}
         rows += (_unpaired_rows(prompt, record, prompt_scores, provenance, graded.threshold) if graded.unpaired
                  else [_pair_row(prompt, record, choice, provenance)])
     flat = [s for row in scores for s in row if s is not None]

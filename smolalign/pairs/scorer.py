@@ -37,7 +37,10 @@ class Scorer:
         """(weighted sum or None, {reward name: its value}) per completion; `columns` as TRL passes them."""
         parts: list[dict] = [{} for _ in completions]
         for section, reward in zip(self.sections, self.rewards, strict=True):
-            values = reward(completions=completions, **columns)
+            try:
+                values = reward(completions=completions, **columns)
+            except ValueError as exc:  # e.g. a length reward without token ids from a server: fix its parameters
+                raise SmolalignError(f"pairs.graded.scorer: reward {section.name}: {exc}") from None
             for part, value in zip(parts, values, strict=True):
                 part[section.name] = None if value is None else float(value)
         totals = [None if any(v is None for v in part.values()) else

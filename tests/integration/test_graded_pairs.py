@@ -129,3 +129,43 @@ def test_unpaired_kto_rows_train(cli, graded_recipe, tmp_path):
     assert (tmp_path / "run" / "model" / "config.json").is_file()
     losses = [m["loss"] for m in read_metrics(tmp_path / "run") if "loss" in m]
     assert losses and all(math.isfinite(v) for v in losses)
+
+
+def test_each_prompt_is_sampled_in_its_own_think_mode(cli, write_recipe, talker_dir, tmp_path, monkeypatch):  # noqa: F811
+    """A /no_think system flag and a row's enable_thinking false both sample in no_think mode (the smollm3 template's
+    empty think block prefilled), the others in the recipe's default think mode; one call per mode in a batch."""
+    from transformers import AutoTokenizer
+    from transformers.generation.utils import GenerationMixin
+
+    tokenizer = AutoTokenizer.from_pretrained(talker_dir)
+    inputs, original = [], GenerationMixin.generate
+
+    def recording(self, *args, **kwargs):
+        inputs.append([tokenizer.decode(ids, skip_special_tokens=False) for ids in kwargs["input_ids"]])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(GenerationMixin, "generate", recording)
+    rows = [{"prompt": [{"role": "system", "content": "Be brief. /no_think"},
+                        {"role": "user", "content": "what is 1 plus 2"}]},
+            {"prompt": "what is 2 plus 2"},
+            {"prompt": "what is 3 plus 2", "chat_template_kwargs": {"enable_thinking": False}},
+            {"prompt": "what is 4 plus 2"}]
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", rows)
+    (tmp_path / "scorer.py").write_text("def length(completions, **kw):\n"
+                                        "    return [float(len(c)) for c in completions]\n")
+    recipe = write_recipe({
+        "model": {"source": str(talker_dir)}, "template": {"name": "smollm3"}, "method": "apo_zero",
+        "pairs": {"prompts": [{"path": str(prompts)}], "output": str(tmp_path / "out" / "pairs.jsonl"),
+                  "graded": {"n": 2, "sampler": {"temperature": 1.0, "max_new_tokens": 4, "batch_size": 4},
+                             "scorer": [{"name": f"{tmp_path / 'scorer.py'}:length"}]}}})
+    cli("po", "pairs", recipe)
+    assert len(inputs) == 2  # one batch of 4 prompts, one call per mode
+    no_think, modes_per_call = {}, []
+    for call in inputs:  # prompts are padded on the left: each ends where generation starts
+        prefilled = {text.endswith("<think>\n\n</think>\n") for text in call}
+        modes_per_call.append(len(prefilled))
+        for text in call:
+            no_think[next(q for q in ("1 plus 2", "2 plus 2", "3 plus 2", "4 plus 2") if q in text)] = \
+                text.endswith("<think>\n\n</think>\n")
+    assert no_think == {"1 plus 2": True, "2 plus 2": False, "3 plus 2": True, "4 plus 2": False}
+    assert modes_per_call == [1, 1]
