@@ -169,3 +169,20 @@ def test_each_prompt_is_sampled_in_its_own_think_mode(cli, write_recipe, talker_
                 text.endswith("<think>\n\n</think>\n")
     assert no_think == {"1 plus 2": True, "2 plus 2": False, "3 plus 2": True, "4 plus 2": False}
     assert modes_per_call == [1, 1]
+
+
+def test_num_return_sequences_samples_what_repeated_prompts_sample(tiny_dir):
+    """One call with num_return_sequences=k expands each prompt k times in place, as repeating the prompts did: the
+    same seed gives the same token ids, so evaluations sampled before and after the change agree."""
+    from smolalign.pairs.backends import Generator, TransformersGenerator
+    from smolalign.pairs.prompts import Prompt, prompt_key
+    from smolalign.recipe.generation_schema import GeneratorSection
+
+    generator = TransformersGenerator("pairs.graded.sampler", GeneratorSection(source=str(tiny_dir), temperature=1.0,
+                                                                               max_new_tokens=12), "chatml", {})
+    prompts = [Prompt(prompt_key(m), m, f"t#{i}") for i, m in enumerate(
+        [[{"role": "user", "content": "what is 1 plus 2"}], [{"role": "user", "content": "hi there, the sum of ten"}]])]
+    grouped = generator.sample(prompts, 7, 3)
+    repeated = Generator.sample(generator, prompts, 7, 3)
+    assert [[a.ids for a in group] for group in grouped] == [[a.ids for a in group] for group in repeated]
+    assert len({tuple(a.ids) for group in grouped for a in group}) > 1  # samples, not copies
