@@ -38,7 +38,7 @@ def prompts(n: int, seed: int = 0):
 def pairs_per_second(model: str, items: list, batch_size: int, max_new_tokens: int) -> tuple[float, float]:
     """(pairs/s, share of answers that ended with the end-of-turn token)."""
     from smolalign.pairs.backends import TransformersGenerator
-    from smolalign.recipe.schema import GeneratorSection
+    from smolalign.recipe.generation_schema import GeneratorSection
 
     answers, elapsed = [], 0.0
     for side, temperature in (("strong", 0.0), ("weak", 0.7)):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rewards.errors import RewardError, suggest
+from rewards.reward_model import is_reward_model
 from rewards.upstream import reward_hint
 
 
@@ -24,16 +25,17 @@ def _code(**params):
 
 def _builtin() -> dict[str, Callable[..., Any]]:
     from rewards.format import AnswerFormat, TagCount, ThinkFormat
+    from rewards.judge import Judge
     from rewards.length import CosineScaled, Repetition, SoftOverlong
     from rewards.math import MathAccuracy
 
     return {"math_accuracy": MathAccuracy, "think_format": ThinkFormat, "tag_count": TagCount,
             "soft_overlong": SoftOverlong, "cosine_length": CosineScaled, "repetition": Repetition, "code": _code,
-            "answer_format": AnswerFormat}
+            "answer_format": AnswerFormat, "judge": Judge}
 
 
 REWARDS = ("math_accuracy", "think_format", "tag_count", "soft_overlong", "cosine_length", "repetition", "code",
-           "answer_format")
+           "answer_format", "judge")
 
 
 def resolve_reward(name: str, params: dict | None = None) -> Callable:
@@ -41,18 +43,32 @@ def resolve_reward(name: str, params: dict | None = None) -> Callable:
     params = params or {}
     if is_user_reward(name):
         return _from_file(name, params)
+    if is_reward_model(name):
+        return _reward_model(name, params)
     factories = _builtin()
     if name not in factories:
         if reward_hint(name):
             raise RewardError(f"reward {reward_hint(name)}")
         raise RewardError(f"unknown reward {name!r}{suggest(name, REWARDS)}; built in: {', '.join(REWARDS)}, "
-                             "or path/to/file.py:function")
+                          "model:PATH (a reward model) or path/to/file.py:function")
     factory = factories[name]
     target = factory.__init__ if inspect.isclass(factory) else _code_signature()
     _check_params(name, target, params)
     try:
         return factory(**params)
     except (TypeError, ValueError) as exc:
+        raise RewardError(f"reward {name}: {exc}") from None
+
+
+def _reward_model(name: str, params: dict) -> Callable:
+    from rewards.reward_model import PREFIX, RewardModel
+
+    _check_params(name, RewardModel.__init__, {"location": None, **params})
+    try:
+        return RewardModel(name[len(PREFIX):], **params)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, RewardError):
+            raise
         raise RewardError(f"reward {name}: {exc}") from None
 
 

@@ -10,6 +10,8 @@ training (28% of 40 questions, no_think, 48 tokens: it mostly rambles), which le
 - arithmetic_distill.jsonl: questions with a reference answer as `completion`, the distillation's off-policy share;
 - arithmetic_eval.jsonl: held-out questions with their `solution`, for `smolalign eval` of each stage. They are
   drawn first, and no other file holds the same two numbers, in either order or wording.
+- arithmetic_graded.jsonl: the GRPO questions with a system message asking for a one-line answer, the prompts the
+  bundled model answers several times for graded pairs (quickstart/po_graded).
 
     python scripts/make_quickstart_data.py [--rows 400] [--prompts 64] [--rl-prompts 128] [--eval-prompts 96] [--seed 0]
 """
@@ -24,6 +26,9 @@ PROMPTS_OUT = OUT.with_name("arithmetic_prompts.jsonl")
 RL_OUT = OUT.with_name("arithmetic_rl.jsonl")
 DISTILL_OUT = OUT.with_name("arithmetic_distill.jsonl")
 EVAL_OUT = OUT.with_name("arithmetic_eval.jsonl")
+GRADED_OUT = OUT.with_name("arithmetic_graded.jsonl")
+GRADED_SYSTEM = "Reply with the answer only, for example: The larger is 52."
+"""The bundled model before SFT rambles past any small token budget; asked this way it mostly answers in a line."""
 SYSTEMS = ["You are a careful calculator.", "Answer arithmetic questions.", "You help with numbers."]
 QUESTIONS = ["Which is larger, {a} or {b}?", "Which number is bigger: {a} or {b}?", "What is the larger of {a} and {b}?",
              "Which is greater, {a} or {b}?"]
@@ -95,6 +100,18 @@ def main() -> None:
     distill_rng = random.Random(args.seed + 3)
     distill = [chat(distill_rng, held_out, False, False) for _ in range(args.rl_prompts)]
     write(DISTILL_OUT, [{"prompt": [r["messages"][1]], "completion": r["messages"][2]["content"]} for r in distill])
+    write_graded()
+
+
+def write_graded() -> None:
+    """The GRPO prompts again, each with a system message asking for a one-line answer: the prompts the bundled
+    model answers several times for graded pairs (quickstart/po_graded)."""
+    rows = [json.loads(line) for line in RL_OUT.read_text().splitlines()]
+    with GRADED_OUT.open("w") as stream:
+        for row in rows:
+            prompt = [{"role": "system", "content": GRADED_SYSTEM}, *row["prompt"]]
+            stream.write(json.dumps({"prompt": prompt, "solution": row["solution"]}, ensure_ascii=False) + "\n")
+    print(f"wrote {len(rows)} prompts with a system message and solutions to {GRADED_OUT}")
 
 
 if __name__ == "__main__":

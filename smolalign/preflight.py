@@ -161,11 +161,30 @@ def check_rl_generation(recipe: Recipe, target: Target) -> str | None:
 def check_pairs(recipe: Recipe, target: Target) -> str | None:
     if recipe.pairs is None:
         return None
-    for side in ("strong", "weak"):
-        if getattr(recipe.pairs, side).backend == "vllm":
-            problem = _needs_gpu_and_vllm(f"pairs.{side}.backend vllm", target, "backend: transformers")
+    for side, section in recipe.pairs.generators.items():
+        if section.backend == "vllm":
+            key = "pairs.graded.sampler" if side == "graded" else f"pairs.{side}"
+            problem = _needs_gpu_and_vllm(f"{key}.backend vllm", target, "backend: transformers")
             if problem:
                 return problem
+    return None
+
+
+def check_judges(recipe: Recipe, target: Target) -> str | None:
+    """A judge's server (rl rewards, a graded scorer, eval rewards) is asked once, now, not at every request."""
+    from rewards.registry import resolve_reward
+    from smolalign.errors import USER_ERRORS
+
+    graded = recipe.pairs.graded.scorer if recipe.pairs is not None and recipe.pairs.graded is not None else []
+    entries = [*((f"rewards.{i}", r) for i, r in enumerate(recipe.rewards)),
+               *((f"pairs.graded.scorer.{i}", r) for i, r in enumerate(graded)),
+               *((f"eval.rewards.{i}", r) for i, r in enumerate(recipe.evaluation.rewards if recipe.evaluation else []))]
+    for key, section in entries:
+        if section.name == "judge":
+            try:
+                resolve_reward(section.name, section.params).probe()
+            except USER_ERRORS as exc:
+                return f"{key}: {exc}"
     return None
 
 
@@ -264,6 +283,7 @@ CHECKS = (
           "for the server and the training processes, server.gpus that exist", check_rl_generation),
     Check("pairs.*.backend", "vllm: vLLM installed and a GPU", check_pairs),
     Check("eval.backend", "vllm: vLLM installed and a GPU", check_eval),
+    Check("rewards / pairs.graded.scorer / eval.rewards", "judge: its server answers", check_judges),
     Check("train.use_liger_kernel", "liger-kernel installed and a GPU", check_liger),
     Check("train.report_to", "a tracker transformers knows, installed (extras: wandb, trackio, tensorboard)",
           check_report_to),

@@ -44,7 +44,7 @@ def preview(
 def _preview_preference(recipe, tokenizer, template, n: int, as_json: bool) -> None:
     from smolalign.data.prepare_preference import prepare_preference_data
     from smolalign.data.preview import preference_rows, print_json, print_preference_readable
-    from smolalign.pairs.build import is_up_to_date
+    from smolalign.pairs.output import is_up_to_date
 
     if recipe.pairs is not None and not is_up_to_date(recipe):
         raise SmolalignError(f"the pairs of {recipe.source} are not generated yet: run smolalign po pairs "

@@ -15,7 +15,8 @@ app = typer.Typer(help="Try verifiable rewards.", no_args_is_help=True)
 @app.command()
 def test(
     name: Annotated[str, typer.Argument(help="A built-in reward (math_accuracy, think_format, tag_count, soft_overlong, "
-                                             "cosine_length, repetition, code) or path/to/file.py:function.")],
+                                             "cosine_length, repetition, code, judge), model:PATH (a reward model) "
+                                             "or path/to/file.py:function.")],
     completions: Annotated[Path, typer.Option("--completions", help="JSONL: one object per completion with "
                                                                     "`completion` (text or messages) and the columns "
                                                                     "the reward reads (solution, test_cases, prompt, "
@@ -32,6 +33,8 @@ def test(
     if not isinstance(parsed, dict):
         raise SmolalignError("--params must be a JSON object, e.g. '{\"gold_column\": \"answer\"}'")
     reward = resolve_reward(name, parsed)
+    if hasattr(reward, "probe"):  # a judge: its server answers, or nothing is tried
+        reward.probe()
     rows = read_rows(completions)
     for column in required_columns(reward):
         missing = [i for i, row in enumerate(rows) if column not in row]

@@ -20,8 +20,8 @@ SHARDINGS = {"none": "one process", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "Z
 
 def extra_parts(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: int | None, tokens: int
                 ) -> tuple[dict[str, int], int]:
-    """(parts held besides the policy: a reference or teacher model, vLLM's share; parameters scored per token
-    by them)."""
+    """(parts held besides the policy: a reference or teacher model, reward models, vLLM's share; parameters scored
+    per token by them)."""
     b = DTYPE_BYTES.get(setup.dtype, 4)
     shards = setup.processes if setup.sharding == "zero3" else 1
     parts: dict[str, int] = {}
@@ -43,6 +43,11 @@ def extra_parts(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: i
             parts["teacher model"] = teacher * teacher_b // shards
             parts["teacher logits"] = tokens * dims.vocab * 6  # 16-bit logits and their fp32 softmax, no grad
             scored = teacher
+    if recipe.stage == "rl" and recipe.rewards:
+        from smolalign.estimate.inference import reward_model_parts
+
+        hardware = Hardware("cuda" if setup.gpu else "cpu", 1, "", setup.gpu, 1, 1)
+        parts.update(reward_model_parts(recipe.rewards, hardware))
     if recipe.stage == "rl" and recipe.generation.backend == "vllm_colocate" and budget:
         share = float(settings.get("vllm_gpu_memory_utilization") or 0.3)
         parts[f"vLLM colocated ({share:.0%} of the GPU)"] = int(share * budget)

@@ -10,7 +10,7 @@ from smolalign.evaluation.inputs import EvalInputs, EvalModel
 from smolalign.pairs.backends import Answer, Generator, make_generator
 from smolalign.pairs.prompts import Prompt, prompt_key
 from smolalign.progress import Progress
-from smolalign.recipe.schema import GeneratorSection
+from smolalign.recipe.generation_schema import GeneratorSection
 
 MODE_SEED_STRIDE = 1_000_003
 

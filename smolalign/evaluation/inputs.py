@@ -89,7 +89,10 @@ def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None,
         resolve_template(template_name)
     rewards = []
     for reward in section.rewards:
-        rewards.append((reward, resolve_reward(reward.name, reward.params)))
+        function = resolve_reward(reward.name, reward.params)
+        if hasattr(function, "probe"):  # a judge: its server answers now, or the evaluation does not start
+            function.probe()
+        rewards.append((reward, function))
     kwargs = {k: v for k, v in (template_kwargs or {}).items() if k != "enable_thinking"}
     return EvalInputs(section, models, baseline, read_prompts(section, rewards), rewards, template_name, kwargs,
                       dict(compared_to or {}))

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from smolalign.errors import SmolalignError
 from smolalign.hardware import free_accelerator_memory
 from smolalign.pairs.prompts import Prompt
-from smolalign.recipe.schema import GeneratorSection, ModelSection
+from smolalign.recipe.generation_schema import GeneratorSection
+from smolalign.recipe.schema import ModelSection
 
 
 @dataclass
@@ -94,6 +95,18 @@ class TransformersGenerator(Generator):
                       **(self.kwargs if kwargs is None else kwargs))[0]
 
     def generate(self, prompts: list[Prompt], seed: int, kwargs: dict | None = None) -> list[Answer]:
+        return self._generate(prompts, seed, 1, kwargs)
+
+    def sample(self, prompts: list[Prompt], seed: int, k: int, kwargs: dict | None = None) -> list[list[Answer]]:
+        """k answers per prompt from one `generate` call with num_return_sequences=k: each prompt is tokenized and
+        its prompt processed once (greedy decoding gives k copies of one answer, so it repeats the prompts)."""
+        if self.section.temperature <= 0 or k == 1:
+            return super().sample(prompts, seed, k, kwargs)
+        answers = self._generate(prompts, seed, k, kwargs)
+        return [answers[i * k:(i + 1) * k] for i in range(len(prompts))]
+
+    def _generate(self, prompts: list[Prompt], seed: int, k: int, kwargs: dict | None) -> list[Answer]:
+        """Answers for every prompt, k consecutive ones per prompt."""
         import torch
 
         batch = self.tokenizer([self.render(p, kwargs) for p in prompts], add_special_tokens=False, padding=True,
@@ -104,7 +117,7 @@ class TransformersGenerator(Generator):
             output = self.model.generate(
                 **batch, max_new_tokens=self.section.max_new_tokens, do_sample=sampling,
                 temperature=self.section.temperature if sampling else None,
-                top_p=self.section.top_p if sampling else None, top_k=None,
+                top_p=self.section.top_p if sampling else None, top_k=None, num_return_sequences=k,
                 eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
         answers = []
         eos = self.tokenizer.eos_token_id

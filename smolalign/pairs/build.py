@@ -1,13 +1,12 @@
 """`smolalign po pairs`: generate chosen answers with the strong model and rejected ones with the weak model,
-filter what would teach nothing or the wrong thing, and write the pairs with their provenance.
+filter what would teach nothing or the wrong thing, and write the pairs with their provenance (graded pairs, one
+model's candidates ranked by a scorer, are in `graded`).
 
 Generation is resumable (answers go to a work log batch by batch; a rerun generates only what is missing) and the
 pairs file is written atomically, with a report of every filter's count and of the chosen vs rejected lengths
 (length bias is the classic failure of strong-vs-weak pairs).
 """
 
-import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -18,28 +17,16 @@ from smolalign.pairs.output import (
     REPORT_SUFFIX,
     WorkLog,
     config_key,
+    is_up_to_date,
     pairs_path,
     write_json_atomically,
     write_jsonl_atomically,
 )
 from smolalign.pairs.prompts import drop_long_prompts, load_prompts
+from smolalign.pairs.report import counts_text, length_report
 from smolalign.recipe.schema import Recipe
 
 SIDES = ("strong", "weak")
-LENGTH_BIAS_RATIO = 1.5
-"""Warn when one side's mean length is this many times the other's."""
-
-
-def is_up_to_date(recipe: Recipe) -> bool:
-    """The pairs file exists and was written by this very configuration."""
-    out = pairs_path(recipe.pairs)
-    report = Path(str(out) + REPORT_SUFFIX)
-    if not (out.is_file() and report.is_file()):
-        return False
-    try:
-        return json.loads(report.read_text()).get("config") == config_key(recipe.pairs)
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):  # a damaged report: generate again
-        return False
 
 
 def generate_pairs(recipe: Recipe, *, force: bool = False) -> Path:
@@ -50,6 +37,10 @@ def generate_pairs(recipe: Recipe, *, force: bool = False) -> Path:
     pairs = recipe.pairs
     if pairs is None:
         raise SmolalignError(f"recipe {recipe.source} has no pairs: section to generate from")
+    if pairs.graded is not None:
+        from smolalign.pairs.graded import generate_graded
+
+        return generate_graded(recipe, force=force)
     out = pairs_path(pairs)
     if not force and is_up_to_date(recipe):
         print(f"pairs: up to date ({out})")
@@ -71,7 +62,7 @@ def generate_pairs(recipe: Recipe, *, force: bool = False) -> Path:
             continue
         rows.append(_pair_row(prompt, chosen, rejected, pairs.strong.think, key))
     if not rows:
-        raise SmolalignError(f"pairs: every pair was filtered out ({_counts_text(dropped)}); raise max_new_tokens or "
+        raise SmolalignError(f"pairs: every pair was filtered out ({counts_text(dropped)}); raise max_new_tokens or "
                              "check the generators")
     lengths = length_report(rows, tokenizer)
     report = {"config": key, "output": str(out), "prompts": {**prompt_set.counts, "used": len(prompts)},
@@ -135,28 +126,6 @@ def _pair_row(prompt, chosen: dict, rejected: dict, think: bool | None, key: str
     }
 
 
-def length_report(rows: list[dict], tokenizer) -> dict:
-    """Chosen vs rejected answer lengths in the policy's tokens."""
-    def count(side: str) -> list[int]:
-        texts = [row[side][0]["content"] for row in rows]
-        return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-
-    chosen, rejected = count("chosen"), count("rejected")
-    report = {
-        "chosen_mean": statistics.fmean(chosen), "rejected_mean": statistics.fmean(rejected),
-        "chosen_median": statistics.median(chosen), "rejected_median": statistics.median(rejected),
-        "chosen_longer_share": sum(c > r for c, r in zip(chosen, rejected, strict=True)) / len(rows),
-    }
-    ratio = report["chosen_mean"] / max(report["rejected_mean"], 1e-9)
-    report["mean_ratio"] = ratio
-    report["length_bias"] = ratio > LENGTH_BIAS_RATIO or ratio < 1 / LENGTH_BIAS_RATIO
-    return report
-
-
-def _counts_text(counts: dict) -> str:
-    return ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in counts.items())
-
-
 def render_report(report: dict) -> str:
     prompts, lengths = report["prompts"], report["lengths"]
     lines = [
@@ -164,7 +133,7 @@ def render_report(report: dict) -> str:
         f"{prompts.get('over_length_budget', 0)} over the length budget, {prompts['used']} used",
         "  " + "; ".join(f"{side}: {c['generated']} generated, {c['reused']} reused"
                          for side, c in report["generated"].items()),
-        f"  filtered: {_counts_text(report['filtered'])} -> {report['pairs']} pairs",
+        f"  filtered: {counts_text(report['filtered'])} -> {report['pairs']} pairs",
         f"  lengths (policy tokens): chosen mean {lengths['chosen_mean']:.1f} (median {lengths['chosen_median']:g}), "
         f"rejected mean {lengths['rejected_mean']:.1f} (median {lengths['rejected_median']:g}); chosen longer in "
         f"{lengths['chosen_longer_share']:.0%} of pairs",

@@ -20,15 +20,25 @@ REPORT_SUFFIX = ".report.json"
 PARTIAL_SUFFIX = ".partial.jsonl"
 
 
-def config_key(pairs: PairsSection) -> str:
-    """What the generated pairs depend on: the section (output aside), the prompt files and the generators' files."""
+GRADING_KEYS = ("scorer", "margin", "pick", "unpaired", "threshold")
+"""Graded-pairs options that decide only how candidates are scored and picked, not which are generated."""
+
+
+def config_key(pairs: PairsSection, generation_only: bool = False) -> str:
+    """What the generated pairs depend on: the section (output aside), the prompt files, the generators' files and
+    the scorer's reward models; `generation_only`: what the generated answers alone depend on (the work log's key,
+    so that re-scoring graded candidates reuses them)."""
     from smolalign.data.sources import fingerprint_of
 
-    parts = {
-        "section": {k: v for k, v in dataclasses.asdict(pairs).items() if k != "output"},
-        "prompts": [fingerprint_of(source) for source in pairs.prompts],
-        "models": [_model_fingerprint(pairs.strong.source), _model_fingerprint(pairs.weak.source)],
-    }
+    section = {k: v for k, v in dataclasses.asdict(pairs).items() if k != "output"}
+    models = [_model_fingerprint(g.source) for g in pairs.generators.values()]
+    if pairs.graded is not None and generation_only:
+        section["graded"] = {k: v for k, v in section["graded"].items() if k not in GRADING_KEYS}
+    elif pairs.graded is not None:
+        from rewards.reward_model import PREFIX, is_reward_model
+
+        models += [_model_fingerprint(r.name[len(PREFIX):]) for r in pairs.graded.scorer if is_reward_model(r.name)]
+    parts = {"section": section, "prompts": [fingerprint_of(source) for source in pairs.prompts], "models": models}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
@@ -103,3 +113,15 @@ def write_jsonl_atomically(path: Path, rows: list[dict]) -> None:
 
 def write_json_atomically(path: Path, value: dict) -> None:
     write_atomically(path, json.dumps(value, indent=2))
+
+
+def is_up_to_date(recipe) -> bool:
+    """The pairs file exists and was written by this very configuration."""
+    out = pairs_path(recipe.pairs)
+    report = Path(str(out) + REPORT_SUFFIX)
+    if not (out.is_file() and report.is_file()):
+        return False
+    try:
+        return json.loads(report.read_text()).get("config") == config_key(recipe.pairs)
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):  # a damaged report: generate again
+        return False

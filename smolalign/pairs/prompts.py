@@ -16,6 +16,8 @@ class Prompt:
     messages: list[dict]
     origin: str
     """file#row it came from."""
+    columns: dict = field(default_factory=dict)
+    """The row's other columns (a gold answer, chat_template_kwargs), which rewards read."""
 
 
 @dataclass
@@ -43,7 +45,8 @@ def load_prompts(pairs: PairsSection) -> PromptSet:
             counts["duplicate"] += 1
             continue
         seen.add(key)
-        prompts.append(Prompt(key, messages, row[ORIGIN]))
+        columns = {k: v for k, v in row.items() if k not in ("prompt", ORIGIN)}
+        prompts.append(Prompt(key, messages, row[ORIGIN], columns))
     if pairs.max_prompts is not None and len(prompts) > pairs.max_prompts:
         counts["beyond_max_prompts"] = len(prompts) - pairs.max_prompts
         prompts = prompts[:pairs.max_prompts]

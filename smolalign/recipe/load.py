@@ -116,6 +116,9 @@ def _absolutize_paths(data: dict, base: Path) -> None:
         fix_paths(pairs.get("prompts"))
         for side in ("strong", "weak"):
             fix_key(pairs.get(side), "source")
+        graded = pairs.get("graded")
+        if isinstance(graded, dict):
+            fix_key(graded.get("sampler"), "source")
     evaluation = data.get("eval")
     if isinstance(evaluation, dict):
         fix_paths(evaluation.get("data"))

@@ -4,6 +4,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from smolalign.recipe.generation_schema import GeneratorSection, GradedSection, RewardSection
+
 STAGES = ("sft", "po", "rl")
 
 
@@ -75,47 +77,15 @@ class DataSection:
 
 
 @dataclass(frozen=True)
-class GeneratorSection:
-    """One side of pair generation: a model and how to sample from it."""
-
-    source: str
-    """A model source (as model.source) for transformers/vllm; the served model's name for openai."""
-    backend: Literal["transformers", "vllm", "openai"] = "transformers"
-    base_url: str | None = None
-    """openai backend: the server's API root, e.g. http://127.0.0.1:8000/v1."""
-    api_key_env: str | None = None
-    """openai backend: the environment variable holding the API key (none is sent when unset)."""
-    template: str | None = None
-    """Chat template for transformers/vllm; default: the recipe's template."""
-    think: bool | None = None
-    """enable_thinking for the template (true: /think, false: /no_think); null leaves the template's default."""
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_new_tokens: int = 512
-    batch_size: int = 8
-    """Prompts per generate call (transformers, vllm) or concurrent requests (openai)."""
-    timeout: float = 300.0
-    """openai backend: seconds to wait for one response."""
-    tensor_parallel: int = 1
-    """vllm backend: GPUs the model is split across (a 32B model in bf16 needs 2 H100s with room for the cache)."""
-
-    def __post_init__(self) -> None:
-        if self.backend == "openai" and not self.base_url:
-            raise ValueError("backend openai needs base_url (e.g. http://127.0.0.1:8000/v1)")
-        if self.batch_size < 1 or self.max_new_tokens < 1:
-            raise ValueError("batch_size and max_new_tokens must be at least 1")
-        if self.temperature < 0 or not 0 < self.top_p <= 1:
-            raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
-
-
-@dataclass(frozen=True)
 class PairsSection:
-    """Preference pairs generated from prompts: the strong model's answer is chosen, the weak model's rejected."""
+    """Preference pairs generated from prompts: the strong model's answer is chosen and the weak model's rejected,
+    or (`graded:`) one model samples several answers and a scorer picks the chosen and rejected ones."""
 
     prompts: list[SourceSection]
     """Datasets with a `prompt` column (a string or messages) or `messages` (trailing assistant turns dropped)."""
-    strong: GeneratorSection
-    weak: GeneratorSection
+    strong: GeneratorSection | None = None
+    weak: GeneratorSection | None = None
+    graded: GradedSection | None = None
     output: str | None = None
     """Where the pairs are written (.jsonl); default: the smolalign cache, keyed by this section."""
     max_prompt_tokens: int | None = None
@@ -127,6 +97,17 @@ class PairsSection:
     def __post_init__(self) -> None:
         if not self.prompts:
             raise ValueError("prompts must list at least one dataset")
+        if self.graded is not None and (self.strong or self.weak):
+            raise ValueError("give either strong and weak (strong-vs-weak pairs) or graded (on-policy graded pairs)")
+        if self.graded is None and not (self.strong and self.weak):
+            raise ValueError("strong and weak are required (or graded: for on-policy graded pairs)")
+
+    @property
+    def generators(self) -> dict[str, GeneratorSection]:
+        """The models that write answers, by side: strong and weak, or the graded sampler."""
+        if self.graded is not None:
+            return {"graded": self.graded.sampler}
+        return {"strong": self.strong, "weak": self.weak}
 
 
 @dataclass(frozen=True)
@@ -148,15 +129,6 @@ class Method:
     trainer: Literal["dpo", "kto", "orpo", "reward", "grpo", "online_dpo", "distill", "gold", "auto"]
     losses: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None
-
-
-@dataclass(frozen=True)
-class RewardSection:
-    """One reward of an `rl` recipe: a built-in name or `path/to/file.py:function`, its parameters and weight."""
-
-    name: str
-    weight: float = 1.0
-    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None, machine: 
         raise SmolalignError(f"this recipe is for `smolalign {declared}`, not `smolalign {stage}`")
     if "model" not in raw:
         raise SmolalignError("model is required (model.source: a directory, hub id, .gguf file or bundled name)")
-    pairs = build(PairsSection, raw["pairs"], "pairs") if raw.get("pairs") is not None else None
+    pairs = _pairs_section(raw)
     if "data" not in raw and pairs is None:
         raise SmolalignError("data is required (data.sources: a list of datasets)")
     model = build(ModelSection, raw["model"], "model")
@@ -110,6 +110,31 @@ def eval_section(mapping: Any) -> EvalSection | None:
         except USER_ERRORS as exc:
             raise SmolalignError(f"eval.rewards.{index}: {exc}") from None
     return section
+
+
+def _pairs_section(raw: dict) -> PairsSection | None:
+    """`pairs:`; a graded sampler without a source samples the policy (model.source), and its scorer is resolved
+    now, so an unknown reward or a reward model without a head is refused before anything generates."""
+    mapping = raw.get("pairs")
+    if mapping is None:
+        return None
+    graded = mapping.get("graded") if isinstance(mapping, dict) else None
+    model = raw.get("model")
+    if isinstance(graded, dict) and isinstance(model, dict):
+        sampler = graded.get("sampler") or {}
+        if isinstance(sampler, dict) and "source" not in sampler:
+            mapping = {**mapping, "graded": {**graded, "sampler": {"source": model.get("source"), **sampler}}}
+    pairs = build(PairsSection, mapping, "pairs")
+    if pairs.graded is not None:
+        from smolalign.pairs.scorer import build_scorer
+
+        if pairs.graded.sampler is None:
+            raise SmolalignError("pairs.graded.sampler.source is required (no model.source to default to)")
+        if pairs.graded.sampler.temperature == 0:
+            raise SmolalignError(f"pairs.graded.sampler.temperature: 0 (greedy) writes {pairs.graded.n} identical "
+                                 "answers per prompt; sample with a temperature > 0, e.g. 0.8")
+        build_scorer(pairs.graded)
+    return pairs
 
 
 def _data_mapping(raw: dict, pairs: PairsSection | None) -> dict:

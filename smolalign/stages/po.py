@@ -40,7 +40,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     from smolalign.data.prepare_preference import require_preference_format
     from smolalign.data.sample import check_preference_rows, check_prompt_rows
     from smolalign.models.sources import source_of
-    from smolalign.pairs.build import is_up_to_date
+    from smolalign.pairs.output import is_up_to_date
 
     check_recipe(recipe)
     source_of(recipe)
@@ -61,7 +61,11 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     rows = len(mixture.train) if mixture is not None else None
     if mixture is not None and recipe.method.trainer == "kto" and mixture.format == "preference":
         rows *= 2  # each pair becomes a desirable and an undesirable row
-    plan = make_plan(recipe, hardware, template, rows, data_format=mixture.format if mixture else "preference")
+    unpaired = recipe.pairs is not None and recipe.pairs.graded is not None and recipe.pairs.graded.unpaired
+    if mixture is None:
+        require_preference_format("unpaired" if unpaired else "preference", recipe.method.trainer)
+    plan = make_plan(recipe, hardware, template, rows, data_format=mixture.format if mixture else
+                     ("unpaired" if unpaired else "preference"))
     add_preference_rows(plan, recipe, hardware)
     plan.rows["data check"] = checked.describe() + ("" if mixture is not None else " (the pairs' prompts)")
     return plan, mixture
@@ -89,13 +93,17 @@ def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
                                            f"{max_length})")
         rows["reference"] = reference_description(recipe, hardware)
     if recipe.pairs is not None:
-        from smolalign.pairs.build import is_up_to_date
-        from smolalign.pairs.output import pairs_path
+        from smolalign.pairs.output import is_up_to_date, pairs_path
 
         state = "cached" if is_up_to_date(recipe) else "to generate before training"
         pairs = recipe.pairs
-        rows["pairs"] = (f"{state}: chosen from {pairs.strong.source} ({pairs.strong.backend}), rejected from "
-                         f"{pairs.weak.source} ({pairs.weak.backend}) -> {pairs_path(pairs)}")
+        if pairs.graded is not None:
+            from smolalign.pairs.graded_plan import add_graded_rows
+
+            add_graded_rows(rows, recipe, hardware, state)
+        else:
+            rows["pairs"] = (f"{state}: chosen from {pairs.strong.source} ({pairs.strong.backend}), rejected from "
+                             f"{pairs.weak.source} ({pairs.weak.backend}) -> {pairs_path(pairs)}")
         if "steps" not in rows:
             plan.notes.append("steps are known once the pairs exist (run `smolalign po pairs` first to see them)")
 

@@ -1,0 +1,84 @@
+"""The scorer of graded pairs: the recipe's rewards, resolved by the rewards registry like GRPO's and eval's, and
+their weighted sum per candidate; and the pick of the chosen and rejected candidates from the scores.
+
+A candidate that one reward cannot score (None: an unparseable gold answer, a judge that timed out) gets no score
+at all, rather than a sum that silently treats the missing part as 0.
+"""
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from smolalign.errors import USER_ERRORS, SmolalignError
+from smolalign.recipe.generation_schema import GradedSection, RewardSection
+
+
+@dataclass
+class Scorer:
+    sections: list[RewardSection]
+    rewards: list[Callable]
+
+    def describe(self) -> str:
+        return " + ".join(f"{s.weight:g}×{s.name}" for s in self.sections)
+
+    def provenance(self) -> list[dict]:
+        return [{"name": s.name, "weight": s.weight, "params": s.params} for s in self.sections]
+
+    def check_columns(self, columns: list[str]) -> None:
+        from rewards.registry import check_reward_columns
+
+        try:
+            check_reward_columns([(s.name, r) for s, r in zip(self.sections, self.rewards, strict=True)],
+                                 [*columns, "prompts", "chat_template_kwargs"])
+        except USER_ERRORS as exc:
+            raise SmolalignError(f"pairs.graded.scorer: {exc}") from None
+
+    def score(self, completions: list[str], columns: dict) -> tuple[list[float | None], list[dict]]:
+        """(weighted sum or None, {reward name: its value}) per completion; `columns` as TRL passes them."""
+        parts: list[dict] = [{} for _ in completions]
+        for section, reward in zip(self.sections, self.rewards, strict=True):
+            try:
+                values = reward(completions=completions, **columns)
+            except ValueError as exc:  # e.g. a length reward without token ids from a server: fix its parameters
+                raise SmolalignError(f"pairs.graded.scorer: reward {section.name}: {exc}") from None
+            for part, value in zip(parts, values, strict=True):
+                part[section.name] = None if value is None else float(value)
+        totals = [None if any(v is None for v in part.values()) else
+                  sum(s.weight * part[s.name] for s in self.sections) for part in parts]
+        return totals, parts
+
+    def close(self) -> None:
+        for reward in self.rewards:
+            if hasattr(reward, "close"):
+                reward.close()
+
+
+def build_scorer(graded: GradedSection) -> Scorer:
+    """Every scorer reward resolved now, so an unknown name, a bad parameter or a reward model without a head is
+    refused before anything generates."""
+    from rewards.registry import resolve_reward
+
+    rewards = []
+    for index, section in enumerate(graded.scorer):
+        try:
+            rewards.append(resolve_reward(section.name, section.params))
+        except USER_ERRORS as exc:
+            raise SmolalignError(f"pairs.graded.scorer.{index}: {exc}") from None
+    return Scorer(list(graded.scorer), rewards)
+
+
+def pick(scores: list[float | None], how: str, margin: float, rng: random.Random) -> tuple[int, int] | str:
+    """(chosen index, rejected index) among the scored candidates, or why the prompt is dropped: "unscored" (fewer
+    than two scores) or "tie" (best - worst is 0 or below the margin). The chosen one is the first best-scored
+    candidate; best_worst rejects the first worst-scored one, best_random a random one at least `margin` below."""
+    scored = [(i, s) for i, s in enumerate(scores) if s is not None]
+    if len(scored) < 2:
+        return "unscored"
+    best = max(s for _, s in scored)
+    worst = min(s for _, s in scored)
+    if best == worst or best - worst < margin:
+        return "tie"
+    chosen = next(i for i, s in scored if s == best)
+    if how == "best_worst":
+        return chosen, next(i for i, s in scored if s == worst)
+    return chosen, rng.choice([i for i, s in scored if s < best and best - s >= margin])

@@ -1,0 +1,79 @@
+"""The sections of what smolalign generates and scores: a generator (a model and how to sample from it), a reward
+(of an rl recipe or a graded-pairs scorer) and the graded-pairs options; `schema.PairsSection` holds them."""
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class GeneratorSection:
+    """One side of pair generation: a model and how to sample from it."""
+
+    source: str
+    """A model source (as model.source) for transformers/vllm; the served model's name for openai."""
+    backend: Literal["transformers", "vllm", "openai"] = "transformers"
+    base_url: str | None = None
+    """openai backend: the server's API root, e.g. http://127.0.0.1:8000/v1."""
+    api_key_env: str | None = None
+    """openai backend: the environment variable holding the API key (none is sent when unset)."""
+    template: str | None = None
+    """Chat template for transformers/vllm; default: the recipe's template."""
+    think: bool | None = None
+    """enable_thinking for the template (true: /think, false: /no_think); null leaves the template's default."""
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_new_tokens: int = 512
+    batch_size: int = 8
+    """Prompts per generate call (transformers, vllm) or concurrent requests (openai)."""
+    timeout: float = 300.0
+    """openai backend: seconds to wait for one response."""
+    tensor_parallel: int = 1
+    """vllm backend: GPUs the model is split across (a 32B model in bf16 needs 2 H100s with room for the cache)."""
+
+    def __post_init__(self) -> None:
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("backend openai needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        if self.batch_size < 1 or self.max_new_tokens < 1:
+            raise ValueError("batch_size and max_new_tokens must be at least 1")
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
+
+
+@dataclass(frozen=True)
+class RewardSection:
+    """One reward (of an `rl` recipe, or of a graded-pairs scorer): a built-in name, `model:PATH` (a reward model) or
+    `path/to/file.py:function`, its parameters and weight."""
+
+    name: str
+    weight: float = 1.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GradedSection:
+    """On-policy graded pairs: one model samples `n` answers per prompt and the scorer ranks them."""
+
+    scorer: list[RewardSection]
+    """Rewards (built-in, `model:PATH`, judge, a team's file.py:function); a candidate's score is their weighted
+    sum, and a candidate one of them cannot score (None) is left out."""
+    sampler: GeneratorSection | None = None
+    """The model that writes the candidates; default: the policy (model.source) with the transformers backend."""
+    n: int = 4
+    """Candidates per prompt (at least 2), sampled in one call per batch of prompts."""
+    margin: float = 0.0
+    """Prompts whose chosen and rejected scores differ by less than this are dropped (a tie always is)."""
+    pick: Literal["best_worst", "best_random"] = "best_worst"
+    """The rejected answer: the lowest-scored candidate, or a random one scored at least `margin` below the best."""
+    unpaired: bool = False
+    """Write KTO rows (prompt/completion/label) instead of pairs: every scored candidate, labelled by `threshold`."""
+    threshold: float = 0.5
+    """unpaired: a candidate scored at or above this is desirable (label true)."""
+
+    def __post_init__(self) -> None:
+        if not self.scorer:
+            raise ValueError("scorer must list at least one reward, e.g. [{name: math_accuracy}]")
+        if self.n < 2:
+            raise ValueError(f"n must be at least 2 (a pair needs two candidates), got {self.n}")
+        if not math.isfinite(self.margin) or self.margin < 0:
+            raise ValueError(f"margin must be a number >= 0, got {self.margin}")

@@ -1,0 +1,89 @@
+"""The judge reward against a stand-in OpenAI chat-completions server (tests/standins/openai_chat): scores parsed
+from the judge's answers, None (never 0) for a timeout, a server error or an answer without a score, answers cached
+on disk by content so that a second pass sends nothing, and a server that does not answer refused up front."""
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rewards.errors import RewardError
+from rewards.registry import resolve_reward
+
+STANDIN = Path(__file__).resolve().parents[1] / "standins" / "openai_chat"
+RUBRIC = "Question: {prompt}\nAnswer: {completion}\nRate the answer. End with 'Score: N'."
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def judge_server(tmp_path):
+    port, record = free_port(), tmp_path / "requests.jsonl"
+    process = subprocess.Popen([sys.executable, str(STANDIN), str(port)], stdout=subprocess.PIPE, text=True,
+                               env={"STANDIN_RECORD": str(record), "PATH": "/usr/bin:/bin"})
+    assert process.stdout.readline().strip() == "ready"
+    yield f"http://127.0.0.1:{port}/v1", record
+    process.kill()
+    process.wait()
+
+
+def sent(record: Path) -> list[dict]:
+    return [json.loads(line) for line in record.read_text().splitlines()] if record.is_file() else []
+
+
+def test_scores_none_and_caching(judge_server, tmp_path):
+    url, record = judge_server
+    judge = resolve_reward("judge", {"base_url": url, "model": "judge", "rubric": RUBRIC, "timeout": 1.5,
+                                     "concurrency": 3, "cache_dir": str(tmp_path / "cache")})
+    judge.probe()
+    completions = ["good and good", "RAMBLE on", "SLOW one", "BROKEN", "plain"]
+    prompts = [[{"role": "user", "content": f"q{i}"}] for i in range(len(completions))]
+    assert judge(completions=completions, prompts=prompts) == [2.0, None, None, None, 0.0]
+    first = sent(record)
+    assert len(first) == 5
+    # the rubric reached the server with the prompt and the completion in place
+    asked = {body["messages"][-1]["content"] for body in first}
+    assert "Question: user: q0\nAnswer: good and good\nRate the answer. End with 'Score: N'." in asked
+    assert all(body["model"] == "judge" and body["temperature"] == 0.0 for body in first)
+
+    again = resolve_reward("judge", {"base_url": url, "model": "judge", "rubric": RUBRIC, "timeout": 1.5,
+                                     "cache_dir": str(tmp_path / "cache")})
+    assert again(completions=completions, prompts=prompts) == [2.0, None, None, None, 0.0]
+    # answered ones (a score, or an answer without one) came from the cache; failures were asked again
+    repeated = [body["messages"][-1]["content"] for body in sent(record)[5:]]
+    assert sorted(text.split("Answer: ")[1].split("\n")[0] for text in repeated) == ["BROKEN", "SLOW one"]
+
+
+def test_a_judge_that_does_not_answer_is_refused(tmp_path):
+    judge = resolve_reward("judge", {"base_url": f"http://127.0.0.1:{free_port()}/v1", "model": "m",
+                                     "rubric": RUBRIC, "cache_dir": str(tmp_path)})
+    with pytest.raises(RewardError, match="does not answer"):
+        judge.probe()
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"model": "m", "rubric": RUBRIC}, "parameter 'base_url' is required"),
+    ({"base_url": "http://x/v1", "model": "m", "rubric": "no slot"}, "must contain {completion}"),
+    ({"base_url": "http://x/v1", "model": "m", "rubric": RUBRIC, "pattern": "score"}, "needs a group"),
+    ({"base_url": "http://x/v1", "model": "m", "rubric": RUBRIC, "concurency": 2}, "did you mean concurrency"),
+])
+def test_bad_judge_parameters(params, message):
+    with pytest.raises(RewardError, match=message):
+        resolve_reward("judge", params)
+
+
+def test_reward_model_that_does_not_exist_is_refused(tmp_path):
+    with pytest.raises(RewardError, match="model:.*does not load"):
+        resolve_reward(f"model:{tmp_path / 'missing'}")
+
+
+def test_a_causal_lm_is_not_a_reward_model(tiny_dir):
+    with pytest.raises(RewardError, match="no classification head .*LlamaForCausalLM"):
+        resolve_reward(f"model:{tiny_dir}")
