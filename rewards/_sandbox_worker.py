@@ -4,10 +4,11 @@ the worker's namespaces (bwrap or unshare), so it is never a file the code could
 The worker is pid 1 of its own pid namespace, which holds nothing but the worker and the execution in progress. Per
 job (see docs/sandbox.md for what each step protects):
 
-    worker      waits for a job on its control socket, forks, then supervises the fork: enforces the wall clock and
-    │           the host's cancel, kills everything else in its pid namespace, reaps it and reports how it ended
-    └─ fork     enters a mount and IPC namespace of its own with a fresh tmpfs work dir, drops privileges, applies
-                the rlimits and runs the program in this forked interpreter
+    worker      waits for a job on its control socket, mounts a fresh tmpfs work dir, forks, then supervises the
+    │           fork: enforces the wall clock and the host's cancel, kills everything else in its pid namespace,
+    │           reaps it, unmounts the work dir and reports how it ended
+    └─ fork     enters an IPC namespace of its own, drops privileges, applies the rlimits and runs the program in
+                this forked interpreter
 
 The worker never reads a job's source or stdin (they arrive as file descriptors that only the execution reads), so
 the memory image every execution is forked from holds no other execution's data.

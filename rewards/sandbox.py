@@ -13,8 +13,8 @@ Isolation levels (see docs/sandbox.md for what each protects against and what it
 * ``rlimits`` -- resource limits only, no isolation at all. Never chosen automatically.
 
 A pool slot is one *worker*: a trusted interpreter (``rewards/_sandbox_worker.py``) started once inside the level's
-namespaces, as pid 1 of its own pid namespace. Each execution is a fork of it that enters a mount and IPC namespace
-of its own, gets a fresh tmpfs work directory, drops privileges (as root: to a dedicated unprivileged uid per
+namespaces, as pid 1 of its own pid namespace. Each execution is a fork of it that gets a fresh tmpfs work
+directory (mounted before the fork, unmounted after it), enters an IPC namespace of its own, drops privileges (as root: to a dedicated unprivileged uid per
 worker), applies the rlimits and runs the code in the forked interpreter: no interpreter start per execution. Source
 and stdin reach the execution as sealed memfds and its stdout/stderr are pipes read here, so the worker never holds
 job data. The worker reports over a private pipe that the code started and how it ended, once it has killed and
@@ -396,7 +396,7 @@ def _bwrap_prefix(env: dict) -> list[str]:
     argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--clearenv", "--as-pid-1"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    # The worker needs CAP_SYS_ADMIN for each execution's pid/mount namespace, tmpfs and /proc, and (as root)
+    # The worker needs CAP_SYS_ADMIN for each execution's IPC namespace and tmpfs, and (as root)
     # CAP_KILL to kill what the code started under its own uid; the code itself runs with no capabilities.
     if os.geteuid() == 0:
         # As root, --unshare-all makes a user namespace that maps 0 to 0 and bwrap keeps *all* capabilities. Leave the
