@@ -31,7 +31,7 @@ import math
 import os
 import queue
 import re
-import selectors
+import select
 import shutil
 import signal
 import socket
@@ -347,25 +347,27 @@ def _collect(out_r: int, err_r: int, report_r: int, cancel_w: int, deadline: flo
     (stdout, stderr, report, over the output limit)."""
     sinks = {out_r: bytearray(), err_r: bytearray(), report_r: bytearray()}
     over = False
-    with selectors.DefaultSelector() as selector:
-        for fd in sinks:
-            selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break  # no report: a sandbox error, and the worker is replaced
-            for key, _ in selector.select(remaining):
-                chunk = os.read(key.fd, _READ_CHUNK)
-                if not chunk:
-                    selector.unregister(key.fd)
-                    continue
-                if key.fd != report_r and over:
-                    continue
-                sinks[key.fd] += chunk
-                if not over and len(sinks[out_r]) + len(sinks[err_r]) > output_bytes:
-                    over = True
-                    with contextlib.suppress(OSError):
-                        os.write(cancel_w, b"x")
+    poller = select.poll()  # not an epoll selector: that would cost a file descriptor and four syscalls per job
+    for fd in sinks:
+        poller.register(fd, select.POLLIN)
+    pending = set(sinks)
+    while pending:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break  # no report: a sandbox error, and the worker is replaced
+        for fd, _ in poller.poll(math.ceil(remaining * 1000)):
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                poller.unregister(fd)
+                pending.discard(fd)
+                continue
+            if fd != report_r and over:
+                continue
+            sinks[fd] += chunk
+            if not over and len(sinks[out_r]) + len(sinks[err_r]) > output_bytes:
+                over = True
+                with contextlib.suppress(OSError):
+                    os.write(cancel_w, b"x")
     return bytes(sinks[out_r][:output_bytes]), bytes(sinks[err_r][:output_bytes]), bytes(sinks[report_r]), over
 
 
