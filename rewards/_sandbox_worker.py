@@ -4,10 +4,11 @@ the worker's namespaces (bwrap or unshare), so it is never a file the code could
 The worker is pid 1 of its own pid namespace, which holds nothing but the worker and the execution in progress. Per
 job (see docs/sandbox.md for what each step protects):
 
-    worker      waits for a job on its control socket, forks, then supervises the fork: enforces the wall clock and
-    │           the host's cancel, kills everything else in its pid namespace, reaps it and reports how it ended
-    └─ fork     enters a mount and IPC namespace of its own with a fresh tmpfs work dir, drops privileges, applies
-                the rlimits and runs the program in this forked interpreter
+    worker      waits for a job on its control socket, mounts a fresh tmpfs work dir, forks, then supervises the
+    │           fork: enforces the wall clock and the host's cancel, kills everything else in its pid namespace,
+    │           reaps it, unmounts the work dir and reports how it ended
+    └─ fork     enters an IPC namespace of its own, drops privileges, applies the rlimits and runs the program in
+                this forked interpreter
 
 The worker never reads a job's source or stdin (they arrive as file descriptors that only the execution reads), so
 the memory image every execution is forked from holds no other execution's data.
@@ -26,12 +27,46 @@ import sys
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 LOCKED_FLAGS = {"nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21,
                 "strictatime": 1 << 24}
-CLONE_NEWNS, CLONE_NEWIPC = 0x00020000, 0x08000000
+CLONE_NEWIPC = 0x08000000
 SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
 KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = 1, 7, -4, -5
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 24, 36, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _libc = None
+WARM_UP = """\
+import sys
+from collections import deque
+
+
+class Graph:
+    def __init__(self, n, edges):
+        self.adjacent = [[] for _ in range(n)]
+        for a, b in edges:
+            self.adjacent[a].append(b)
+
+    def distances(self, source):
+        seen = {source: 0}
+        queue = deque([source])
+        while queue:
+            node = queue.popleft()
+            for other in self.adjacent[node]:
+                if other not in seen:
+                    seen[other] = seen[node] + 1
+                    queue.append(other)
+        return seen
+
+
+def main():
+    data = sys.stdin.read().split()
+    n, m = int(data[0]), int(data[1])
+    edges = [(int(data[2 + 2 * i]), int(data[3 + 2 * i])) for i in range(m)]
+    print(f"{len(Graph(n, edges).distances(0))} reachable", end="\\n")
+    assert sorted({x % 3 for x in range(10)}) == [0, 1, 2], "sets"
+
+
+if __name__ == "__main__":
+    main()
+"""
 
 
 def libc():
@@ -157,13 +192,38 @@ def serve(control, config):
                 os.close(fd)
             os._exit(0)  # the pool closed (or died): as pid 1 of our namespace, everything in it dies with us
         scratch = None  # the rlimits level's work directory, on the host's temp filesystem
-        if not config["namespaces"]:
+        if config["namespaces"]:
+            fresh_workdir(config)
+        else:
             scratch = os.path.join(config["scratch"], f"smolalign-sandbox-{os.urandom(8).hex()}")
         pid = os.fork()
         if pid == 0:
             control.close()
             return start_execution(config, fds, scratch)
+        if not config["namespaces"]:
+            try:
+                os.setpgid(pid, pid)  # as the execution does itself: whichever comes first, the kill finds its group
+            except OSError:
+                pass  # it already exited
         supervise(config, pid, fds, scratch)
+
+
+def fresh_workdir(config):
+    """Mount a new, empty tmpfs as the next execution's work directory, in the worker's mount namespace (which the
+    code cannot change: it has no capabilities). Mounting here instead of in a mount namespace per execution spares
+    each execution the copy of the mount tree and, at its exit, the namespace's teardown, which waits for an RCU grace
+    period (about 3 ms)."""
+    owner = "" if config["uid"] is None else f",uid={config['uid']},gid={config['gid']}"
+    mount("tmpfs", config["workdir"], "tmpfs", MS_NOSUID | MS_NODEV,
+          f"size={config['dir_bytes']},nr_inodes={config['dir_files']},mode=0700{owner}")
+
+
+def read_all(fd):
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
 
 
 def start_execution(config, fds, scratch):
@@ -171,19 +231,14 @@ def start_execution(config, fds, scratch):
     try:
         os.close(cancel_fd)
         if config["namespaces"]:
-            # A mount namespace for this execution's own tmpfs, and an IPC namespace since SysV IPC objects and POSIX
-            # message queues outlive their processes.
-            check(libc().unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
-            mount(None, "/", flags=MS_REC | MS_PRIVATE)
+            # SysV IPC objects and POSIX message queues outlive their processes: a new IPC namespace, which dies
+            # with the execution.
+            check(libc().unshare(CLONE_NEWIPC), "unshare")
             workdir = config["workdir"]
-            owner = "" if config["uid"] is None else f",uid={config['uid']},gid={config['gid']}"
-            mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV,
-                  f"size={config['dir_bytes']},nr_inodes={config['dir_files']},mode=0700{owner}")
         else:
             workdir = scratch
             os.mkdir(workdir, 0o700)
-        with os.fdopen(job_fd, "rb") as f:
-            source = f.read()
+        source = read_all(job_fd)
     except BaseException:
         import traceback
 
@@ -228,6 +283,11 @@ def supervise(config, pid, fds, scratch):
             os.waitpid(pid, 0)
     except ChildProcessError:
         pass
+    if config["namespaces"]:
+        # Nothing of the execution is left to hold its tmpfs: unmount it, contents and all. Should that ever fail,
+        # exit without reporting: the host blames the sandbox and starts a fresh worker.
+        if libc().umount2(os.fsencode(config["workdir"]), 0) != 0:
+            os._exit(1)
     if scratch:
         import shutil
 
@@ -239,7 +299,9 @@ def supervise(config, pid, fds, scratch):
 
 def run_as_code(config, workdir, source, stdio, report_fd):
     try:
-        os.setsid()
+        # Its own process group, out of the one of whoever started the worker. Not a session: with scheduler
+        # autogroups (the default), setsid creates a scheduling group, which costs up to milliseconds under load.
+        os.setpgid(0, 0)
         for target, fd in enumerate(stdio):
             os.dup2(fd, target)
         if config["uid"] is not None:
@@ -249,11 +311,13 @@ def run_as_code(config, workdir, source, stdio, report_fd):
         elif config["namespaces"]:
             drop_capabilities()
         if config["namespaces"]:
-            check(libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
             fresh_keyrings()
         os.chdir(workdir)
-        with open("main.py", "wb") as f:
-            f.write(source)
+        fd = os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        view = memoryview(source)
+        while view:
+            view = view[os.write(fd, view):]
+        os.close(fd)
         os.write(report_fd, b"S")
         os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         set_limits(config["limits"])
@@ -292,21 +356,28 @@ def main():
     control.set_inheritable(False)
     os.umask(0o022)  # whatever the pool was started with: directories made for mounts must be traversable
     sys.dont_write_bytecode = True
+    for name in ("mount", "umount2", "unshare", "prctl", "syscall", "capset"):
+        getattr(libc(), name)  # ctypes resolves a function on first use: once here, not in every execution
     libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     if config["namespaces"]:
         keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)  # let go of the session keyring of whoever started the pool
+        # Inherited by every execution. The worker itself never calls exec, so it loses nothing by it.
+        check(libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+        mount(None, "/", flags=MS_REC | MS_PRIVATE)  # the work dir's mounts stay in this namespace
     if config["private_mounts"]:
         if config["uid"] is not None:
             expose(config["base"])
         read_only_world()
     for name in config["preload"]:
         __import__(name)
+    # The first compile in a process costs three times the next ones (the parser's memory is not set up yet); done
+    # here, every execution inherits a warm parser: ~1.4 ms less CPU each. Compiled only, never run.
+    compile(WARM_UP, "warm-up", "exec")
     gc.freeze()  # executions never scan (and so never copy) the worker's objects
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # so that, as pid 1, we ignore it from the code like any other
     source, path = serve(control, config)
-    del config, control
-    run_main(source, path)
+    run_main(source, path)  # config (no secrets in it) is not freed: freeing touches, and so copies, worker pages
 
 
 def run_main(source, path):

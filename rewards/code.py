@@ -11,6 +11,10 @@ Two kinds of tests, told apart by their shape:
   harness; it passes only if the harness prints a fresh random nonce after the assert, so that exiting early with
   status 0 (`sys.exit(0)`, `os._exit(0)`) does not pass.
 
+The test column may also hold open-r1's `verification_info` (its code datasets): `{"language": "python",
+"test_cases": [{"input": ..., "output": ..., "type": "stdin_stdout"}, ...]}`, read as the stdin/stdout tests it
+lists; set `test_column: verification_info`. Other languages and test types are refused, naming them.
+
 A completion scores the fraction of its tests passed; 0.0 without a code block. None (not 0.0) when the sandbox
 failed or the row has no tests: neither says anything about the code.
 """
@@ -166,6 +170,24 @@ def _fraction(executions: list[Execution], passed: list[bool]) -> float | None:
     return sum(passed) / len(passed)
 
 
+def _verification_info_tests(info: dict) -> list:
+    """The stdin/stdout tests of an open-r1 `verification_info` value."""
+    language = info.get("language", "python")
+    if language not in _LANGUAGE_TAGS["python"]:
+        raise ValueError(f"language {language!r}: the code reward runs Python only")
+    tests = info["test_cases"]
+    if isinstance(tests, str):  # some exports keep the list as a JSON string
+        tests = json.loads(tests) if tests.strip() else []
+    if not isinstance(tests, (list, tuple)):
+        raise ValueError(f"test_cases must be a list, got {tests!r:.80}")
+    for test in tests:
+        kind = test.get("type", "stdin_stdout") if isinstance(test, dict) else None
+        if kind != "stdin_stdout" or "output" not in test:
+            raise ValueError(f"a test of type {kind!r}: only 'stdin_stdout' tests ({{'input', "
+                             f"'output'}}) are supported, got {test!r:.80}")
+    return [{"input": test.get("input", ""), "output": test["output"]} for test in tests]
+
+
 def _output_lines(text: str) -> list[str]:
     lines = [line.rstrip() for line in text.split("\n")]
     while lines and not lines[-1]:
@@ -179,6 +201,8 @@ def parse_tests(value: Any) -> list | None:
         return None
     if isinstance(value, str):
         value = json.loads(value) if value.strip() else []
+    if isinstance(value, dict) and "test_cases" in value:
+        value = _verification_info_tests(value)
     if not isinstance(value, (list, tuple)):
         raise ValueError(f"tests must be a list of {{'input', 'output'}} dicts or of assert strings, got {value!r:.80}")
     for test in value:

@@ -13,8 +13,8 @@ Isolation levels (see docs/sandbox.md for what each protects against and what it
 * ``rlimits`` -- resource limits only, no isolation at all. Never chosen automatically.
 
 A pool slot is one *worker*: a trusted interpreter (``rewards/_sandbox_worker.py``) started once inside the level's
-namespaces, as pid 1 of its own pid namespace. Each execution is a fork of it that enters a mount and IPC namespace
-of its own, gets a fresh tmpfs work directory, drops privileges (as root: to a dedicated unprivileged uid per
+namespaces, as pid 1 of its own pid namespace. Each execution is a fork of it that gets a fresh tmpfs work
+directory (mounted before the fork, unmounted after it), enters an IPC namespace of its own, drops privileges (as root: to a dedicated unprivileged uid per
 worker), applies the rlimits and runs the code in the forked interpreter: no interpreter start per execution. Source
 and stdin reach the execution as sealed memfds and its stdout/stderr are pipes read here, so the worker never holds
 job data. The worker reports over a private pipe that the code started and how it ended, once it has killed and
@@ -31,7 +31,7 @@ import math
 import os
 import queue
 import re
-import selectors
+import select
 import shutil
 import signal
 import socket
@@ -347,25 +347,27 @@ def _collect(out_r: int, err_r: int, report_r: int, cancel_w: int, deadline: flo
     (stdout, stderr, report, over the output limit)."""
     sinks = {out_r: bytearray(), err_r: bytearray(), report_r: bytearray()}
     over = False
-    with selectors.DefaultSelector() as selector:
-        for fd in sinks:
-            selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break  # no report: a sandbox error, and the worker is replaced
-            for key, _ in selector.select(remaining):
-                chunk = os.read(key.fd, _READ_CHUNK)
-                if not chunk:
-                    selector.unregister(key.fd)
-                    continue
-                if key.fd != report_r and over:
-                    continue
-                sinks[key.fd] += chunk
-                if not over and len(sinks[out_r]) + len(sinks[err_r]) > output_bytes:
-                    over = True
-                    with contextlib.suppress(OSError):
-                        os.write(cancel_w, b"x")
+    poller = select.poll()  # not an epoll selector: that would cost a file descriptor and four syscalls per job
+    for fd in sinks:
+        poller.register(fd, select.POLLIN)
+    pending = set(sinks)
+    while pending:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break  # no report: a sandbox error, and the worker is replaced
+        for fd, _ in poller.poll(math.ceil(remaining * 1000)):
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                poller.unregister(fd)
+                pending.discard(fd)
+                continue
+            if fd != report_r and over:
+                continue
+            sinks[fd] += chunk
+            if not over and len(sinks[out_r]) + len(sinks[err_r]) > output_bytes:
+                over = True
+                with contextlib.suppress(OSError):
+                    os.write(cancel_w, b"x")
     return bytes(sinks[out_r][:output_bytes]), bytes(sinks[err_r][:output_bytes]), bytes(sinks[report_r]), over
 
 
@@ -396,7 +398,7 @@ def _bwrap_prefix(env: dict) -> list[str]:
     argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--clearenv", "--as-pid-1"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    # The worker needs CAP_SYS_ADMIN for each execution's pid/mount namespace, tmpfs and /proc, and (as root)
+    # The worker needs CAP_SYS_ADMIN for each execution's IPC namespace and tmpfs, and (as root)
     # CAP_KILL to kill what the code started under its own uid; the code itself runs with no capabilities.
     if os.geteuid() == 0:
         # As root, --unshare-all makes a user namespace that maps 0 to 0 and bwrap keeps *all* capabilities. Leave the

@@ -212,7 +212,7 @@ def import_rewards(state) -> None:
     prompt = raw.get("dataset_prompt_column", "prompt")
     if prompt != "prompt":
         wanted = ["solution" for r in rewards if r["name"] in ("math_accuracy",)]
-        wanted += ["test_cases" for r in rewards if r["name"] == "code"]
+        wanted += [r.get("params", {}).get("test_column", "test_cases") for r in rewards if r["name"] == "code"]
         wanted += ["language" for r in rewards if r["name"] == "answer_format" and r.get("params")]
         for source in state.sources:
             listed = source.get("columns") or [prompt, *dict.fromkeys(wanted)]
@@ -255,6 +255,8 @@ def _reward(state, name: str, weight: float) -> dict:
     used: list[str] = []
     if name == "tag_count":
         params = {"tags": OPENR1_TAGS}
+    elif name == "code" and state.fmt == "open-r1":
+        params = {"test_column": "verification_info"}  # open-r1's code datasets keep their tests there
     elif name == "code_format":
         params = {"language": raw.get("code_language", "python")}
         used = ["code_language"]

@@ -247,3 +247,66 @@ def test_cli_names_the_row_with_malformed_tests(cli, tmp_path):
     assert code == 2 and out == ""
     assert err.strip().splitlines() == [f"error: {path}#1: test_cases: a test must be an assert string or a dict with "
                                         "'input' and 'output', got {'input': '1'}"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# open-r1's `verification_info` column (its code datasets, read by open_r1.rewards.code_reward)
+
+OPENR1_ROW = {
+    "problem": "Read two integers and print their sum.",
+    "verification_info": {
+        "language": "python",
+        "test_cases": [{"input": "1 2\n", "output": "3\n", "type": "stdin_stdout"},
+                       {"input": "10 -4\n", "output": "6", "type": "stdin_stdout"},
+                       {"input": "0 0\n", "output": "0\n", "type": "stdin_stdout"},
+                       {"input": "5 5\n", "output": "10\n", "type": "stdin_stdout"}],
+    },
+}
+
+
+def test_open_r1_verification_info_is_read_as_stdin_stdout_tests():
+    reward = CodeReward(workers=2, limits=LIMITS, level=_sandbox_or_skip(), test_column="verification_info")
+    info = OPENR1_ROW["verification_info"]
+    completions = [fenced(ADD),  # all four
+                   fenced("a, b = map(int, input().split())\nprint(abs(a + b))\n"),  # abs() changes none of these sums
+                   fenced("a, b = map(int, input().split())\nprint(a * b if a == b else a + b)\n"),  # 5 5 -> 25
+                   fenced("print(3)\n")]  # only the first
+    try:
+        assert reward.required_columns == ("verification_info",)
+        scores = reward(completions, verification_info=[info, json.dumps(info), info, info])
+    finally:
+        reward.close()
+    assert scores == [1.0, 1.0, 0.75, 0.25]
+
+
+@pytest.mark.parametrize(("info", "message"), [
+    ({"language": "cpp", "test_cases": []}, "language 'cpp': the code reward runs Python only"),
+    ({"language": "python", "test_cases": [{"fn_name": "f", "input": [1], "output": [2], "type": "function_call"}]},
+     "a test of type 'function_call': only 'stdin_stdout' tests ({'input', 'output'}) are "
+     "supported, got {'fn_name': 'f', 'input': [1], 'output': [2], 'type': 'function_call'}"),
+    ({"language": "python", "test_cases": [{"input": "1\n", "type": "stdin_stdout"}]},
+     "a test of type 'stdin_stdout': only 'stdin_stdout' tests ({'input', 'output'}) are "
+     "supported, got {'input': '1\\n', 'type': 'stdin_stdout'}"),
+])
+def test_cli_refuses_verification_info_it_cannot_run(cli, tmp_path, info, message):
+    _sandbox_or_skip()
+    path = tmp_path / "completions.jsonl"
+    rows = [{"completion": fenced(ADD), "verification_info": OPENR1_ROW["verification_info"]},
+            {"completion": fenced(ADD), "verification_info": json.dumps(info)}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    code, out, err = cli("rewards", "test", "code", "--completions", path, "--params",
+                         '{"test_column": "verification_info"}')
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [f"error: {path}#1: verification_info: {message}"]
+
+
+def test_cli_scores_open_r1_rows(cli, tmp_path):
+    _sandbox_or_skip()
+    path = tmp_path / "completions.jsonl"
+    rows = [{"completion": fenced(ADD), **OPENR1_ROW}, {"completion": fenced("print(3)\n"), **OPENR1_ROW}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    code, out, err = cli("rewards", "test", "code", "--completions", path, "--params",
+                         '{"test_column": "verification_info", "workers": 2}')
+    assert code == 0, err
+    assert [line.split()[1] for line in out.splitlines()[:2]] == ["1", "0.25"]
+    assert "8 sandboxed executions in " in out.splitlines()[2]

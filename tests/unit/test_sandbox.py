@@ -530,6 +530,65 @@ def test_no_view_of_earlier_executions(level):
     assert found == []
 
 
+FILL_AND_TAMPER = """\
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+before = open('/proc/self/mountinfo').read()
+os.mkdir('d')
+with open('d/big', 'wb') as f:
+    f.write(b'x' * 40_000_000)
+held = os.open('d/big', os.O_RDONLY)
+os.chmod('d', 0)
+here = os.getcwd().encode()
+tries = []
+for call in (lambda: libc.umount2(here, 2),  # MNT_DETACH
+             lambda: libc.mount(None, here, None, 32 | 1, None),  # MS_REMOUNT | MS_RDONLY
+             lambda: libc.mount(b'tmpfs', b'/usr', b'tmpfs', 0, None),
+             lambda: libc.mount(b'tmpfs', here, b'tmpfs', 0, None)):
+    tries.append((call(), ctypes.get_errno()))
+if os.fork() == 0:  # a daemon with its cwd and an open file in the work dir, keeping it busy
+    os.setsid()
+    time.sleep(60)
+print(repr((before, tries)))
+"""
+LOOK_AT_WORK_DIR = """\
+import os
+st, files = os.statvfs('.'), sorted(os.listdir('.'))
+with open('big', 'wb') as f:
+    f.write(b'y' * 45_000_000)
+print(repr((open('/proc/self/mountinfo').read(), files, st.f_bavail * st.f_frsize, st.f_favail)))
+"""
+
+
+def _mounts(mountinfo: str) -> list[tuple[str, ...]]:
+    """Mount point, options and file system of every mount (not the ids, which a new tmpfs changes)."""
+    rows = [line.split(" - ") for line in mountinfo.splitlines()]
+    return [(head.split()[4], head.split()[5], tail.split()[0]) for head, tail in rows]
+
+
+@isolating_levels
+def test_each_execution_gets_a_fresh_work_directory(level):
+    # Executions share the worker's mount namespace; their work dir is a new tmpfs each time. The first one fills its
+    # dir, hides a directory, tries to unmount, remount or cover it, and leaves a daemon holding it busy: the next one
+    # on the same worker gets an empty dir of full size in an unchanged namespace.
+    limits = Limits(cpu_seconds=2, wall_seconds=3, memory_mb=512, file_bytes=50_000_000, dir_bytes=50_000_000)
+    with Pool(workers=1, limits=limits, level=level) as pool:
+        pool.run_many([NORMAL[:2]])
+        pid = pool._all[0].proc.pid
+        first = pool.run_many([(FILL_AND_TAMPER, "")])[0]
+        second = pool.run_many([(LOOK_AT_WORK_DIR, "")])[0]
+        assert pool._all[0].proc.pid == pid  # the same worker
+    assert first.status == "ok", first
+    assert second.status == "ok", second
+    before, tries = eval(first.stdout)
+    mountinfo, files, free_bytes, free_inodes = eval(second.stdout)
+    assert tries == [(-1, 1)] * 4  # EPERM: the code has no capability to change any mount
+    assert _mounts(mountinfo) == _mounts(before)
+    assert files == ["main.py"]
+    assert free_bytes > 49_000_000
+    assert free_inodes > 4_000
+
+
 @isolating_levels
 def test_concurrent_executions_do_not_see_each_other(level):
     name = f"marker-{uuid.uuid4().hex}"

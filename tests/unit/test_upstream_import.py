@@ -87,6 +87,17 @@ def test_open_r1_grpo_rewards_keep_their_meaning():
     assert "max_prompt_length" not in recipe["train"]
 
 
+def test_open_r1_code_reward_reads_verification_info():
+    # open-r1's code recipes (e.g. its Qwen2.5-1.5B code GRPO config) score its code datasets, whose tests are in
+    # verification_info.
+    config = {**OPEN_R1_GRPO, "dataset_name": "open-r1/verifiable-coding-problems-python",
+              "reward_funcs": ["code"], "reward_weights": [1.0]}
+    recipe = import_config(config, "grpo.yaml").recipe
+    assert recipe["rewards"] == [{"name": "code", "weight": 1.0, "params": {"test_column": "verification_info"}}]
+    assert recipe["data"]["sources"] == [{"path": "open-r1/verifiable-coding-problems-python",
+                                          "columns": {"problem": "prompt", "verification_info": "verification_info"}}]
+
+
 @pytest.mark.parametrize("name, fragment", [("reasoning_steps", "no built-in"), ("length", "cosine_length"),
                                             ("cosine", "tokens"), ("ioi_code", "Piston")])
 def test_open_r1_rewards_without_an_equivalent_are_refused_with_the_closest(name, fragment):
