@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from smolalign.errors import SmolalignError
+from smolalign.preflight_judges import check_judges
 from smolalign.recipe.schema import Recipe
 
 ATTENTION_DEFAULT = "flex_attention"
@@ -167,24 +168,6 @@ def check_pairs(recipe: Recipe, target: Target) -> str | None:
             problem = _needs_gpu_and_vllm(f"{key}.backend vllm", target, "backend: transformers")
             if problem:
                 return problem
-    return None
-
-
-def check_judges(recipe: Recipe, target: Target) -> str | None:
-    """A judge's server (rl rewards, a graded scorer, eval rewards) is asked once, now, not at every request."""
-    from rewards.registry import resolve_reward
-    from smolalign.errors import USER_ERRORS
-
-    graded = recipe.pairs.graded.scorer if recipe.pairs is not None and recipe.pairs.graded is not None else []
-    entries = [*((f"rewards.{i}", r) for i, r in enumerate(recipe.rewards)),
-               *((f"pairs.graded.scorer.{i}", r) for i, r in enumerate(graded)),
-               *((f"eval.rewards.{i}", r) for i, r in enumerate(recipe.evaluation.rewards if recipe.evaluation else []))]
-    for key, section in entries:
-        if section.name == "judge":
-            try:
-                resolve_reward(section.name, section.params).probe()
-            except USER_ERRORS as exc:
-                return f"{key}: {exc}"
     return None
 
 
