@@ -10,6 +10,7 @@ same code as a `RunFailure`, since it is the same failure (README's exit-code co
 import _thread
 import contextlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -88,6 +89,7 @@ class Watchdog:
 def stall_watchdog(stall_timeout: float | None, server=None) -> Iterator[Watchdog]:
     watchdog = Watchdog(stall_timeout, server)
     active = bool(stall_timeout) or server is not None
+    restore = _deliverable_interrupts() if active else None
     if active:
         watchdog._thread.start()
     try:
@@ -103,5 +105,20 @@ def stall_watchdog(stall_timeout: float | None, server=None) -> Iterator[Watchdo
                 watchdog._stop.set()
         except KeyboardInterrupt:  # the watchdog's interrupt, arriving as the run ends: its failure is raised below
             watchdog._stop.set()
+        if restore is not None:
+            signal.signal(signal.SIGINT, restore)
     if watchdog.failure:  # every interrupt was swallowed, yet the run failed (its server died, or it stalled)
         raise RunFailure(watchdog.failure)
+
+
+def _deliverable_interrupts():
+    """`interrupt_main` does nothing while SIGINT is ignored, as it is in a job a non-interactive shell started in
+    the background (`smolalign rl ... &` in a script): install Python's handler for the watchdog's lifetime and
+    return the one to put back (None when nothing was changed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    current = signal.getsignal(signal.SIGINT)
+    if current in (signal.SIG_IGN, signal.SIG_DFL):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        return current
+    return None

@@ -1,6 +1,7 @@
 """The watchdog's interrupt must not be lost: one that is swallowed (it landed in a weakref callback or a __del__)
 is repeated, and a run whose watchdog fired never ends as a success."""
 
+import signal
 import time
 
 import pytest
@@ -14,24 +15,16 @@ def test_a_swallowed_interrupt_is_repeated(monkeypatch):
     monkeypatch.setattr(watchdog_module, "CHECK_EVERY", 0.1)
     monkeypatch.setattr(watchdog_module, "REPEAT_INTERRUPT", 0.3)
     swallowed = 0
-    deadline = time.monotonic() + 10
-
-    def work():
-        # The loop itself is inside the try: an interrupt delivered at its condition (a loaded machine delays the
-        # main thread there too) is swallowed like one delivered in sleep, not let through as the first one.
-        nonlocal swallowed
-        try:
-            while time.monotonic() < deadline:
-                time.sleep(0.02)
-        except KeyboardInterrupt:  # what a __del__ or weakref callback does with it
-            swallowed += 1
-            if swallowed == 2:
-                raise
-            work()
-
     with pytest.raises(RunFailure, match="no training step finished for 0.5 s"):
         with stall_watchdog(0.5):
-            work()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    time.sleep(0.02)
+                except KeyboardInterrupt:  # what a __del__ or weakref callback does with it
+                    swallowed += 1
+                    if swallowed == 2:
+                        raise
     assert swallowed == 2
 
 
@@ -93,3 +86,20 @@ def test_a_run_that_never_stops_exits_with_the_run_failure_code(tmp_path):
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.returncode == 1, done.stderr
     assert "no training step finished" in done.stderr and "did not stop after the interrupt" in done.stderr
+
+
+def test_the_interrupt_reaches_a_run_started_with_sigint_ignored(monkeypatch):
+    """A job a non-interactive shell starts in the background has SIGINT ignored, and interrupt_main does nothing
+    then: the watchdog installs Python's handler while it watches, and puts the ignored one back."""
+    monkeypatch.setattr(watchdog_module, "CHECK_EVERY", 0.1)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        start = time.monotonic()
+        with pytest.raises(RunFailure, match="no training step finished for 0.3 s"):
+            with stall_watchdog(0.3):
+                while time.monotonic() - start < 20:  # steps of Python code, as a trainer runs
+                    time.sleep(0.02)
+        assert time.monotonic() - start < 10
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
