@@ -31,8 +31,9 @@ def build_report(inputs: EvalInputs, results: dict[str, dict[str, ModeSamples]])
                             for mode, metrics in modes.items()} for label, modes in values.items()},
         "differences": {},
     }
-    compared_to = inputs.compared_to or ({label: inputs.baseline for label in values if label != inputs.baseline}
-                                         if inputs.baseline is not None else {})
+    # Every model is compared with the baseline unless --compare names another model for it.
+    compared_to = {**({label: inputs.baseline for label in values if label != inputs.baseline}
+                      if inputs.baseline is not None else {}), **inputs.compared_to}
     report["compared_to"] = compared_to
     report["differences"] = {
         label: {mode: {name: estimate(v - values[base][mode][name], indices).as_dict() for name, v in metrics.items()}

@@ -152,6 +152,15 @@ def test_each_model_can_be_compared_with_its_own_baseline(cli, server, questions
     same = report["differences"]["again"]["no_think"]
     assert same["math_accuracy mean"]["value"] == same["length"]["value"] == 0.0
     assert "| metric | base − good | again − base |" in (tmp_path / "t.md").read_text()
+    # With --baseline, a model --compare does not name is compared with the baseline.
+    Served.counts.clear()
+    code, _, err = cli("eval", "base", "good", "again=base", "--backend", "openai", "--base-url", server, "--data",
+                       questions, "--reward", "math_accuracy,think_format", "--samples", "2", "--max-new-tokens", "16",
+                       "--baseline", "good", "--compare", "again=base", "--json", out)
+    assert code == 0, err
+    mixed = json.loads(out.read_text())
+    assert mixed["compared_to"] == {"base": "good", "again": "base"}
+    assert mixed["differences"]["base"]["think"]["compliance"]["value"] == pytest.approx(-0.75)
 
 
 def test_intervals_contain_the_estimate_and_repeat_for_a_seed(cli, server, questions, tmp_path):
