@@ -3,7 +3,7 @@ moment (in the middle of a checkpoint save, between two files of a final write, 
 instead of at a random one. Nothing in smolalign is replaced: the named function runs as usual except that its Nth
 call first writes a marker file and then waits forever for the kill.
 
-    KILLPOINT=transformers.trainer:Trainer._save_rng_state KILLPOINT_CALL=2 KILLPOINT_MARKER=/tmp/m \\
+    KILLPOINT=transformers.trainer:Trainer._save_rng_state KILLPOINT_CALL=2 KILLPOINT_MARKER=killpoint.marker \\
         python tests/killpoint.py sft recipe.yaml
 """
 
