@@ -11,11 +11,10 @@ any model loads, and picks the generation backend as GRPO does (transformers, vL
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
+from smolalign.hardware import Hardware
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
-from smolalign.stages.lifecycle import announce, finish, open_run, train_and_save
-from smolalign.stages.trainer_config import peft_config, trl_config
+from smolalign.stages.trainer_config import trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 LOSSES = ("sigmoid", "ipo")
@@ -93,34 +92,8 @@ def online_dpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: P
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
-    from smolalign.stages.rl_server import check_claim, claim_training_gpus, served_generation, stall_timeout
+    from smolalign.stages.rl import run_generating
 
-    claim_training_gpus(recipe)  # before anything starts CUDA in this process
-    hardware = detect_hardware()
-    check_claim(hardware.device_count)
-    plan, prompts, rewards = check_before_loading(recipe, hardware)
-    evaluation = announce(recipe, plan, dry_run)
-    if dry_run:
-        return None
-    from smolalign.models.load import load_model, load_tokenizer
-    from smolalign.models.sources import source_of
-    from smolalign.recipe.methods import trainer_class
-    from smolalign.runs.metrics import metrics_callback
-    from smolalign.runs.watchdog import stall_watchdog
-
-    run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
-    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
-    dtype = resolve_dtype(recipe.model.dtype, hardware)
-    with served_generation(recipe, state, dtype) as server, stall_watchdog(stall_timeout(recipe.generation),
-                                                                           server) as watchdog:
-        # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
-        args = online_dpo_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
-        model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
-        # ref_model=None: TRL freezes a copy of the policy (or disables the adapter), as the plan says.
-        trainer = trainer_class(recipe.stage, recipe.method)(
-            model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train, eval_dataset=prompts.eval,
-            processing_class=tokenizer, peft_config=peft_config(recipe),
-            callbacks=[metrics_callback(run_dir), watchdog.callback()])
-        del model  # the trainer holds it; finish() frees it before an evaluation
-        model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation, "objective/scores", "rewards/margins", hub=recipe.hub)
+    # No ref_model is passed: TRL freezes a copy of the policy (or disables the adapter), as the plan says.
+    return run_generating(recipe, check_before_loading, online_dpo_config, ("objective/scores", "rewards/margins"),
+                          output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)

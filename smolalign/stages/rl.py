@@ -100,12 +100,21 @@ def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, b
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
+    return run_generating(recipe, check_before_loading, grpo_config, ("reward",), output_dir=output_dir,
+                          dry_run=dry_run, resume=resume, overwrite=overwrite)
+
+
+def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...], *, output_dir: Path | None,
+                   dry_run: bool, resume: bool, overwrite: bool) -> Path | None:
+    """The run of an rl method whose policy generates while it trains (GRPO, online DPO): `check(recipe, hardware)`
+    gives the plan, prompts and rewards before anything loads, `make_config(recipe, hardware, dtype, run_dir,
+    base_url)` the TRL config, and `signals` the logged values the run's summary reports."""
     from smolalign.stages.rl_server import check_claim, claim_training_gpus, served_generation, stall_timeout
 
     claim_training_gpus(recipe)  # before anything starts CUDA in this process
     hardware = detect_hardware()
     check_claim(hardware.device_count)
-    plan, prompts, rewards = check_before_loading(recipe, hardware)
+    plan, prompts, rewards = check(recipe, hardware)
     evaluation = announce(recipe, plan, dry_run)
     if dry_run:
         return None
@@ -121,7 +130,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     stall = stall_timeout(recipe.generation)
     with served_generation(recipe, state, dtype) as server, stall_watchdog(stall, server) as watchdog:
         # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
-        args = grpo_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
+        args = make_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
         model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
         start_run(recipe, hardware, run_dir, state, overwrite=overwrite)
         trainer = trainer_class(recipe.stage, recipe.method)(
@@ -130,4 +139,4 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
             callbacks=[metrics_callback(run_dir), watchdog.callback()])
         del model  # the trainer holds it; finish() frees it before an evaluation
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation, "reward", hub=recipe.hub)
+    return finish(trainer, run_dir, model_dir, evaluation, *signals, hub=recipe.hub)
