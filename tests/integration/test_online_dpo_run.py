@@ -93,6 +93,8 @@ def test_logged_loss_equals_a_hand_computation(cli, online_recipe, tiny_dir, tmp
         assert logged["objective/scores_margin"] == pytest.approx(abs(first - second))
     assert steps[1]["rewards/margins"] != 0  # after one update the policy differs from its reference
     assert (run_dir / "model" / "config.json").is_file()
+    assert json.loads((run_dir / "manifest.json").read_text())["stage"] == "rl"  # the run directory's state, as GRPO's
+    assert (run_dir / "recipe.yaml").is_file()
 
 
 def test_registry_rewards_and_weights_train(cli, online_recipe, tmp_path):
