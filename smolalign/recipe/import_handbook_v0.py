@@ -69,12 +69,6 @@ def import_v0_mixer(state) -> None:
             if held_out else ""))
     if configs is not None:
         state.renamed("dataset_configs", "data.sources[].name")
-    if "text_column" in raw:
-        column = raw["text_column"]
-        if column != "text":
-            for source in state.sources:
-                source["columns"] = {column: "text"}
-        state.renamed("text_column", f"data.sources[].columns: {{{column}: text}}")
     side = raw.get("truncation_side")
     if "truncation_side" in raw:
         if side is not None and state.stage == "po" and side in TRUNCATION_MODES:

@@ -98,12 +98,13 @@ def import_data(state) -> None:
     if "test_split_size" in raw:
         state.data["eval_split"] = raw["test_split_size"]
         state.renamed("test_split_size", "data.eval_split")
-    if "dataset_text_field" in raw:
-        column = raw["dataset_text_field"]
-        if column != "text":
-            for source in state.sources:
-                source["columns"] = {column: "text"}
-        state.renamed("dataset_text_field", f"data.sources[].columns: {{{column}: text}}")
+    for key in ("dataset_text_field", "text_column"):  # TRL's name, and the dataset_mixer-era handbook's
+        if key in raw:
+            column = raw[key]
+            if column != "text":
+                for source in state.sources:
+                    source["columns"] = {column: "text"}
+            state.renamed(key, f"data.sources[].columns: {{{column}: text}}")
     _system_prompt(state)
     _chat_template(state)
 
