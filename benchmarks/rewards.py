@@ -4,7 +4,8 @@ worker and with every core, measured in the same run and printed as ratios.
     python benchmarks/rewards.py [--completions 2000] [--programs 96] [--only math|code] [--level auto|bwrap|unshare]
 
 Targets: math at least 500 completions/s per core; code at least 100 executions/s per core. The math reward runs in
-one process per worker (math-verify is CPU-bound Python). The code reward scores fenced completions of realistic size
+one process per worker (math-verify is CPU-bound Python). The code worker pool is measured with 1 worker, one per core
+and its default (two per core); the baseline with 1 and one per core. The code reward scores fenced completions of realistic size
 (benchmarks/code_tasks.py: functions with four asserts and stdin/stdout programs with four tests, a quarter of them
 wrong, one in 48 never ending on one test) through `CodeReward`, one batch per call as in training, with the worker
 pool and, in the same run, with the previous implementation (benchmarks/sandbox_baseline.py: one namespace set-up and
@@ -138,30 +139,38 @@ def main() -> None:
         print(f"math_accuracy: 1 worker {one:,.0f} completions/s; {cores} workers {many:,.0f}/s "
               f"({many / cores:,.0f}/s per core); ratio {many / one:.2f} (target >= 500/s per core)")
     if args.only in (None, "code"):
+        from rewards.sandbox import WORKERS_PER_CORE
+
+        pooled = WORKERS_PER_CORE * cores  # the pool's default
         batch = code_batch(args.programs)
         rates, cpu, level, expected = {}, {}, None, None
-        for baseline in (False, True):
-            for workers in (1, cores):
+        for baseline, counts in ((False, (1, cores, pooled)), (True, (1, cores))):
+            for workers in counts:
                 rates[baseline, workers], cpu[baseline, workers], scores, level = code_rate(batch, workers, baseline,
                                                                                            args.level)
                 expected = expected or scores
                 assert scores == expected, "the baseline and the worker pool disagree"
         print(f"code (sandbox {level}; {args.programs} programs, {batch[2]} executions, {batch[3]} timing out; "
               f"mean score {sum(expected) / len(expected):.3f}):")
-        for baseline, name in ((True, "baseline (one sandbox per execution)"), (False, "worker pool")):
-            one, many = rates[baseline, 1], rates[baseline, cores]
-            print(f"  {name}: 1 worker {one:.1f} executions/s; {cores} workers {many:.1f}/s "
-                  f"({many / cores:.1f}/s per core)")
-        print(f"  worker pool CPU time (this process and every sandbox process, independent of the machine's load): "
-              f"{cpu[False, cores] * 1000:.1f} ms per execution, i.e. {1 / cpu[False, cores]:.0f} executions per "
-              "CPU-second")
+        one, many = rates[True, 1], rates[True, cores]
+        print(f"  baseline (one sandbox per execution): 1 worker {one:.1f} executions/s; {cores} workers {many:.1f}/s "
+              f"({many / cores:.1f}/s per core)")
+        one, many, default = rates[False, 1], rates[False, cores], rates[False, pooled]
+        print(f"  worker pool: 1 worker {one:.1f} executions/s; {cores} workers {many:.1f}/s ({many / cores:.1f}/s "
+              f"per core); {pooled} workers (the default) {default:.1f}/s ({default / cores:.1f}/s per core)")
+        for workers in (cores, pooled):
+            print(f"  worker pool CPU time with {workers} workers (this process and every sandbox process, independent "
+                  f"of the machine's load): {cpu[False, workers] * 1000:.1f} ms per execution, i.e. "
+                  f"{1 / cpu[False, workers]:.0f} executions per CPU-second")
         steady = code_batch(args.programs, hanging=False)
-        rate, steady_cpu, _, _ = code_rate(steady, cores, False, args.level)
-        print(f"  worker pool without the {batch[3]} hanging programs ({steady[2]} executions): {cores} workers "
-              f"{rate:.1f}/s ({rate / cores:.1f}/s per core); CPU {steady_cpu * 1000:.1f} ms per execution, i.e. "
-              f"{1 / steady_cpu:.0f} per CPU-second")
+        for workers in (cores, pooled):
+            rate, steady_cpu, _, _ = code_rate(steady, workers, False, args.level)
+            print(f"  worker pool without the {batch[3]} hanging programs ({steady[2]} executions): {workers} workers "
+                  f"{rate:.1f}/s ({rate / cores:.1f}/s per core); CPU {steady_cpu * 1000:.1f} ms per execution, i.e. "
+                  f"{1 / steady_cpu:.0f} per CPU-second")
         print(f"  worker pool / baseline: {rates[False, 1] / rates[True, 1]:.1f}x with 1 worker, "
-              f"{rates[False, cores] / rates[True, cores]:.1f}x with {cores} (target >= 100 executions/s per core)")
+              f"{rates[False, cores] / rates[True, cores]:.1f}x with {cores}, {default / rates[True, cores]:.1f}x with "
+              f"the default {pooled} against the baseline's {cores} (target >= 100 executions/s per core)")
         print(f"  load average before/after: {load_before} / {os.getloadavg()[0]:.2f}")
 
 

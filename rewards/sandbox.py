@@ -56,12 +56,19 @@ _WORKER_SOURCE = (Path(__file__).parent / "_sandbox_worker.py").read_text()
 # are loaded before any code runs, from the read-only base installation.
 _PRELOAD = ("json", "collections", "itertools", "functools", "math", "re", "heapq", "bisect", "string", "typing")
 _GRACE_SECONDS = 2.0  # past the wall limit before an execution that never reported is blamed on the sandbox
+# Two workers per core: an execution that runs long (a hang) holds one worker, and the others still keep every core
+# busy; the host's and the worker's share of each short execution (a round trip between them) is overlapped with
+# another execution instead of leaving the core idle. At most two executions then share a core, which is what the
+# default wall/CPU limits allow for (Limits, docs/sandbox.md). Each worker costs ~8 MB of memory (PSS).
+WORKERS_PER_CORE = 2
 
 
 @dataclass(frozen=True)
 class Limits:
     cpu_seconds: float = 5.0  # RLIMIT_CPU (rounded up to whole seconds)
-    wall_seconds: float = 10.0  # every process of the execution is killed after this
+    # Every process of the execution is killed after this. More than twice cpu_seconds: a CPU-bound program that
+    # shares its core with another execution (Pool: up to two per core) reaches its CPU limit first.
+    wall_seconds: float = 12.0
     memory_mb: int = 512  # RLIMIT_AS
     processes: int = 32  # RLIMIT_NPROC (tasks, threads included) in the isolating levels
     output_bytes: int = 1_000_000  # stdout+stderr captured at most this much; more -> status "output_limit"
@@ -110,13 +117,13 @@ def run_python(source: str, stdin: str = "", limits: Limits = Limits(), level: s
 
 
 class Pool:
-    """`workers` sandbox workers (one per core by default), each running one execution at a time. Workers start on
-    first use and are restarted if one ever dies; `close()` kills them and everything they started."""
+    """`workers` sandbox workers (`WORKERS_PER_CORE` per core by default), each running one execution at a time.
+    Workers start on first use and are restarted if one ever dies; `close()` kills them and everything they started."""
 
     def __init__(self, workers: int | None = None, limits: Limits = Limits(), level: str = "auto"):
         self.level = choose_level(level)
         self.limits = limits
-        self.workers = workers or len(os.sched_getaffinity(0))
+        self.workers = workers or WORKERS_PER_CORE * len(os.sched_getaffinity(0))
         self.executions = 0  # run so far, for throughput figures
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self._all = [_Worker(self.level, limits) for _ in range(self.workers)]
