@@ -143,6 +143,49 @@ def test_pool_runs_jobs_in_parallel_and_in_order(level):
     assert elapsed < 6 * 0.4
 
 
+# Every 50 ms a hanging program prints the time, so its last line says when it was still running.
+HANGS = {
+    "busy": "import time\nlast = 0\nwhile True:\n    if time.time() - last > 0.05:\n"
+            "        last = time.time()\n        print(last, flush=True)\n",
+    "sleeps": "import time\nwhile True:\n    print(time.time(), flush=True)\n    time.sleep(0.05)\n",
+}
+CLOCK = "import time\nprint(time.time())\n"
+
+
+@isolating_levels
+@pytest.mark.parametrize("hang", HANGS)
+def test_hanging_executions_do_not_stall_the_pool(level, hang):
+    # As many hanging programs as cores, then short ones: with the default pool, the short ones all run, and end,
+    # while every hanging one is still running (their own clocks say so), and no worker outlives the pool.
+    cores = len(os.sched_getaffinity(0))
+    limits = Limits(cpu_seconds=3, wall_seconds=3, memory_mb=256, output_bytes=100_000)
+    with Pool(limits=limits, level=level) as pool:
+        pool.run_many([(CLOCK, "")] * pool.workers)  # every worker started
+        workers = [worker.proc.pid for worker in pool._all]
+        executions = pool.run_many([(HANGS[hang], "")] * cores + [(CLOCK, "")] * 40)
+    hangs, shorts = executions[:cores], executions[cores:]
+    assert [h.status for h in hangs] == ["timeout"] * cores
+    assert [s.status for s in shorts] == ["ok"] * 40
+    alive = [[float(line) for line in h.stdout.split()] for h in hangs]
+    assert max(times[0] for times in alive) < min(times[-1] for times in alive)  # the hangs ran at the same time
+    assert max(float(s.stdout) for s in shorts) < min(times[-1] for times in alive)
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in workers)
+
+
+@isolating_levels
+def test_a_slow_program_sharing_its_core_ends_within_the_default_limits(level):
+    # A single-threaded program that needs 80% of its CPU limit, on a default pool where every other worker runs a
+    # busy loop: with at most two executions per core, the default wall limit (over twice the CPU limit) leaves it
+    # the time to finish.
+    defaults = Limits()
+    limits = Limits(cpu_seconds=1, wall_seconds=defaults.wall_seconds / defaults.cpu_seconds, memory_mb=256)
+    slow = "import time\nwhile time.process_time() < 0.8:\n    pass\nprint(round(time.process_time(), 1))\n"
+    with Pool(limits=limits, level=level) as pool:
+        executions = pool.run_many([("while True:\n    pass\n", "")] * (pool.workers - 1) + [(slow, "")])
+    assert [e.status for e in executions[:-1]] == ["timeout"] * (pool.workers - 1)
+    assert (executions[-1].status, executions[-1].stdout) == ("ok", "0.8\n")
+
+
 @isolating_levels
 def test_parent_keeps_its_fds_cwd_and_environment(level):
     fds, cwd, env = sorted(os.listdir("/proc/self/fd")), os.getcwd(), dict(os.environ)
