@@ -14,7 +14,7 @@ from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
-from smolalign.stages.trainer_config import trl_config
+from smolalign.stages.trainer_config import check_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 LOSSES = ("sigmoid", "ipo")
@@ -38,22 +38,20 @@ def check_recipe(recipe: Recipe) -> None:
 
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
-    """Template, loss and lengths, rewards and the columns they read, prompts; returns (plan, prompts, rewards)."""
-    from rewards.registry import check_reward_columns
-    from smolalign.data.prompts import recipe_prompts
+    """Template, loss and lengths, the TRL config, prompts (a sample rendered), rewards and the columns they read;
+    returns (plan, prompts, rewards)."""
     from smolalign.models.sources import source_of
-    from smolalign.stages.rl import add_sandbox_row, build_rewards
+    from smolalign.stages.rl import add_sandbox_row, check_prompts_and_rewards
 
     source_of(recipe)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     check_recipe(recipe)
-    rewards = build_rewards(recipe)
-    prompts = recipe_prompts(recipe, rendered_kwargs={})
-    check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)],
-                         prompts.train.column_names)
+    check_config(recipe, online_dpo_config, None)
+    prompts, rewards, checked = check_prompts_and_rewards(recipe, rendered_kwargs={})
     plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
     add_online_rows(plan, recipe, hardware)
     add_sandbox_row(plan, rewards)
+    plan.rows["data check"] = checked.describe()
     return plan, prompts, rewards
 
 

@@ -39,30 +39,39 @@ def check_batch(recipe: Recipe, hardware: Hardware) -> None:
 
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
-    from rewards.registry import check_reward_call, check_reward_columns, check_reward_signature, is_user_reward
-    from smolalign.data.prompts import read_prompt_rows, recipe_prompts
-    from smolalign.data.sample import check_prompt_rows
     from smolalign.models.sources import source_of
 
     source_of(recipe)
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     check_batch(recipe, hardware)
     check_config(recipe, grpo_config, None)
+    prompts, rewards, checked = check_prompts_and_rewards(recipe)
+    plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
+    add_rl_rows(plan, recipe)
+    add_sandbox_row(plan, rewards)
+    plan.rows["data check"] = checked.describe()
+    return plan, prompts, rewards
+
+
+def check_prompts_and_rewards(recipe: Recipe, rendered_kwargs: dict | None = None):
+    """What every generating method checks before a model loads: the prompt rows (read, a sample rendered and
+    tokenized with the generation prompt), the rewards (built, the columns they read present, a team's function's
+    signature and one call on the first row). Returns (prompts, rewards, the data check)."""
+    from rewards.registry import check_reward_call, check_reward_columns, check_reward_signature, is_user_reward
+    from smolalign.data.prompts import read_prompt_rows, recipe_prompts
+    from smolalign.data.sample import check_prompt_rows
+
     rewards = build_rewards(recipe)
     rows = read_prompt_rows(recipe.data)
     checked = check_prompt_rows(recipe, rows.train, recipe.data.seed, recipe.template.kwargs)
-    prompts = recipe_prompts(recipe, rows)
+    prompts = recipe_prompts(recipe, rows, rendered_kwargs)
     check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)],
                          prompts.train.column_names)
     for spec, reward in zip(recipe.rewards, rewards, strict=True):
         if is_user_reward(spec.name):
             check_reward_signature(spec.name, reward, prompts.train.column_names)
             check_reward_call(spec.name, reward, prompts.train[0])
-    plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
-    add_rl_rows(plan, recipe)
-    add_sandbox_row(plan, rewards)
-    plan.rows["data check"] = checked.describe()
-    return plan, prompts, rewards
+    return prompts, rewards, checked
 
 
 def add_rl_rows(plan, recipe: Recipe) -> None:
