@@ -55,6 +55,22 @@ def test_scores_equal_a_direct_forward_pass(reward_model_dir):
     assert scores == pytest.approx(expected, abs=1e-5)
 
 
+def test_a_relative_path_is_read_from_the_working_directory(reward_model_dir, tmp_path, monkeypatch):
+    """`model:runs/…/model` as the shipped recipes write it: relative to where smolalign runs, like model.source."""
+    import shutil
+
+    shutil.copytree(reward_model_dir, tmp_path / "runs" / "rm" / "model")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    prompts, completions = ["what is 2 plus 3"], ["2 + 3 = 5."]
+    expected = resolve_reward(f"model:{reward_model_dir}")(completions=completions, prompts=prompts)
+    monkeypatch.chdir(tmp_path)
+    assert resolve_reward("model:runs/rm/model")(completions=completions, prompts=prompts) == pytest.approx(expected)
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(Exception, match="runs/rm/model"):
+        resolve_reward("model:runs/rm/model")
+
+
 def test_a_head_with_several_labels_is_refused(reward_model_dir, tmp_path):
     from transformers import AutoConfig
 
