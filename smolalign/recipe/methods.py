@@ -54,6 +54,8 @@ class MethodSpec:
     """`train:` keys smolalign's data pipeline applies itself; they are not passed to the TRL config."""
     prompt_groups: bool = False
     """The trainer samples each prompt num_generations times (GRPO): its steps count groups, not rows."""
+    vllm_server: bool = False
+    """The trainer can generate with a `trl vllm-serve` server (TRL's VLLMClient: its weights synced each step)."""
 
     @property
     def refused(self) -> dict[str, str]:
@@ -76,10 +78,10 @@ METHODS: dict[str, MethodSpec] = {
     "reward": MethodSpec("po", "trl:RewardConfig", "smolalign.stages.po_trainers:PreparedRewardTrainer",
                          "smolalign.stages.po", REWARD_KEYS_OWNED),
     "grpo": MethodSpec("rl", "trl:GRPOConfig", "trl:GRPOTrainer", "smolalign.stages.rl", RL_KEYS_OWNED,
-                       prompt_groups=True),
+                       prompt_groups=True, vllm_server=True),
     "online_dpo": MethodSpec("rl", "trl.experimental.online_dpo:OnlineDPOConfig",
                              "trl.experimental.online_dpo:OnlineDPOTrainer", "smolalign.stages.online_dpo",
-                             ONLINE_DPO_KEYS_OWNED),
+                             ONLINE_DPO_KEYS_OWNED, vllm_server=True),
     "distill": MethodSpec("rl", "trl:DistillationConfig", "trl:DistillationTrainer", _DISTILL, RL_KEYS_OWNED),
     "gold": _GOLD,
     "auto": _GOLD,  # GOLD, with ULD exactly when the tokenizers differ; its config is a superset of distill's

@@ -138,18 +138,21 @@ def check_stage(recipe: Recipe, hardware: Hardware, *, skip_data: bool):
 
 def vllm_server(recipe: Recipe, request: SlurmRequest) -> tuple[VllmServer | None, list[str]]:
     """The server node's settings for --vllm-nodes 1; refuses a recipe that cannot use it, or needs one."""
+    from smolalign.recipe.methods import METHODS, method_spec
+
     generation = recipe.generation
-    grpo = recipe.stage == "rl" and recipe.method.trainer == "grpo"
-    backend = generation.backend if grpo else None
+    served = method_spec(recipe.stage, recipe.method).vllm_server
+    backend = generation.backend if served else None
     if not request.vllm_nodes:
         if backend == "vllm_server" and not generation.server.base_url:
             raise SmolalignError("generation.backend vllm_server: on Slurm the server gets a node of its own; pass "
                                  "--vllm-nodes 1 (or set generation.server.base_url to a server that runs)")
         return None, []
-    if not grpo:
+    if not served:
         what = f"smolalign {recipe.stage}" + (f" (method {recipe.method.name})" if recipe.stage == "rl" else "")
-        raise SmolalignError(f"--vllm-nodes: only GRPO recipes (smolalign rl, method grpo) generate with a vLLM "
-                             f"server; this recipe is for {what}")
+        methods = " or ".join(k for k, spec in METHODS.items() if spec.vllm_server)
+        raise SmolalignError(f"--vllm-nodes: only smolalign rl with method {methods} generates with a vLLM server; "
+                             f"this recipe is for {what}")
     if backend != "vllm_server":
         raise SmolalignError(f"--vllm-nodes: generation.backend is {backend}; set it to vllm_server "
                              "(--set generation.backend=vllm_server) to generate on the server node")

@@ -55,7 +55,7 @@ def check_request(request: SlurmRequest) -> None:
     if request.vllm_nodes < 0:
         raise SmolalignError(f"--vllm-nodes must be 0 or 1, got {request.vllm_nodes}")
     if request.vllm_nodes > 1:
-        raise SmolalignError(f"--vllm-nodes {request.vllm_nodes}: GRPO talks to one `trl vllm-serve` server, which runs "
+        raise SmolalignError(f"--vllm-nodes {request.vllm_nodes}: the trainer talks to one `trl vllm-serve` server, which runs "
                              "on one node (tensor parallel within it); use --vllm-nodes 1")
     if request.gpus_per_node < 1:
         raise SmolalignError(f"--gpus-per-node must be at least 1, got {request.gpus_per_node}")

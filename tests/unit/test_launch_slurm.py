@@ -252,6 +252,27 @@ def test_rl_with_a_vllm_node_serves_on_the_last_node_and_training_waits_for_it(c
         assert "generation.server.base_url=http://n3:8123" in args and args[-1] == "--resume"
 
 
+def test_online_dpo_with_a_vllm_node_trains_against_the_served_model(cli, cluster, write_recipe, tmp_path):
+    """TRL's online DPO talks to `trl vllm-serve` through the same VLLMClient as GRPO: the same server node."""
+    data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i}", "solution": str(2 * i)}
+                                                    for i in range(8)])
+    recipe = write_recipe({
+        "stage": "rl", "method": "online_dpo", "model": {"source": MODEL, "revision": "v2"},
+        "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": "math_accuracy"}],
+        "generation": {"backend": "vllm_server", "server": {"port": 8124, "tensor_parallel": 1}},
+        "train": {"per_device_train_batch_size": 2, "max_new_tokens": 16, "max_length": 128}}, "online.yaml")
+    code, out, err = cli("launch", "slurm", str(recipe), "--nodes", "1", "--vllm-nodes", "1", "--gpus-per-node", "1",
+                         "--script", "job.sbatch")
+    assert code == 0, err
+    done = run_script(tmp_path / "job.sbatch", cluster, "n1 n2")
+    assert done.returncode == 0, done.stderr
+    [served] = calls(cluster, "trl")
+    assert served["env"]["SLURMD_NODENAME"] == "n2" and option(served["args"], "--model") == MODEL
+    [launch] = calls(cluster, "accelerate")
+    assert launch["env"]["SLURMD_NODENAME"] == "n1"
+    assert "generation.server.base_url=http://n2:8124" in launch["args"]
+
+
 def test_a_vllm_server_that_dies_fails_the_job_before_training(cli, cluster, rl_recipe, tmp_path):
     assert cli("launch", "slurm", rl_recipe(), "--nodes", "1", "--vllm-nodes", "1", "--script", "job.sbatch")[0] == 0
     done = run_script(tmp_path / "job.sbatch", cluster, "n1 n2", FAKE_VLLM_FAILS="1")
@@ -319,7 +340,7 @@ def test_the_recipe_preset_is_the_default(cli, cluster, sft_recipe):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--nodes", "0"], "--nodes must be at least 1"),
-    (["--nodes", "2", "--vllm-nodes", "1"], "--vllm-nodes: only GRPO recipes (smolalign rl, method grpo)"),
+    (["--nodes", "2", "--vllm-nodes", "1"], "--vllm-nodes: only smolalign rl with method grpo or online_dpo"),
     (["--nodes", "2", "--preset", "zer3"], "--preset zer3: no such accelerate config or preset (did you mean zero3?)"),
     (["--nodes", "2", "--set", "train.learnin_rate=1"], "learnin_rate"),
     (["--nodes", "2", "--gpus-per-node", "0"], "--gpus-per-node must be at least 1"),
@@ -337,7 +358,7 @@ def test_bad_input_exits_2_before_writing(cli, cluster, sft_recipe, tmp_path, ar
 
 @pytest.mark.parametrize(("recipe_args", "args", "message"), [
     ({}, ["--nodes", "1"], "pass --vllm-nodes 1"),
-    ({}, ["--nodes", "1", "--vllm-nodes", "2"], "GRPO talks to one `trl vllm-serve` server"),
+    ({}, ["--nodes", "1", "--vllm-nodes", "2"], "the trainer talks to one `trl vllm-serve` server"),
     ({"backend": "vllm_colocate"}, ["--nodes", "1", "--vllm-nodes", "1"], "generation.backend is vllm_colocate"),
     ({"base_url": "http://elsewhere:8000"}, ["--nodes", "1", "--vllm-nodes", "1"], "already names a running server"),
     ({}, ["--nodes", "1", "--vllm-nodes", "1", "-G", "1"], "tensor_parallel 2 needs more GPUs than a node has"),
