@@ -28,9 +28,10 @@ def bundled():
     return "smollm2-135m-instruct"
 
 
-def test_reward_model_on_the_bundled_model_ranks_correct_sums_first(bundled, tmp_path):
+def test_reward_model_on_the_bundled_model_ranks_correct_answers_first(bundled, tmp_path):
     """quickstart/reward's training on arithmetic pairs (a correct terse answer chosen, a wrong chatty one
-    rejected), scored afterwards by a direct forward pass of the saved classifier on the rendered conversations."""
+    rejected), scored afterwards by a direct forward pass of the saved classifier on the rendered conversations; the
+    `model:` reward loading the saved model gives the same scores (the RLHF loop: pairs -> reward model -> reward)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from smolalign.recipe.load import shipped_recipes
@@ -49,17 +50,32 @@ def test_reward_model_on_the_bundled_model_ranks_correct_sums_first(bundled, tmp
 
     tokenizer = AutoTokenizer.from_pretrained(run_dir / "model")
     model = AutoModelForSequenceClassification.from_pretrained(run_dir / "model").eval()
-    margins = []
-    with torch.no_grad():
-        for pair in pairs:
-            scores = []
-            for side in ("chosen", "rejected"):
-                ids = tokenizer.apply_chat_template(pair["prompt"] + pair[side], tokenize=True, return_dict=True,
-                                                    return_tensors="pt", enable_thinking=False)["input_ids"]
-                scores.append(model(input_ids=ids).logits[0, 0].item())
-            margins.append(scores[0] - scores[1])
-    assert sum(m > 0 for m in margins) >= 0.8 * len(margins)
-    assert sum(margins) / len(margins) > 0
+
+    def margins(**kwargs) -> list[float]:
+        """chosen − rejected score of each pair by a direct forward pass on the rendered conversation."""
+        found = []
+        with torch.no_grad():
+            for pair in pairs:
+                scores = []
+                for side in ("chosen", "rejected"):
+                    ids = tokenizer.apply_chat_template(pair["prompt"] + pair[side], tokenize=True, return_dict=True,
+                                                        return_tensors="pt", **kwargs)["input_ids"]
+                    scores.append(model(input_ids=ids).logits[0, 0].item())
+                found.append(scores[0] - scores[1])
+        return found
+
+    trained = margins(enable_thinking=False)  # as the pairs were rendered for training
+    assert sum(m > 0 for m in trained) >= 0.8 * len(trained)
+    assert sum(trained) / len(trained) > 0
+
+    # The `model:` reward renders prompt + answer with the saved tokenizer's own template and no kwargs (a row's
+    # think mode reaches it as a flag in the prompt): its scores are a direct forward pass on that text.
+    from rewards.registry import resolve_reward
+
+    reward = resolve_reward(f"model:{run_dir / 'model'}", {"batch_size": 8})
+    chosen = reward(completions=[p["chosen"] for p in pairs], prompts=[p["prompt"] for p in pairs])
+    rejected = reward(completions=[p["rejected"] for p in pairs], prompts=[p["prompt"] for p in pairs])
+    assert [c - r for c, r in zip(chosen, rejected, strict=True)] == pytest.approx(margins(), abs=1e-3)
 
 
 def test_online_dpo_on_the_bundled_model(bundled, tmp_path):
