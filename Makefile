@@ -10,11 +10,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 QUESTION ?= Which is larger, 38 or 83?
-# The bundled model before SFT and each stage's output on 96 held-out questions × 2 samples in both modes; the SFT
+# The bundled model before SFT and each stage's output on 96 held-out questions, one sample each in both modes; the SFT
 # and distilled models are compared with the bundled model, the APO model with the SFT model it started from, the
 # GRPO model with the APO model.
 EVAL_ARGS := --baseline base=smollm2-135m-instruct --compare po=sft --compare rl=po \
-	--data recipes/quickstart/data/arithmetic_eval.jsonl --reward math_accuracy --samples 2 --max-new-tokens 40 \
+	--data recipes/quickstart/data/arithmetic_eval.jsonl --reward math_accuracy --samples 1 --max-new-tokens 40 \
 	--batch-size 32 --json runs/quickstart/eval/eval.json --markdown runs/quickstart/eval/eval.md \
 	--chart runs/quickstart/eval/eval.png
 
