@@ -67,6 +67,9 @@ def test_logged_loss_equals_a_hand_computation(cli, online_recipe, tiny_dir, tmp
     assert code == 0, err
     steps = [m for m in read_metrics(run_dir) if "loss" in m]
     calls = [json.loads(line) for line in online_recipe.log.read_text().splitlines()]
+    # The first call is the check before loading: the reward called once on the first row with an empty answer.
+    assert calls[0]["completion_ids"] == [[]] and len(calls[0]["prompts"]) == 1
+    calls = calls[1:]
     assert len(steps) == 2 and len(calls) == 2
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     tokenizer.chat_template = (run_dir / "model" / "chat_template.jinja").read_text()
