@@ -193,12 +193,17 @@ def test_the_vllm_engine_is_asked_for_n_samples_of_each_prompt_in_one_request(cl
     """`sampler: {backend: vllm}` through a stand-in for vLLM's offline engine (tests/standins/vllm_offline: vLLM
     0.31's LLM/SamplingParams signatures and output objects): one request per prompt with SamplingParams.n = N, and
     the pairs built from what the engine returned."""
+    import importlib.util
+    import sys
     from pathlib import Path
 
     from smolalign import preflight
 
-    standin = Path(__file__).resolve().parents[1] / "standins" / "vllm_offline"
-    monkeypatch.syspath_prepend(str(standin))
+    standin = Path(__file__).resolve().parents[1] / "standins" / "vllm_offline" / "vllm" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("vllm", standin)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "vllm", module)  # removed again with the test: later tests see no vLLM
     monkeypatch.setenv("STANDIN_RECORD", str(tmp_path / "engine.jsonl"))
     monkeypatch.setattr(preflight, "_needs_gpu_and_vllm", lambda *args: None)  # the stand-in needs no GPU
     recipe = graded_recipe(sampler={"backend": "vllm", "temperature": 1.5, "max_new_tokens": 24, "batch_size": 3})
