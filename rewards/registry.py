@@ -3,6 +3,7 @@ parameters and weights; `resolve_reward` builds the callable and checks its para
 
 import importlib.util
 import inspect
+import numbers
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -157,23 +158,52 @@ def check_reward_signature(name: str, reward: Callable, columns: list[str]) -> N
                               "accept; add **kwargs to its parameters")
 
 
-def check_reward_call(name: str, reward: Callable, row: dict) -> None:
+def trainer_extras() -> dict:
+    """The keywords GRPOTrainer passes every reward besides the columns and completions, as a caller outside
+    training (eval, `rewards test`, graded pairs) passes them, so that one signature check holds for every caller."""
+    return {"trainer_state": None, "log_extra": lambda *a, **k: None, "log_metric": lambda *a, **k: None}
+
+
+def check_team_reward(name: str, reward: Callable, columns: list[str], row: dict, *,
+                      text_completions: bool = False) -> None:
+    """What every caller of a team's reward (training, eval, graded pairs, `rewards test`) checks before using it:
+    its signature against the keywords it will get (`columns` of the data, TRL's own), and one call on the data's
+    first `row` returning one number per completion. Built-in rewards are left alone. RewardError names the function.
+    `text_completions`: the caller passes answers as text even for conversational prompts (eval, graded pairs)."""
+    if is_user_reward(name):
+        check_reward_signature(name, reward, columns)
+        check_reward_call(name, reward, row, text_completions=text_completions)
+
+
+def check_reward_call(name: str, reward: Callable, row: dict, *, text_completions: bool = False) -> None:
     """Call the reward once on the data's first row with an empty answer (a model can produce one) and check it
-    returns one number (or None) per completion; else a RewardError naming the function."""
+    returns one number (or None) per completion; else a RewardError naming the function. The answer is a message
+    list for a conversational prompt, as GRPOTrainer passes it, unless `text_completions`."""
     prompt = row.get("prompt")
-    conversational = isinstance(prompt, list)
+    conversational = isinstance(prompt, list) and not text_completions
     completion = [{"role": "assistant", "content": ""}] if conversational else ""
     columns = {k: [v] for k, v in row.items() if k not in ("prompt", "completion", "completion_ids")}
     try:
-        scores = reward(prompts=[prompt], completions=[completion], completion_ids=[[]], trainer_state=None,
-                        log_extra=lambda *a, **k: None, log_metric=lambda *a, **k: None, **columns)
+        scores = reward(prompts=[prompt], completions=[completion], completion_ids=[[]], **trainer_extras(),
+                        **columns)
     except Exception as exc:  # the team's own code: any failure on a real row is refused before training
-        detail = str(exc).splitlines()[0] if str(exc) else ""
         raise RewardError(f"reward {name}: failed on the data's first row with an empty answer "
-                          f"({type(exc).__name__}{': ' + detail if detail else ''})") from None
-    if not isinstance(scores, list | tuple) or len(scores) != 1:
+                          f"({describe_exception(exc)})") from None
+    check_scores(name, scores, 1)
+
+
+def check_scores(name: str, scores, count: int) -> None:
+    """`scores` is a list of `count` numbers (or None); else a RewardError naming the reward."""
+    if not isinstance(scores, list | tuple) or len(scores) != count:
         raise RewardError(f"reward {name}: must return a list with one score per completion, got "
                           f"{type(scores).__name__}{'' if not isinstance(scores, list | tuple) else f' of {len(scores)}'}")
-    score = scores[0]
-    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
-        raise RewardError(f"reward {name}: must return numbers (or None), got {type(score).__name__} {score!r:.40}")
+    for score in scores:
+        if score is not None and (isinstance(score, bool) or not isinstance(score, numbers.Real)):
+            raise RewardError(f"reward {name}: must return numbers (or None), got {type(score).__name__} "
+                              f"{score!r:.40}")
+
+
+def describe_exception(exc: BaseException) -> str:
+    """`Type: first line of the message`, for a one-line error about a team's code."""
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}{': ' + detail if detail else ''}"

@@ -8,3 +8,4 @@ import typer
 RecipeArg = Annotated[str, typer.Argument(help="Recipe YAML file or shipped recipe name (e.g. quickstart/sft).")]
 SetOption = Annotated[list[str] | None, typer.Option("--set", "-s", help="Override, KEY=VALUE (e.g. train.learning_rate=1e-5); repeatable.")]
 OutputDirOption = Annotated[Path | None, typer.Option("--output-dir", "-o", help="Run directory (default: train.output_dir, else runs/<recipe name>).")]
+

@@ -24,7 +24,7 @@ def test(
     params: Annotated[str | None, typer.Option("--params", help="The reward's parameters as JSON.")] = None,
 ) -> None:
     """Each completion's score and the time it took."""
-    from rewards.registry import required_columns, resolve_reward
+    from rewards.registry import check_team_reward, is_user_reward, required_columns, resolve_reward
 
     try:
         parsed = json.loads(params) if params else {}
@@ -40,25 +40,46 @@ def test(
         missing = [i for i, row in enumerate(rows) if column not in row]
         if missing:
             raise SmolalignError(f"{completions}#{missing[0]}: reward {name} reads the column {column!r}")
+    columns = sorted({key for row in rows for key in row} - {"completion"})
+    check_team_reward(name, reward, columns, {k: v for k, v in rows[0].items() if k != "completion"})
     if getattr(reward, "pool", None) is not None:
         run_pooled(reward, rows, completions)
         return
+    team = is_user_reward(name)
     total, scores = 0.0, []
     for index, row in enumerate(rows):
-        columns = {k: [v] for k, v in row.items() if k not in ("completion", "prompt")}
-        if "prompt" in row:
-            columns["prompts"] = [row["prompt"]]
         start = time.perf_counter()
-        try:
-            score = reward([row["completion"]], **columns)[0]
-        except ValueError as exc:
-            raise SmolalignError(f"{completions}#{index}: {exc}") from None
+        score = score_row(name, reward, row, team, f"{completions}#{index}")
         elapsed = time.perf_counter() - start
         total += elapsed
         scores.append(score)
         shown = "None (skipped)" if score is None else f"{score:.4g}"
         typer.echo(f"#{index}  {shown:>14}  {elapsed * 1000:9.1f} ms  {preview(row['completion'])}")
     typer.echo(f"{summary(scores)}; {total * 1000:.1f} ms in all")
+
+
+def score_row(name: str, reward, row: dict, team: bool, where: str):
+    """One completion's score, called with the keywords training passes (a team's reward: checked to be one number or
+    None, and any failure of its code refused naming the row)."""
+    from rewards.registry import check_scores, describe_exception, trainer_extras
+
+    columns = {k: [v] for k, v in row.items() if k not in ("completion", "prompt")}
+    if "prompt" in row:
+        columns["prompts"] = [row["prompt"]]
+    try:
+        scores = reward([row["completion"]], **trainer_extras(), **columns)
+    except ValueError as exc:
+        raise SmolalignError(f"{where}: {exc}") from None
+    except Exception as exc:  # a team's own code, failing on this row's answer
+        if not team:
+            raise
+        raise SmolalignError(f"{where}: reward {name} failed ({describe_exception(exc)})") from None
+    if team:
+        try:
+            check_scores(name, scores, 1)
+        except ValueError as exc:
+            raise SmolalignError(f"{where}: {exc}") from None
+    return scores[0]
 
 
 def run_pooled(reward, rows: list[dict], completions: Path) -> None:

@@ -35,11 +35,13 @@ def sweep(recipe: RecipeArg, grid: Grid = None, seeds: Seeds = None, set_: SetOp
     the recipe's eval: section and compare them with the first cell: intervals and paired differences."""
     from pathlib import Path
 
+    from smolalign.runs.rundir import refuse_resume_with_overwrite
     from smolalign.sweep.run import SweepRequest, run_sweep
     from smolalign.sweep.slurm import write_sweep_job
 
+    refuse_resume_with_overwrite(resume, overwrite)
     request = SweepRequest(recipe, grid or [], seeds, Path(output_dir) if output_dir else None, dry_run,
-                           overwrite and not resume, launch, num_processes, slurm or [], set_ or [], array_task)
+                           overwrite, launch, num_processes, slurm or [], set_ or [], array_task)
     write_sweep_job(request) if request.slurm else run_sweep(request)
 
 

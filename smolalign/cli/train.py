@@ -16,6 +16,12 @@ Launch = Annotated[str | None, typer.Option("--launch", help="Run on several pro
 NumProcesses = Annotated[int, typer.Option("--num-processes", help="Processes for --launch.")] 
 
 
+def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:
+    from smolalign.runs.rundir import refuse_resume_with_overwrite as refuse
+
+    refuse(resume, overwrite)
+
+
 def _maybe_launch(launch: str | None, num_processes: int) -> bool:
     """Re-run this command under accelerate when --launch is given (and this is not already a launched process)."""
     from smolalign.launch import CURRENT_ARGV, is_launched, recipe_launch, relaunch
@@ -44,6 +50,7 @@ def sft(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption =
         resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None, num_processes: NumProcesses = 1
         ) -> None:
     """Supervised fine-tuning (assistant-only loss, packing, /think and /no_think templates)."""
+    refuse_resume_with_overwrite(resume, overwrite)
     if _maybe_launch(launch, num_processes):
         return
     _run("sft", recipe, set_, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
@@ -62,6 +69,7 @@ def po(target: PoTarget, pairs_recipe: PairsRecipe = None, set_: SetOption = Non
        num_processes: NumProcesses = 1) -> None:
     """Preference optimization (DPO and its loss variants, APO-zero, KTO, ORPO); `po pairs RECIPE` generates
     chosen/rejected pairs from a strong and a weak model."""
+    refuse_resume_with_overwrite(resume, overwrite)
     if target != "pairs" and _maybe_launch(launch, num_processes):
         return
     from smolalign.recipe.validate import load_recipe
@@ -83,6 +91,7 @@ def rl(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = 
        ) -> None:
     """On-policy training: GRPO with verifiable rewards (math, format, length, code in a sandbox), or on-policy
     distillation from a teacher (distill, gold, auto)."""
+    refuse_resume_with_overwrite(resume, overwrite)
     if _maybe_launch(launch, num_processes):
         return
     _run("rl", recipe, set_, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)

@@ -73,6 +73,9 @@ def sample_all(inputs: EvalInputs, generator: Generator, kwargs: dict, mode: str
 def score(inputs: EvalInputs, answers: list[list[Answer]], prefill: str, mode: str) -> ModeSamples:
     import numpy as np
 
+    from rewards.errors import RewardError
+    from rewards.registry import check_scores, trainer_extras
+
     k = inputs.section.samples
     turns = [[prefill + a.text for a in group] for group in answers]
     flat = [a for group in answers for a in group]
@@ -84,12 +87,14 @@ def score(inputs: EvalInputs, answers: list[list[Answer]], prefill: str, mode: s
     if all(a.ids is not None for a in flat):
         columns["completion_ids"] = [a.ids for a in flat]
     shape = (len(inputs.prompts), k)
+    columns.update(trainer_extras())
     rewards = {}
     for section, reward in inputs.rewards:
         try:
             values = reward(completions=texts, **columns)
+            check_scores(section.name, values, len(texts))
         except ValueError as exc:  # e.g. a length reward without token ids from a server: fix its parameters
-            raise SmolalignError(f"reward {section.name}: {exc}") from None
+            raise SmolalignError(f"reward {section.name}: {exc}" if not isinstance(exc, RewardError) else str(exc)) from None
         rewards[section.name] = np.array([np.nan if v is None else float(v) for v in values]).reshape(shape)
     arrays = {"rewards": rewards,
               "compliant": np.array([complies(t, mode) for t in texts], dtype=float).reshape(shape),

@@ -101,7 +101,7 @@ def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None,
 def read_prompts(section: EvalSection, rewards: list) -> list[EvalPrompt]:
     """The prompts of the data sources (weighted and seeded like `data:` sources), checked for the columns the
     rewards read."""
-    from rewards.registry import check_reward_columns
+    from rewards.registry import check_reward_columns, check_team_reward
     from smolalign.data.mixture import ORIGIN
     from smolalign.data.prompts import as_messages, source_prompts
 
@@ -120,6 +120,10 @@ def read_prompts(section: EvalSection, rewards: list) -> list[EvalPrompt]:
             break
     if not prompts:
         raise SmolalignError("eval: the data holds no prompts")
+    columns = [*(c for c in rows.column_names if c != ORIGIN), "chat_template_kwargs"]
+    for reward, function in rewards:
+        check_team_reward(reward.name, function, columns, {"prompt": prompts[0].messages, **prompts[0].columns},
+                          text_completions=True)
     if flagged:
         print(f"note: {flagged} prompt(s) carried /think or /no_think in their system message; the flag is taken out "
               "and each mode is set by the evaluation", file=sys.stderr)

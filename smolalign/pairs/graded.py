@@ -51,7 +51,7 @@ def generate_graded(recipe: Recipe, *, force: bool = False) -> Path:
         return out
     scorer = build_scorer(pairs.graded)
     prompt_set = load_prompts(pairs)
-    scorer.check_columns(sorted({c for p in prompt_set.prompts for c in p.columns}))
+    scorer.check(prompt_set.prompts)
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
     drop_long_prompts(prompt_set, pairs.max_prompt_tokens, tokenizer, template, recipe.template.kwargs)
     prompts = prompt_set.prompts

@@ -21,7 +21,7 @@ def add_graded_rows(rows: dict, recipe: Recipe, hardware: Hardware, state: str) 
                      f"< {graded.margin:g} or tied -> {pairs_path(pairs)}")
     scorer = build_scorer(graded)
     prompt_set = load_prompts(pairs)
-    scorer.check_columns(sorted({c for p in prompt_set.prompts for c in p.columns}))
+    scorer.check(prompt_set.prompts)
     rows["scorer"] = scorer.describe()
     prompts = len(prompt_set.prompts)
     bound = "≤ " if pairs.max_prompt_tokens is not None else ""

@@ -24,21 +24,34 @@ class Scorer:
     def provenance(self) -> list[dict]:
         return [{"name": s.name, "weight": s.weight, "params": s.params} for s in self.sections]
 
-    def check_columns(self, columns: list[str]) -> None:
-        from rewards.registry import check_reward_columns
+    def check(self, prompts: list) -> None:
+        """The columns every reward reads are in the prompts' rows, and a team's reward takes what it will be passed
+        and scores the first prompt's row (the checks training makes of it)."""
+        from rewards.registry import check_reward_columns, check_team_reward
 
+        columns = [*sorted({c for p in prompts for c in p.columns}), "prompts", "chat_template_kwargs"]
+        named = list(zip(self.sections, self.rewards, strict=True))
         try:
-            check_reward_columns([(s.name, r) for s, r in zip(self.sections, self.rewards, strict=True)],
-                                 [*columns, "prompts", "chat_template_kwargs"])
+            check_reward_columns([(s.name, r) for s, r in named], columns)
+            if prompts:
+                first = {"prompt": prompts[0].messages, **prompts[0].columns}
+                for section, reward in named:
+                    check_team_reward(section.name, reward, columns, first, text_completions=True)
         except USER_ERRORS as exc:
             raise SmolalignError(f"pairs.graded.scorer: {exc}") from None
 
     def score(self, completions: list[str], columns: dict) -> tuple[list[float | None], list[dict]]:
         """(weighted sum or None, {reward name: its value}) per completion; `columns` as TRL passes them."""
+        from rewards.errors import RewardError
+        from rewards.registry import check_scores, trainer_extras
+
         parts: list[dict] = [{} for _ in completions]
         for section, reward in zip(self.sections, self.rewards, strict=True):
             try:
-                values = reward(completions=completions, **columns)
+                values = reward(completions=completions, **trainer_extras(), **columns)
+                check_scores(section.name, values, len(completions))
+            except RewardError as exc:
+                raise SmolalignError(f"pairs.graded.scorer: {exc}") from None
             except ValueError as exc:  # e.g. a length reward without token ids from a server: fix its parameters
                 raise SmolalignError(f"pairs.graded.scorer: reward {section.name}: {exc}") from None
             for part, value in zip(parts, values, strict=True):

@@ -45,11 +45,18 @@ def last_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
+def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:
+    """--resume continues a run and --overwrite starts it over: one or the other, never both (every verb that takes
+    them calls this first, dry run or not)."""
+    if resume and overwrite:
+        raise SmolalignError("--resume and --overwrite contradict each other (continue this run / start it over): "
+                             "pass one of them")
+
+
 def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> Path | None:
     """Whether the run may use `run_dir`, deciding without writing anything; returns the checkpoint to resume from,
     if resuming. The directory and its state files are written by `start_run_dir` once every check has passed."""
-    if resume and overwrite:
-        raise SmolalignError("--resume and --overwrite contradict each other; pick one")
+    refuse_resume_with_overwrite(resume, overwrite)
     if run_dir.exists() and not run_dir.is_dir():
         raise SmolalignError(f"run directory {run_dir} is a file")
     non_empty = run_dir.is_dir() and any(run_dir.iterdir())

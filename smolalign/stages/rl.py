@@ -57,7 +57,7 @@ def check_prompts_and_rewards(recipe: Recipe, rendered_kwargs: dict | None = Non
     """What every generating method checks before a model loads: the prompt rows (read, a sample rendered and
     tokenized with the generation prompt), the rewards (built, the columns they read present, a team's function's
     signature and one call on the first row). Returns (prompts, rewards, the data check)."""
-    from rewards.registry import check_reward_call, check_reward_columns, check_reward_signature, is_user_reward
+    from rewards.registry import check_reward_columns, check_team_reward
     from smolalign.data.prompts import read_prompt_rows, recipe_prompts
     from smolalign.data.sample import check_prompt_rows
 
@@ -68,9 +68,7 @@ def check_prompts_and_rewards(recipe: Recipe, rendered_kwargs: dict | None = Non
     check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)],
                          prompts.train.column_names)
     for spec, reward in zip(recipe.rewards, rewards, strict=True):
-        if is_user_reward(spec.name):
-            check_reward_signature(spec.name, reward, prompts.train.column_names)
-            check_reward_call(spec.name, reward, prompts.train[0])
+        check_team_reward(spec.name, reward, prompts.train.column_names, prompts.train[0])
     return prompts, rewards, checked
 
 

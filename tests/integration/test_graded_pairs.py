@@ -51,9 +51,12 @@ def graded_recipe(write_recipe, talker_dir, tmp_path):  # noqa: F811
 
 
 def recorded(tmp_path) -> dict[str, dict[str, float]]:
-    """{prompt: {completion: score}} as the scorer saw them."""
+    """{prompt: {completion: score}} as the scorer saw them (less the empty answer it is checked with before any
+    sampling: an empty answer is never a candidate)."""
     scores = defaultdict(dict)
     for row in read_jsonl(tmp_path / "scores.jsonl"):
+        if not row["completion"]:
+            continue
         scores[row["prompt"]][row["completion"]] = row["score"]
     return scores
 

@@ -108,6 +108,41 @@ REWARDS = [
          {"r.yaml": rl_recipe(train={"temperature": 0}), "prompts.jsonl": jsonl(GOOD_PROMPT)}),
 ]
 
+
+def _team_reward_elsewhere(case: Case) -> list[Case]:
+    """The same team reward through `rewards test` and `smolalign eval`: one check, refused the same way."""
+    code = case.files["my_reward.py"]
+    culprit = case.culprit
+    completions = jsonl({"completion": "4", **GOOD_PROMPT}, {"completion": "5", **GOOD_PROMPT})
+    name = culprit[0].split(":")[1]
+    return [Case(case.id.replace("reward-", "rewards-test-"),
+                 ("rewards", "test", f"{{dir}}/my_reward.py:{name}", "--completions", "{dir}/c.jsonl"), culprit,
+                 {"my_reward.py": code, "c.jsonl": completions}),
+            Case(case.id.replace("reward-", "eval-reward-"),
+                 ("eval", "{tiny}", "--data", "{dir}/eval.jsonl", "--reward", f"{{dir}}/my_reward.py:{name}"),
+                 culprit, {"my_reward.py": code, "eval.jsonl": jsonl(GOOD_PROMPT, GOOD_PROMPT)})]
+
+
+# The team reward's check is one function; training, `rewards test` and eval all call it.
+_TEAM = [c for c in REWARDS if c.id.startswith("reward-") and "my_reward.py" in c.files]
+_SCORED = [
+    Case("rewards-test-signature-without-column",
+         ("rewards", "test", "{dir}/sig.py:score", "--completions", "{dir}/c.jsonl"), ("sig.py:score", "solution"),
+         {"sig.py": "def score(completions):\n    return [0.0] * len(completions)\n",
+          "c.jsonl": jsonl({"completion": "4", **GOOD_PROMPT})}),
+    Case("rewards-test-strings-for-answers",
+         ("rewards", "test", "{dir}/wrong_return.py:score", "--completions", "{dir}/c.jsonl"),
+         ("{dir}/c.jsonl#0", "wrong_return.py:score", "numbers"),
+         {"wrong_return.py": "def score(completions, **kwargs):\n    return [c if isinstance(c, str) and c else 0.0 for c in completions]\n",
+          "c.jsonl": jsonl({"completion": "4", **GOOD_PROMPT})}),
+    Case("rewards-test-raises-on-an-answer",
+         ("rewards", "test", "{dir}/r.py:score", "--completions", "{dir}/c.jsonl"),
+         ("{dir}/c.jsonl#1", "r.py:score", "ZeroDivisionError"),
+         {"r.py": "def score(completions, **kwargs):\n    return [1 / (c != '5') for c in completions]\n",
+          "c.jsonl": jsonl({"completion": "4", **GOOD_PROMPT}, {"completion": "5", **GOOD_PROMPT})}),
+]
+TEAM_ELSEWHERE = [c for case in _TEAM for c in _team_reward_elsewhere(case)] + _SCORED
+
 _EVAL = {"data": [{"path": "{dir}/eval.jsonl"}], "rewards": [{"name": "math_accuracy"}]}
 
 
@@ -130,7 +165,7 @@ EVAL = [
                                        "-k", "many"), ("-k",), {"eval.jsonl": jsonl(GOOD_PROMPT)}),
 ]
 
-CASES = TEMPLATES + REWARDS + EVAL
+CASES = TEMPLATES + REWARDS + TEAM_ELSEWHERE + EVAL
 
 
 @pytest.fixture(autouse=True)

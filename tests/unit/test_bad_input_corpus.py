@@ -3,7 +3,7 @@ and one line naming the culprit, before anything is written (harness: tests/badi
 rewards and eval are in the other tests/unit/test_bad_input_*.py files."""
 
 import pytest
-from badinput import GOOD_CHAT, Case, jsonl, run_refused, sft_recipe, yaml_text
+from badinput import GOOD_CHAT, GOOD_PROMPT, Case, jsonl, run_refused, sft_recipe, yaml_text
 
 _CHAT = jsonl(GOOD_CHAT)
 DRY = ("sft", "{dir}/r.yaml", "--dry-run")
@@ -127,6 +127,14 @@ CLI_ARGUMENTS = [
     Case("sft-no-such-recipe", ("sft", "{dir}/none.yaml", "--dry-run"), ("none.yaml",)),
     Case("sft-num-processes-text", ("sft", "{dir}/r.yaml", "--num-processes", "two"), ("--num-processes",)),
     Case("unknown-command", ("trian", "x"), ("trian",)),
+    *(Case(f"{verb}-resume-and-overwrite{'-dry-run' if dry else ''}",
+           (verb, "{dir}/r.yaml", *(("--dry-run",) if dry else ()), "--resume", "--overwrite"),
+           ("--resume", "--overwrite"), {"r.yaml": sft_recipe(), "chat.jsonl": _CHAT})
+      for verb in ("sft", "po", "rl") for dry in (True, False)),
+    Case("sweep-resume-and-overwrite", ("sweep", "{dir}/r.yaml", "--grid", "train.learning_rate=1e-4,2e-4",
+                                        "--dry-run", "--resume", "--overwrite"), ("--resume", "--overwrite"),
+         {"r.yaml": sft_recipe(eval={"data": [{"path": "{dir}/eval.jsonl"}], "rewards": [{"name": "math_accuracy"}]}),
+          "chat.jsonl": _CHAT, "eval.jsonl": jsonl(GOOD_PROMPT)}),
     Case("preview-negative", ("data", "preview", "{dir}/r.yaml", "-n", "-1"), ("-n",),
          {"r.yaml": sft_recipe(), "chat.jsonl": _CHAT}),
     Case("preview-zero", ("data", "preview", "{dir}/r.yaml", "-n", "0"), ("-n",),
