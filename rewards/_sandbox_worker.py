@@ -25,6 +25,11 @@ import socket
 import sys
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine)
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+DEVICE_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                ("stderr", "/proc/self/fd/2"))
 LOCKED_FLAGS = {"nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21,
                 "strictatime": 1 << 24}
 CLONE_NEWIPC = 0x08000000
@@ -102,19 +107,44 @@ def mount_points():
     return [(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), r[4]), r[5].split(",")) for r in rows]
 
 
-def expose(base):
-    # The uid the code runs as may not traverse e.g. /root, where the interpreter lives: cover the first such ancestor
-    # with an empty tmpfs (this also hides the rest of it) and bind the installation back at its own path.
-    parts = base.strip("/").split("/")
-    ancestors = ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
-    blocked = next((a for a in ancestors if not os.stat(a).st_mode & 0o001), None)
-    if blocked is None:
-        return
-    fd = os.open(base, os.O_PATH | os.O_DIRECTORY)
-    mount("tmpfs", blocked, "tmpfs", MS_NOSUID, "mode=755,size=64k")
-    os.makedirs(base, exist_ok=True)
-    mount(f"/proc/self/fd/{fd}", base, flags=MS_BIND | MS_REC)
-    os.close(fd)
+def fresh_root(root, view):
+    """The unshare level's filesystem, the one bwrap builds (`view`, from rewards.sandbox._view): a new tmpfs at
+    `root` holding the read-only binds, directories and links of the view, the worker's own /proc and a minimal /dev;
+    then pivot into it and detach the host's tree, so that nothing else of the host is reachable from here on."""
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m,nr_inodes=4096")
+    for kind, *args in view:
+        target = root + args[-1]
+        if kind == "dir":
+            os.makedirs(target, 0o755, exist_ok=True)
+        elif kind == "symlink":
+            os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+            os.symlink(args[0], target)
+        elif kind == "bind" or os.path.exists(args[0]):  # "bind-try" of an absent path: left out
+            bind(args[0], target)
+    dev = root + "/dev"
+    os.mkdir(dev, 0o755)
+    mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=755,size=64k")
+    for name in DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            bind(f"/dev/{name}", f"{dev}/{name}")
+    for name, target in DEVICE_LINKS:
+        os.symlink(target, f"{dev}/{name}")
+    os.mkdir(f"{dev}/shm", 0o755)  # read-only, as bwrap's: multiprocessing's locks fail there at both levels
+    os.mkdir(root + "/proc", 0o555)
+    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.chdir(root)
+    check(libc().syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")  # the old root now lies under the new one
+    check(libc().umount2(b".", MNT_DETACH), "the host's root")
+    os.chdir("/")
+
+
+def bind(source, target):
+    if os.path.isdir(source):
+        os.makedirs(target, 0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+        open(target, "w").close()
+    mount(source, target, flags=MS_BIND | MS_REC)
 
 
 def read_only_world():
@@ -365,9 +395,8 @@ def main():
         # Inherited by every execution. The worker itself never calls exec, so it loses nothing by it.
         check(libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
         mount(None, "/", flags=MS_REC | MS_PRIVATE)  # the work dir's mounts stay in this namespace
-    if config["private_mounts"]:
-        if config["uid"] is not None:
-            expose(config["base"])
+    if config["fresh_root"]:
+        fresh_root(config["fresh_root"], config["view"])
         read_only_world()
     for name in config["preload"]:
         __import__(name)

@@ -8,8 +8,11 @@ Isolation levels (see docs/sandbox.md for what each protects against and what it
 
 * ``bwrap``   -- bubblewrap: a mount namespace with only read-only system directories and the base Python
   installation; no network, separate pid/ipc/uts namespaces.
-* ``unshare`` -- util-linux ``unshare``: new network/pid/ipc/uts/mount namespaces; inside, every mount is remounted
-  read-only before any code runs.
+* ``unshare`` -- util-linux ``unshare``: new network/pid/ipc/uts/mount namespaces; inside, the worker builds the same
+  view of the filesystem as bwrap's on a fresh tmpfs root and pivots into it, and every mount is read-only before any
+  code runs.
+
+Both isolating levels show the code one view (``_view``): nothing of the host's files beyond it.
 * ``rlimits`` -- resource limits only, no isolation at all. Never chosen automatically.
 
 A pool slot is one *worker*: a trusted interpreter (``rewards/_sandbox_worker.py``) started once inside the level's
@@ -46,7 +49,7 @@ from pathlib import Path
 
 LEVELS = ("bwrap", "unshare", "rlimits")
 _ISOLATING = ("bwrap", "unshare")
-_SANDBOX_DIR = "/sandbox"  # where the work directory appears inside bwrap
+_SANDBOX_DIR = "/sandbox"  # where the work directory appears at both isolating levels
 _NOBODY = 65534
 _TOP_LEVEL_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
@@ -245,20 +248,20 @@ class _Worker:
     def _start(self) -> None:
         isolating = self.level in _ISOLATING
         self.uid = _uid_slots.take() if isolating and os.geteuid() == 0 else None
-        if self.level == "unshare":
+        if self.level == "unshare":  # where the worker mounts the fresh root it then pivots into
             self.mount_point = tempfile.mkdtemp(prefix="smolalign-sandbox-")
             os.chmod(self.mount_point, 0o755)
-        workdir = _SANDBOX_DIR if self.level == "bwrap" else self.mount_point or tempfile.gettempdir()
+        workdir = _SANDBOX_DIR if isolating else tempfile.gettempdir()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {
             "control_fd": theirs.fileno(),
             "namespaces": isolating,
-            "private_mounts": self.level == "unshare",
+            "fresh_root": self.mount_point if self.level == "unshare" else None,
+            "view": _view() if self.level == "unshare" else [],
             "workdir": workdir,
             "scratch": tempfile.gettempdir(),
             "uid": self.uid,
             "gid": _NOBODY if self.uid is not None else None,
-            "base": _base_prefix(),
             "wall_seconds": self.limits.wall_seconds,
             "dir_bytes": self.limits.dir_bytes,
             "dir_files": 4096,
@@ -400,6 +403,27 @@ def _classify(report: bytes, over: bool) -> tuple[str, int | None]:
 # Command lines
 
 
+def _view() -> list[tuple[str, ...]]:
+    """What the code sees of the filesystem at both isolating levels, besides its work directory (`/sandbox`), the
+    worker's `/proc` and a minimal read-only `/dev`: the system directories, the loader and timezone files and the base
+    Python installation, bound read-only at their own paths, and an empty read-only `/tmp`. Nothing else of the host:
+    not its `/tmp`, `/root`, `/home`, the project or the venv. Entries: ("bind", path), ("bind-try", path) for a path
+    that may be absent, ("symlink", target, path), ("dir", path)."""
+    entries: list[tuple[str, ...]] = [("bind", "/usr")]
+    for path in _TOP_LEVEL_DIRS:
+        if os.path.islink(path):
+            entries.append(("symlink", os.readlink(path), path))
+        elif os.path.isdir(path):
+            entries.append(("bind", path))
+    entries += [("bind-try", path) for path in _ETC_FILES]
+    base = _base_prefix()
+    if not _is_within(base, "/usr"):
+        entries += [("dir", ancestor) for ancestor in _ancestors(base)]  # 0755: e.g. /root is 0700 on the host
+        entries.append(("bind", base))
+    entries += [("dir", "/tmp"), ("dir", _SANDBOX_DIR)]
+    return entries
+
+
 def _bwrap_prefix(env: dict) -> list[str]:
     # --as-pid-1: the worker itself is pid 1, so that killing everything else in the namespace ends an execution.
     argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--clearenv", "--as-pid-1"]
@@ -416,21 +440,15 @@ def _bwrap_prefix(env: dict) -> list[str]:
             argv += ["--cap-add", cap]
     else:
         argv += ["--unshare-all", "--cap-add", "CAP_SYS_ADMIN"]
-    argv += ["--ro-bind", "/usr", "/usr"]
-    for path in _TOP_LEVEL_DIRS:
-        if os.path.islink(path):
-            argv += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            argv += ["--ro-bind", path, path]
-    for path in _ETC_FILES:
-        argv += ["--ro-bind-try", path, path]
-    base = _base_prefix()
-    if not _is_within(base, "/usr"):
-        for ancestor in _ancestors(base):
-            argv += ["--perms", "0755", "--dir", ancestor]  # bwrap would copy e.g. /root's 0700
-        argv += ["--ro-bind", base, base]
+    for kind, *args in _view():
+        if kind == "symlink":
+            argv += ["--symlink", *args]
+        elif kind == "dir":
+            argv += ["--perms", "0755", "--dir", args[0]]  # bwrap would copy e.g. /root's 0700
+        else:
+            argv += ["--ro-bind" if kind == "bind" else "--ro-bind-try", args[0], args[0]]
     argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]  # else /dev/shm is writable RAM
-    argv += ["--perms", "0755", "--dir", _SANDBOX_DIR, "--remount-ro", "/"]
+    argv += ["--remount-ro", "/"]
     return argv
 
 

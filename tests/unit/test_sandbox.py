@@ -9,8 +9,10 @@ import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
+from paths import REPO
 
 from rewards import sandbox
 from rewards.code import score_assert_tests, score_io_tests
@@ -21,11 +23,17 @@ ISOLATING = [level for level in LEVELS if level != "rlimits"]
 LIMITS = Limits(cpu_seconds=1, wall_seconds=2, memory_mb=256, output_bytes=100_000)
 MARGIN = 1.5  # seconds allowed past the wall limit for starting and tearing down a sandbox
 
-every_level = pytest.mark.parametrize("level", LEVELS)
-isolating_levels = pytest.mark.parametrize(
-    "level", ISOLATING or [pytest.param(None, marks=pytest.mark.skip(reason="no isolating level (bwrap, unshare) "
-                                                                          "works on this machine"))])
 
+def _level(level: str):
+    """Every level is a test case: one that does not work here is a visible skip naming why, which CI's skip policy
+    accepts for bwrap only (see .ci/skips), never a case that silently disappears."""
+    why = sandbox._probe(level)
+    return pytest.param(level, marks=pytest.mark.skipif(
+        why is not None, reason=f"sandbox level {level} does not work on this machine: {why}"))
+
+
+every_level = pytest.mark.parametrize("level", [_level(level) for level in sandbox.LEVELS])
+isolating_levels = pytest.mark.parametrize("level", [_level(level) for level in sandbox.LEVELS if level != "rlimits"])
 
 def run(source: str, level: str, stdin: str = "", limits: Limits = LIMITS):
     return run_python(source, stdin=stdin, limits=limits, level=level)
@@ -107,7 +115,7 @@ def test_a_sandbox_that_fails_to_start_is_a_sandbox_error(level, monkeypatch):
 
 def test_bwrap_failing_before_the_code_is_a_sandbox_error(monkeypatch):
     if "bwrap" not in LEVELS:
-        pytest.skip("bwrap does not work on this machine")
+        pytest.skip(f"sandbox level bwrap does not work on this machine: {sandbox._probe('bwrap')}")
     prefix = sandbox._bwrap_prefix
     monkeypatch.setattr(sandbox, "_bwrap_prefix", lambda *args: prefix(*args) + ["--no-such-option"])
     execution = run("print(1)\n", "bwrap")
@@ -572,6 +580,36 @@ def test_no_view_of_earlier_executions(level):
     assert only_worker_and_itself  # the worker is pid 1
 
     assert found == []
+
+
+@isolating_levels
+def test_the_hosts_files_are_invisible(level):
+    # Canaries where a user keeps things: the host's temp directory, the project checkout and the home directory.
+    # The code looks for each by its path and by its name anywhere it can walk (all but /proc); bwrap and unshare
+    # must both show it only the read-only system view, so it finds none of them.
+    tag = f"smolalign-canary-{uuid.uuid4().hex}"
+    places = [Path(tempfile.gettempdir()), REPO, Path.home()]
+    canaries = [place / f"{tag}-{i}.txt" for i, place in enumerate(places)]
+    for canary in canaries:
+        canary.write_text("expected output: 42\n")
+        canary.chmod(0o644)
+    source = (
+        "import os\n"
+        f"paths, tag = {[str(c) for c in canaries]!r}, {tag!r}\n"
+        "opened = [p for p in paths if os.path.exists(p)]\n"
+        "named = [os.path.join(root, name) for root, dirs, files in os.walk('/')\n"
+        "         if not root.startswith(('/proc', '/sys')) for name in dirs + files if tag in name]\n"
+        "print((opened, named, sorted(os.listdir('/tmp')), os.path.exists(os.getcwd() + '/main.py')))\n"
+    )
+    try:
+        execution = run(source, level, limits=Limits(cpu_seconds=10, wall_seconds=20, memory_mb=512))
+    finally:
+        for canary in canaries:
+            canary.unlink()
+    assert execution.status == "ok", execution
+    opened, named, in_tmp, own_dir = eval(execution.stdout)
+    assert own_dir  # control: it ran in its own work directory and could see its own file
+    assert (opened, named, in_tmp) == ([], [], [])
 
 
 FILL_AND_TAMPER = """\
