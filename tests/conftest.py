@@ -22,7 +22,7 @@ os.environ.setdefault("SMOLALIGN_PROGRESS", "0")  # no progress bars in test out
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from paths import REPO, SHARED  # noqa: E402,F401 - test modules import them from conftest
+from paths import REPO  # noqa: E402,F401 - test modules import it from conftest
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ across TP ranks, TP-replicated norms written once without metadata, tied embeddi
 vocabulary, checkpoint_metadata.json, model_config.json, optionally config.yaml, and latest.txt in the run folder.
 
 tests/unit/test_checkpoints_nanotron.py checks that this matches, name for name and header for header, a checkpoint
-that nanotron's own save_weights wrote (../shared/fixtures/nanotron-smollm3-tp2).
+that nanotron's own save_weights wrote (tests/fixtures/nanotron-smollm3-tp2).
 """
 
 import json

@@ -1,6 +1,5 @@
-"""Where the repository and the shared real fixtures (`../shared`, absent on a bare clone) are."""
+"""Where the repository is, for tests that read its files (recipes, fixtures, scripts)."""
 
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SHARED
 from nanotron_writer import write_nanotron
+from paths import REPO
 
 from smolalign.checkpoints.convert import convert
 from smolalign.checkpoints.files import read_safetensors_header as read_header
 from smolalign.checkpoints.nanotron_shards import parse_shape, parse_slice_pairs
 from smolalign.errors import SmolalignError
 
-REAL = SHARED / "fixtures" / "nanotron-smollm3-tp2"
+REAL = REPO / "tests" / "fixtures" / "nanotron-smollm3-tp2"  # written by nanotron itself (its README)
 
 
 def tiny(arch: str, tied: bool, vocab: int, layers: int = 4, kv_heads: int = 2, seed: int = 0, **extra):
@@ -164,7 +164,6 @@ def _real_shaped_model():
         no_rope_layer_interval=4, tie_word_embeddings=True, bos_token_id=1, eos_token_id=7, pad_token_id=None))
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason=f"{REAL} is absent (the shared fixtures are not on this machine)")
 def test_writer_matches_what_nanotron_wrote(tmp_path):
     real = REAL / "checkpoint"
     ours = write_nanotron(_real_shaped_model(), tmp_path / "run", tp=2)
@@ -182,7 +181,6 @@ def test_writer_matches_what_nanotron_wrote(tmp_path):
            {k: real_config[k] for k in ("no_rope_layer", "vocab_size", "rope_theta", "is_qwen2_config")}
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason=f"{REAL} is absent (the shared fixtures are not on this machine)")
 def test_real_nanotron_checkpoint_converts_bit_identically(tmp_path):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from paths import SHARED  # noqa: F401 - this conftest shadows the root one for `from conftest import SHARED`
 
 
 class ModelLoadInUnitTest(BaseException):

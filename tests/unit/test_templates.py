@@ -149,14 +149,8 @@ def test_unknown_template_suggests_a_name(tmp_path):
 
 
 def test_hub_template_bugs_are_real_and_ours_fixes_them():
-    """The hub original (when the shared reference is present) drops the closing of the system turn and is
-    flipped by '/thinking'; ours does neither."""
-    from conftest import SHARED
-
-    hub = SHARED / "reference" / "smollm3_chat_template.jinja"
-    if not hub.is_file():
-        pytest.skip("shared reference templates are not available")
-    template = resolve_template(str(hub))
+    """The hub original drops the closing of the system turn and is flipped by '/thinking'; ours does neither."""
+    template = hub_template()
     messages = conversation("Explain /thinking carefully.")
     text, _ = render(template, messages, enable_thinking=False, strftime_now=lambda fmt: "01 January 2026")
     assert rendered_think_mode(text) == "think"
@@ -165,12 +159,10 @@ def test_hub_template_bugs_are_real_and_ours_fixes_them():
 
 
 def hub_template():
-    from conftest import SHARED
+    """SmolLM3's chat template as HuggingFaceTB/SmolLM3-3B ships it on the hub (tests/fixtures, copied unchanged)."""
+    from paths import REPO
 
-    hub = SHARED / "reference" / "smollm3_chat_template.jinja"
-    if not hub.is_file():
-        pytest.skip("shared reference templates are not available")
-    return resolve_template(str(hub))
+    return resolve_template(str(REPO / "tests" / "fixtures" / "smollm3_hub_chat_template.jinja"))
 
 
 def test_tools_given_as_json_strings_render_as_the_hub_template_prints_them():
