@@ -1,0 +1,133 @@
+"""`--resume` resumes, for every kind of stage (SFT, DPO, GRPO, distillation) on one process: a 4-step run cut back
+to checkpoint-2 and resumed leaves the checkpoint untouched, logs only steps 3-4 with the uninterrupted run's losses
+and ends on its weights; negating the saved Adam first moments changes where it ends (the optimizer state is read,
+not only the weights); for SFT a rewound learning-rate schedule and for GRPO a changed sampling RNG state change it
+too. A restart from scratch passes none of the first and matches the uninterrupted run on the others, so each check
+here fails when resume is switched off (the teeth tier's `resume_off` mutation)."""
+
+import shutil
+
+import pytest
+import torch
+from resume_checks import assert_resumed, cut_back, largest_difference, perturb_optimizer_state, weights
+from tiny_models import build_model, chat_rows, pair_rows, write_jsonl
+
+COMMON = {"max_steps": 4, "save_steps": 2, "logging_steps": 1, "gradient_checkpointing": False}
+REWARDS_FILE = '''
+def spread(completions, completion_ids, **kw):
+    """Differs between the completions of a group, so that every step has advantages and a gradient."""
+    return [(sum(ids) % 97) / 97 for ids in completion_ids]
+'''
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("resume")
+
+
+@pytest.fixture(scope="module")
+def teacher(tiny_dir, tiny_tokenizer, folder):
+    """Another random model with the student's tokenizer, so that distillation has something to learn."""
+    directory = folder / "teacher"
+    directory.mkdir()
+    tiny_tokenizer.save_pretrained(directory)
+    build_model(directory, tiny_tokenizer, seed=7)
+    return directory
+
+
+def recipe(stage: str, folder, tiny_dir, tiny_tokenizer, teacher) -> dict:
+    model = {"model": {"source": str(tiny_dir)}}
+    if stage == "sft":
+        data = write_jsonl(folder / "chat.jsonl", chat_rows(32))
+        return {**model, "template": {"name": "smollm3"}, "data": {"sources": [{"path": str(data)}]},
+                "train": {"max_length": 256, "packing": "bfd", "per_device_train_batch_size": 2,
+                          "learning_rate": 5e-3, **COMMON}}
+    if stage == "dpo":
+        data = write_jsonl(folder / "pairs.jsonl", pair_rows(32))
+        return {**model, "template": {"name": "chatml"}, "method": "dpo", "data": {"sources": [{"path": str(data)}]},
+                "train": {"max_length": 160, "per_device_train_batch_size": 2, "learning_rate": 5e-3, "beta": 0.1,
+                          **COMMON}}
+    prompts = write_jsonl(folder / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}", "completion": "yes"}
+                                                     for i in range(32)])
+    if stage == "grpo":
+        rewards = folder / "rewards.py"
+        rewards.write_text(REWARDS_FILE)
+        return {**model, "template": {"name": "chatml"}, "method": "grpo",
+                "data": {"sources": [{"path": str(prompts)}]}, "rewards": [{"name": f"{rewards}:spread"}],
+                "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 8,
+                          "learning_rate": 1e-2, **COMMON}}
+    return {**model, "template": {"name": "chatml"}, "method": "distill", "teacher": {"source": str(teacher)},
+            "data": {"sources": [{"path": str(prompts)}]},
+            "train": {"per_device_train_batch_size": 4, "max_completion_length": 8, "learning_rate": 5e-3, **COMMON}}
+
+
+VERBS = {"sft": "sft", "dpo": "po", "grpo": "rl", "distill": "rl"}
+
+
+@pytest.fixture(scope="module", params=list(VERBS))
+def stage(request, folder, tiny_dir, tiny_tokenizer, teacher):
+    """The stage's recipe and its uninterrupted 4-step run."""
+    import yaml
+
+    from smolalign.cli import main
+
+    name = request.param
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(recipe(name, folder, tiny_dir, tiny_tokenizer, teacher)))
+
+    def run(*args) -> None:
+        try:
+            main([VERBS[name], str(path), *map(str, args)])
+        except SystemExit as exc:
+            assert not exc.code, f"{name} {args}: exit {exc.code}"
+
+    full = folder / f"{name}-full"
+    run("-o", full)
+    return {"name": name, "run": run, "full": full}
+
+
+def test_resume_continues_from_the_checkpoint(stage, tmp_path):
+    resumed = tmp_path / "resumed"
+    cut = cut_back(stage["full"], resumed)
+    stage["run"]("-o", resumed, "--resume")
+    assert_resumed(stage["full"], resumed, cut)
+    assert largest_difference(weights(resumed / "model"), weights(stage["full"] / "checkpoint-2")) > 1e-4  # it trained
+
+
+def test_resume_reads_the_optimizer_state(stage, tmp_path):
+    resumed = tmp_path / "perturbed"
+    cut_back(stage["full"], resumed)
+    assert perturb_optimizer_state(resumed / "checkpoint-2") > 0
+    stage["run"]("-o", resumed, "--resume")
+    assert largest_difference(weights(resumed / "model"), weights(stage["full"] / "model")) > 1e-4
+
+
+@pytest.mark.parametrize("stage", ["sft", "grpo"], indirect=True)
+def test_resume_reads_the_schedule_and_the_rng(stage, tmp_path):
+    """SFT's linear decay rewound to step 0 (a larger learning rate for steps 3-4), or GRPO's sampling RNG state
+    replaced: either must change the end, so the resume restored them (the other stages share the Trainer's resume
+    of both)."""
+    resumed = tmp_path / "perturbed"
+    cut_back(stage["full"], resumed)
+    checkpoint = resumed / "checkpoint-2"
+    if stage["name"] == "sft":
+        scheduler = torch.load(checkpoint / "scheduler.pt", weights_only=False)
+        assert scheduler["last_epoch"] == 2
+        scheduler["last_epoch"] = scheduler["_step_count"] = 0
+        torch.save(scheduler, checkpoint / "scheduler.pt")
+    else:
+        rng = torch.load(checkpoint / "rng_state.pth", weights_only=False)
+        generator = torch.Generator().manual_seed(12345)
+        rng["cpu"] = generator.get_state()
+        torch.save(rng, checkpoint / "rng_state.pth")
+    stage["run"]("-o", resumed, "--resume")
+    assert largest_difference(weights(resumed / "model"), weights(stage["full"] / "model")) > 1e-4
+
+
+def test_a_cut_back_copy_is_what_a_killed_run_leaves(stage, tmp_path):
+    """Control for the checks above: the copy resumes from checkpoint-2 alone (no later state survives the cut)."""
+    copy = tmp_path / "copy"
+    cut = cut_back(stage["full"], copy)
+    assert sorted(p.name for p in copy.glob("checkpoint-*")) == ["checkpoint-2"] and not (copy / "model").exists()
+    assert cut.step == 2 and cut.kept >= 1
+    shutil.rmtree(copy)
