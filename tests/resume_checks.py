@@ -11,8 +11,57 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tiny_models import chat_rows, pair_rows, write_jsonl
 
 from smolalign.runs.metrics import METRICS_FILE, read_metrics
+
+COMMON = {"max_steps": 4, "save_steps": 2, "logging_steps": 1, "gradient_checkpointing": False}
+REWARDS_FILE = '''
+def spread(completions, completion_ids, **kw):
+    """Differs between the completions of a group, so that every step has advantages and a gradient."""
+    return [(sum(ids) % 97) / 97 for ids in completion_ids]
+'''
+
+
+VERBS = {"sft": "sft", "dpo": "po", "grpo": "rl", "distill": "rl"}
+
+
+def build_teacher(folder: Path, tokenizer) -> Path:
+    """Another random model with the student's tokenizer, so that distillation has something to learn."""
+    from tiny_models import build_model
+
+    directory = folder / "teacher"
+    directory.mkdir()
+    tokenizer.save_pretrained(directory)
+    build_model(directory, tokenizer, seed=7)
+    return directory
+
+
+def stage_recipe(stage: str, folder: Path, tiny_dir: Path, teacher: Path) -> dict:
+    """A 4-step recipe of `stage` (sft, dpo, grpo, distill) on the tiny model, saving at steps 2 and 4."""
+    model = {"model": {"source": str(tiny_dir)}}
+    if stage == "sft":
+        data = write_jsonl(folder / "chat.jsonl", chat_rows(32))
+        return {**model, "template": {"name": "smollm3"}, "data": {"sources": [{"path": str(data)}]},
+                "train": {"max_length": 256, "packing": "bfd", "per_device_train_batch_size": 2,
+                          "learning_rate": 5e-3, **COMMON}}
+    if stage == "dpo":
+        data = write_jsonl(folder / "pairs.jsonl", pair_rows(32))
+        return {**model, "template": {"name": "chatml"}, "method": "dpo", "data": {"sources": [{"path": str(data)}]},
+                "train": {"max_length": 160, "per_device_train_batch_size": 2, "learning_rate": 5e-3, "beta": 0.1,
+                          **COMMON}}
+    prompts = write_jsonl(folder / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}", "completion": "yes"}
+                                                     for i in range(32)])
+    if stage == "grpo":
+        rewards = folder / "rewards.py"
+        rewards.write_text(REWARDS_FILE)
+        return {**model, "template": {"name": "chatml"}, "method": "grpo",
+                "data": {"sources": [{"path": str(prompts)}]}, "rewards": [{"name": f"{rewards}:spread"}],
+                "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 8,
+                          "learning_rate": 1e-2, **COMMON}}
+    return {**model, "template": {"name": "chatml"}, "method": "distill", "teacher": {"source": str(teacher)},
+            "data": {"sources": [{"path": str(prompts)}]},
+            "train": {"per_device_train_batch_size": 4, "max_completion_length": 8, "learning_rate": 5e-3, **COMMON}}
 
 
 def weights(directory: Path) -> dict:

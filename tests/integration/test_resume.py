@@ -9,15 +9,16 @@ import shutil
 
 import pytest
 import torch
-from resume_checks import assert_resumed, cut_back, largest_difference, perturb_optimizer_state, weights
-from tiny_models import build_model, chat_rows, pair_rows, write_jsonl
-
-COMMON = {"max_steps": 4, "save_steps": 2, "logging_steps": 1, "gradient_checkpointing": False}
-REWARDS_FILE = '''
-def spread(completions, completion_ids, **kw):
-    """Differs between the completions of a group, so that every step has advantages and a gradient."""
-    return [(sum(ids) % 97) / 97 for ids in completion_ids]
-'''
+from resume_checks import (
+    VERBS,
+    assert_resumed,
+    build_teacher,
+    cut_back,
+    largest_difference,
+    perturb_optimizer_state,
+    stage_recipe,
+    weights,
+)
 
 
 @pytest.fixture(scope="module")
@@ -26,42 +27,8 @@ def folder(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def teacher(tiny_dir, tiny_tokenizer, folder):
-    """Another random model with the student's tokenizer, so that distillation has something to learn."""
-    directory = folder / "teacher"
-    directory.mkdir()
-    tiny_tokenizer.save_pretrained(directory)
-    build_model(directory, tiny_tokenizer, seed=7)
-    return directory
-
-
-def recipe(stage: str, folder, tiny_dir, tiny_tokenizer, teacher) -> dict:
-    model = {"model": {"source": str(tiny_dir)}}
-    if stage == "sft":
-        data = write_jsonl(folder / "chat.jsonl", chat_rows(32))
-        return {**model, "template": {"name": "smollm3"}, "data": {"sources": [{"path": str(data)}]},
-                "train": {"max_length": 256, "packing": "bfd", "per_device_train_batch_size": 2,
-                          "learning_rate": 5e-3, **COMMON}}
-    if stage == "dpo":
-        data = write_jsonl(folder / "pairs.jsonl", pair_rows(32))
-        return {**model, "template": {"name": "chatml"}, "method": "dpo", "data": {"sources": [{"path": str(data)}]},
-                "train": {"max_length": 160, "per_device_train_batch_size": 2, "learning_rate": 5e-3, "beta": 0.1,
-                          **COMMON}}
-    prompts = write_jsonl(folder / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}", "completion": "yes"}
-                                                     for i in range(32)])
-    if stage == "grpo":
-        rewards = folder / "rewards.py"
-        rewards.write_text(REWARDS_FILE)
-        return {**model, "template": {"name": "chatml"}, "method": "grpo",
-                "data": {"sources": [{"path": str(prompts)}]}, "rewards": [{"name": f"{rewards}:spread"}],
-                "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 8,
-                          "learning_rate": 1e-2, **COMMON}}
-    return {**model, "template": {"name": "chatml"}, "method": "distill", "teacher": {"source": str(teacher)},
-            "data": {"sources": [{"path": str(prompts)}]},
-            "train": {"per_device_train_batch_size": 4, "max_completion_length": 8, "learning_rate": 5e-3, **COMMON}}
-
-
-VERBS = {"sft": "sft", "dpo": "po", "grpo": "rl", "distill": "rl"}
+def teacher(tiny_tokenizer, folder):
+    return build_teacher(folder, tiny_tokenizer)
 
 
 @pytest.fixture(scope="module", params=list(VERBS))
@@ -73,7 +40,7 @@ def stage(request, folder, tiny_dir, tiny_tokenizer, teacher):
 
     name = request.param
     path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(recipe(name, folder, tiny_dir, tiny_tokenizer, teacher)))
+    path.write_text(yaml.safe_dump(stage_recipe(name, folder, tiny_dir, teacher)))
 
     def run(*args) -> None:
         try:
