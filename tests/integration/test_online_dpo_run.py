@@ -21,6 +21,14 @@ def token_sum(prompts, completions, completion_ids, **kw):
     with open({log!r}, "a") as out:
         out.write(json.dumps({{"prompts": prompts, "completion_ids": completion_ids, "scores": scores}}) + "\\n")
     return scores
+
+
+def token_count(prompts, completion_ids, **kw):
+    """A second score, recorded the same way (to its own file): the answer's length in tokens."""
+    scores = [float(len(ids)) for ids in completion_ids]
+    with open({log!r} + ".count", "a") as out:
+        out.write(json.dumps({{"completion_ids": completion_ids, "scores": scores}}) + "\\n")
+    return scores
 '''
 
 
@@ -41,7 +49,7 @@ def online_recipe(write_recipe, tiny_dir, tmp_path):
             "data": {"sources": [{"path": str(data)}]},
             "rewards": rewards or [{"name": f"{rewards_file}:token_sum"}], "train": train}))
 
-    make.log = log
+    make.log, make.rewards_file = log, rewards_file
     return make
 
 
@@ -98,6 +106,27 @@ def test_logged_loss_equals_a_hand_computation(cli, online_recipe, tiny_dir, tmp
     assert (run_dir / "model" / "config.json").is_file()
     assert json.loads((run_dir / "manifest.json").read_text())["stage"] == "rl"  # the run directory's state, as GRPO's
     assert (run_dir / "recipe.yaml").is_file()
+
+
+def test_reward_weights_make_the_score_that_picks_the_chosen_answer(cli, online_recipe, tmp_path):
+    """Two recorded rewards with weights 0.5 and 2: the margin TRL logs between the chosen and rejected answers is
+    the weighted sum's, computed here from what each reward returned."""
+    rewards = [{"name": f"{online_recipe.rewards_file}:token_sum", "weight": 0.5},
+               {"name": f"{online_recipe.rewards_file}:token_count", "weight": 2.0}]
+    run_dir = tmp_path / "run"
+    code, out, err = cli("rl", online_recipe(rewards, max_steps=2), "-o", run_dir)
+    assert code == 0, err
+    steps = [m for m in read_metrics(run_dir) if "loss" in m]
+    sums = [json.loads(line) for line in online_recipe.log.read_text().splitlines()][1:]  # after the pre-load check
+    counts = [json.loads(line) for line in online_recipe.log.with_name(online_recipe.log.name + ".count")
+              .read_text().splitlines()][1:]
+    assert len(steps) == len(sums) == len(counts) == 2
+    for logged, by_sum, by_count in zip(steps, sums, counts, strict=True):
+        assert by_sum["completion_ids"] == by_count["completion_ids"]
+        totals = [0.5 * a + 2.0 * b for a, b in zip(by_sum["scores"], by_count["scores"], strict=True)]
+        assert logged["objective/scores_margin"] == pytest.approx(abs(totals[0] - totals[1]))
+    (a0, a1), (b0, b1) = sums[0]["scores"], counts[0]["scores"]
+    assert steps[0]["objective/scores_margin"] != pytest.approx(abs(a0 + b0 - a1 - b1))  # the weights changed it
 
 
 def test_registry_rewards_and_weights_train(cli, online_recipe, tmp_path):

@@ -1,6 +1,7 @@
 """`smolalign sft` end to end on a tiny model: the run directory, the saved model, resume and overwrite, adapters."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -61,6 +62,31 @@ def test_sft_writes_a_complete_run_directory(cli, sft_recipe, tmp_path):
     with torch.no_grad():
         output = model.generate(**prompt, max_new_tokens=8, do_sample=False)
     assert output.shape[1] > prompt["input_ids"].shape[1]
+
+
+def test_a_model_whose_eos_is_not_the_end_of_turn_gets_it(cli, write_recipe, tiny_dir, tmp_path):
+    """As the bundled SmolLM2's GGUF tokenizer (EOS <|im_start|>): the saved model's tokenizer, config and generation
+    config all stop at the template's end of turn, so that the model it serves stops after its answer."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    source = tmp_path / "other-eos"
+    shutil.copytree(tiny_dir, source)
+    config = json.loads((source / "tokenizer_config.json").read_text())
+    (source / "tokenizer_config.json").write_text(json.dumps({**config, "eos_token": "<|endoftext|>"}))
+    assert AutoTokenizer.from_pretrained(source).eos_token == "<|endoftext|>"  # control: the source's EOS differs
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    recipe = write_recipe({"model": {"source": str(source)}, "template": {"name": "smollm3"},
+                           "data": {"sources": [{"path": str(data)}]},
+                           "train": {"max_length": 256, "max_steps": 1, "per_device_train_batch_size": 2,
+                                     "save_strategy": "no", "gradient_checkpointing": False}})
+    code, _, err = cli("sft", recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    model_dir = tmp_path / "run" / "model"
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert AutoConfig.from_pretrained(model_dir).eos_token_id in (end_of_turn, [end_of_turn])
+    assert GenerationConfig.from_pretrained(model_dir).eos_token_id in (end_of_turn, [end_of_turn])
 
 
 def test_without_matplotlib_the_run_ends_and_says_how_to_get_its_curves(cli, sft_recipe, tmp_path, monkeypatch):
