@@ -4,7 +4,8 @@
 #                     result into a tiny student with its own tokenizer; then every stage's output scored
 #                     against the base model on held-out questions (table + chart in runs/quickstart/eval/)
 #   make test         the unit and integration tiers (`make test-unit`, `make test-integration` run one each;
-#                     `make test-slow` the real-model tier, `make test-gpu` the CUDA tier); README "Tests" has timings
+#                     `make test-slow` the real-model tier, `make test-gpu` the CUDA tier, `make test-teeth` each
+#                     claim's tests under the mutation that switches it off); README "Tests" has timings
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -18,7 +19,7 @@ EVAL_ARGS := --baseline base=smollm2-135m-instruct --compare po=sft --compare rl
 	--batch-size 32 --json runs/quickstart/eval/eval.json --markdown runs/quickstart/eval/eval.md \
 	--chart runs/quickstart/eval/eval.png
 
-.PHONY: quickstart test test-unit test-integration test-slow test-gpu bench lint clean
+.PHONY: quickstart test test-unit test-integration test-slow test-gpu test-teeth bench lint clean
 
 quickstart: $(STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign sft quickstart/sft --overwrite
@@ -48,6 +49,10 @@ test-slow: $(STAMP)
 
 test-gpu: $(STAMP)
 	$(BIN)/python -m pytest -m gpu
+
+# Every claim's tests fail when its feature is switched off (tests/teeth/mutations.py; the table is docs/claims.md).
+test-teeth: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python tests/teeth/run.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sft_data.py

@@ -1,0 +1,260 @@
+"""The claims smolalign makes, each with the tests that prove it and a mutation that switches the feature off. The
+teeth tier (`make test-teeth`, tests/teeth/run.py) applies each mutation to a copy of the repository and requires
+every listed test to fail there (or to be skipped for a reason .ci/skips does not accept); docs/claims.md is
+written from this list (`python tests/teeth/run.py --write-table`), so the table cannot drift from what runs.
+
+`old` must occur exactly once in `file`: a mutation that no longer applies is reported, never silently skipped."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutation:
+    claim: str
+    """Short id of the claim."""
+    says: str
+    """The claim, as the README or docs state it."""
+    where: str
+    """Where it is stated."""
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    """pytest node ids that must each fail under the mutation."""
+    why: str
+    """What the mutation does, and why the tests see it."""
+
+
+M = Mutation
+RESUME = "tests/integration/test_resume.py::"
+SANDBOX = "tests/unit/test_sandbox.py::"
+
+MUTATIONS = [
+    # ---------------------------------------------------------------------------------------------- resume
+    M("resume", "--resume continues from the last complete checkpoint: the checkpoint untouched, only later steps "
+      "logged (with the uninterrupted run's values), optimizer, scheduler and RNG state restored, the uninterrupted "
+      "run's weights (bit for bit on one process and under ZeRO-3, 1e-6 under DDP)",
+      "README: The CLI (--resume), Scaling out", "smolalign/stages/lifecycle.py",
+      "result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)",
+      "result = trainer.train(resume_from_checkpoint=None)",
+      (f"{RESUME}test_resume_continues_from_the_checkpoint[sft]",
+       f"{RESUME}test_resume_continues_from_the_checkpoint[grpo]",
+       f"{RESUME}test_resume_reads_the_optimizer_state[dpo]",
+       f"{RESUME}test_resume_reads_the_optimizer_state[distill]",
+       f"{RESUME}test_resume_reads_the_schedule_and_the_rng[sft]",
+       "tests/integration/test_launch.py::test_two_processes_on_cpu",
+       "tests/integration/test_zero3_cpu.py::test_zero3_resumes_from_its_checkpoint"),
+      "a restart from step 0: steps 1-2 logged again, and a perturbed optimizer state, schedule or RNG state changes "
+      "nothing (a deterministic restart ends on the uninterrupted run's weights, which the old tests compared)"),
+    M("ddp_resume_on_cpu", "a multi-process run on the CPU resumes (the optimizer state is not loaded onto cpu:1)",
+      "README: Scaling out", "smolalign/stages/lifecycle.py",
+      "    if checkpoint is not None:\n        _plain_cpu_device(trainer.args)",
+      "    if False:\n        _plain_cpu_device(trainer.args)",
+      ("tests/integration/test_launch.py::test_two_processes_on_cpu",),
+      "transformers maps the optimizer state to cpu:1 on rank 1, which torch refuses: the resumed run fails"),
+    M("resume_skips_damaged_checkpoint", "--resume skips a checkpoint cut off while saving and uses the previous "
+      "complete one", "README: The CLI (--resume)", "smolalign/runs/rundir.py",
+      "        problem = damage(path)", "        problem = None",
+      ("tests/unit/test_rundir.py::test_resume_without_a_checkpoint_starts_fresh_and_skips_a_cut_off_save",),
+      "the newest checkpoint is taken whatever state it is in"),
+    # ---------------------------------------------------------------------------------------------- ZeRO-3
+    M("zero3_shards", "--launch zero3 shards the model as it loads: each of 2 ranks holds half the parameters",
+      "README: Scaling out", "recipes/accelerate/zero3.yaml", "  zero_stage: 3", "  zero_stage: 2",
+      ("tests/integration/test_zero3_cpu.py::test_zero3_shards_the_model_as_it_loads",),
+      "ZeRO-2 keeps whole parameters on every rank"),
+    M("zero3_equals_ddp", "ZeRO-3 trains to the weights of plain data parallel within 1e-5, both moving from the "
+      "start by more than 1e-3; the saved model equals DeepSpeed's own consolidation", "README: Scaling out",
+      "smolalign/stages/lifecycle.py",
+      "        state_dict = trainer.accelerator.get_state_dict(trainer.model_wrapped)", "        state_dict = None",
+      ("tests/integration/test_zero3_cpu.py::test_zero3_trains_to_the_weights_of_plain_data_parallel",
+       "tests/integration/test_zero3_cpu.py::test_zero3_model_directory_loads_and_equals_deepspeeds_consolidation"),
+      "model/ is written from rank 0's slices instead of the gathered weights"),
+    # ---------------------------------------------------------------------------------------------- data
+    M("packing_never_leaks", "packing (bfd) never leaks across documents: position ids restart, each document's "
+      "loss is its loss alone", "README: Data, masks and packing", "smolalign/recipe/train_section.py",
+      'train["packing"], train["packing_strategy"] = True, packing',
+      'train["packing"], train["packing_strategy"] = True, "wrapped"',
+      ("tests/integration/test_packing_loss.py::test_trainer_loss_on_a_packed_batch_matches_per_document_losses",
+       "tests/unit/test_data_preview.py::test_packed_documents_restart_position_ids"),
+      "TRL's wrapped packing cuts documents and lets them attend across boundaries"),
+    M("masks_equal_trl", "the assistant-only loss masks equal TRL's own (same ids, same trained positions)",
+      "README: Data, masks and packing", "smolalign/data/encode.py",
+      "labels = ids if spans is None else masked_labels(ids, offsets, spans, len(text))", "labels = ids",
+      ("tests/unit/test_masks_match_trl.py::test_conversation_masks_equal_trl",
+       "tests/unit/test_data_preview.py::test_multi_turn_trains_exactly_the_assistant_answers"),
+      "the loss mask is all ones: prompts and system turns are trained"),
+    M("end_of_turn_trained", "every trained span ends with the end-of-turn token, or the run is refused",
+      "README: Data, masks and packing", "smolalign/data/encode.py",
+      "                problem = self.end_of_turn_problem(ids, labels)", '                problem = ""',
+      ("tests/unit/test_data_pipeline.py::test_end_of_turn_outside_the_trained_span_is_refused",),
+      "the check never runs"),
+    M("eos_is_end_of_turn", "the saved model's EOS (tokenizer, config, generation config) is the template's "
+      "end-of-turn token, whatever the source's EOS was", "README: The run directory", "smolalign/models/load.py",
+      "    if eot is not None:\n        tokenizer.eos_token = eot", "    if False:\n        tokenizer.eos_token = eot",
+      ("tests/integration/test_sft_run.py::test_a_model_whose_eos_is_not_the_end_of_turn_gets_it",),
+      "the source's EOS is kept: the model would not stop after its answer"),
+    # ---------------------------------------------------------------------------------------------- think modes
+    M("think_flag_template", "a /no_think system flag sets the mode in SmolLM3's template, whatever enable_thinking "
+      "says", "README: Chat templates and think modes", "chat_templates/smollm3.jinja",
+      '{%- if flag.no_think -%}{%- set reasoning_mode = "/no_think" -%}',
+      '{%- if false -%}{%- set reasoning_mode = "/no_think" -%}',
+      ("tests/unit/test_templates.py::test_no_think_flag_renders_empty_think_blocks_everywhere",
+       "tests/unit/test_think_mode.py::test_template_and_rewards_agree_on_every_row"),
+      "the template ignores the flag; the rewards' rule still reads it"),
+    M("think_flag_rule", "one rule reads a row's mode for training, rewards and evaluation, and agrees with the "
+      "template on every row", "README: Chat templates and think modes", "rewards/think_mode.py",
+      "    mode = flag_mode(messages)", "    mode = None",
+      ("tests/unit/test_think_mode.py::test_template_and_rewards_agree_on_every_row",),
+      "the Python rule ignores system flags"),
+    M("no_think_prefill", "/no_think prefills an empty think block before every answer and at the generation "
+      "prompt", "README: Chat templates and think modes", "chat_templates/smollm3.jinja",
+      '{%- if reasoning_mode == "/no_think" -%}{{- "<think>\\n\\n</think>\\n" -}}{%- endif -%}',
+      '{%- if false -%}{{- "<think>\\n\\n</think>\\n" -}}{%- endif -%}',
+      ("tests/unit/test_templates.py::test_no_think_flag_renders_empty_think_blocks_everywhere",),
+      "no empty think block is rendered"),
+    M("row_mode_reaches_prompt", "a row's enable_thinking reaches its GRPO prompt as a /think or /no_think flag",
+      "README: On-policy training", "smolalign/data/prompts.py",
+      "            messages = with_mode_flag(messages, mode)", "            messages = list(messages)",
+      ("tests/integration/test_rl_run.py::test_each_rows_think_mode_reaches_its_prompt",),
+      "the row's mode is dropped"),
+    M("chat_think_flag", "smolalign chat --think/--no-think prompts the model in the mode asked for",
+      "README: The CLI", "smolalign/chat.py",
+      'enable_thinking=think, return_tensors="pt"', 'enable_thinking=True, return_tensors="pt"',
+      ("tests/integration/test_chat.py::test_chat_prompts_in_the_mode_asked_for[False]",),
+      "--no-think is ignored"),
+    # ---------------------------------------------------------------------------------------------- rewards
+    M("grpo_reward_weights", "GRPO sums the rewards with their recipe weights", "README: On-policy training",
+      "smolalign/stages/rl.py", 'fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}',
+      'fixed: dict = {"reward_weights": [1.0 for r in recipe.rewards]}',
+      ("tests/integration/test_rl_run.py::test_builtin_rewards_and_weights_reach_trl",),
+      "every weight becomes 1"),
+    M("online_dpo_reward_weights", "online DPO picks the chosen answer by the weighted sum of its rewards",
+      "README: Online DPO", "smolalign/stages/online_dpo.py",
+      '"reward_weights": [r.weight for r in recipe.rewards]', '"reward_weights": [1.0 for r in recipe.rewards]',
+      ("tests/integration/test_online_dpo_run.py::test_reward_weights_make_the_score_that_picks_the_chosen_answer",),
+      "every weight becomes 1"),
+    M("math_accuracy_reads_the_answer", "math_accuracy scores the answer after the think block (an unclosed think "
+      "block scores 0)", "README: Rewards", "rewards/math.py",
+      "        answer = answer_part(completion_text(completion))", "        answer = completion_text(completion)",
+      ("tests/unit/test_rewards.py::test_math_accuracy",), "the reasoning is scored too"),
+    M("think_format_per_mode", "think_format scores each row in its own mode", "README: Rewards", "rewards/format.py",
+      '            mode = self.mode if self.mode != "auto" else row_mode(prompt, row_kwargs, self.default_mode)',
+      "            mode = self.default_mode",
+      ("tests/unit/test_rewards.py::test_think_format_per_mode",), "every row is scored in the default mode"),
+    M("soft_overlong", "soft_overlong is DAPO's: 0 up to max - cache, linear to -1 at max", "README: Rewards",
+      "rewards/length.py", "        return (max_length - cache - length) / cache", "        return 0.0",
+      ("tests/unit/test_rewards.py::test_soft_overlong_at_and_around_thresholds",), "no penalty in the window"),
+    M("code_reward_nonce", "assert tests pass only when a fresh nonce is printed after the asserts (sys.exit(0) "
+      "tricks score 0)", "README: Rewards; docs/sandbox.md", "rewards/code.py",
+      'e.status == "ok" and nonce in e.stdout.split()', 'e.status == "ok"',
+      (f"{SANDBOX}test_exiting_before_the_asserts_scores_zero",),
+      "exiting before the asserts passes them"),
+    M("sandbox_failure_unscored", "a sandbox failure scores None, never 0", "README: Rewards", "rewards/code.py",
+      '    if not executions or any(e.status == "sandbox_error" for e in executions):', "    if not executions:",
+      ("tests/unit/test_code_reward.py::test_sandbox_error_is_unscored",), "a sandbox failure scores as a wrong answer"),
+    M("team_reward_checked", "a team's reward is checked the same way by training, eval, graded pairs and rewards "
+      "test: its signature and one number per completion (exit 2 naming it)", "README: Rewards",
+      "rewards/registry.py", "    if is_user_reward(name):\n        check_reward_signature(name, reward, columns)",
+      "    if False:\n        check_reward_signature(name, reward, columns)",
+      ("tests/unit/test_bad_input_checks.py::test_refused[reward-no-kwargs]",
+       "tests/unit/test_bad_input_checks.py::test_refused[rewards-test-no-kwargs]",
+       "tests/unit/test_bad_input_checks.py::test_refused[eval-reward-no-kwargs]"),
+      "no caller checks a team's reward before using it"),
+    # ---------------------------------------------------------------------------------------------- sandbox
+    M("sandbox_no_network", "sandboxed code has no network: not the host's localhost services or abstract sockets",
+      "docs/sandbox.md", "rewards/sandbox.py",
+      'return argv + ["--net", "--pid",', 'return argv + ["--pid",',
+      (f"{SANDBOX}test_no_network_to_the_host[unshare]",), "the unshare level keeps the host's network"),
+    M("sandbox_no_network_bwrap", "the same at the bubblewrap level", "docs/sandbox.md", "rewards/sandbox.py",
+      'argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]',
+      'argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]',
+      (f"{SANDBOX}test_no_network_to_the_host[bwrap]",), "bwrap keeps the host's network (as root)"),
+    M("sandbox_host_files_invisible", "sandboxed code sees only a read-only system view at both levels: not the "
+      "host's /tmp, home or project", "README: Rewards; docs/sandbox.md", "rewards/sandbox.py",
+      'entries += [("dir", "/tmp"), ("dir", _SANDBOX_DIR)]', 'entries += [("bind", "/tmp"), ("dir", _SANDBOX_DIR)]',
+      (f"{SANDBOX}test_the_hosts_files_are_invisible[bwrap]", f"{SANDBOX}test_the_hosts_files_are_invisible[unshare]"),
+      "the host's /tmp is bound into the view"),
+    M("sandbox_fresh_root", "the unshare level pivots into its own root", "docs/sandbox.md",
+      "rewards/_sandbox_worker.py",
+      '    check(libc().syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")  # the old root now lies under the new one\n'
+      '    check(libc().umount2(b".", MNT_DETACH), "the host\'s root")\n',
+      "",
+      (f"{SANDBOX}test_the_hosts_files_are_invisible[unshare]",),
+      "without the pivot the level does not come up (a skip .ci/skips refuses)"),
+    M("sandbox_minimal_environment", "sandboxed code sees only PATH, HOME, TMPDIR and LANG, not the parent's "
+      "environment", "docs/sandbox.md", "rewards/sandbox.py",
+      '    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}',
+      '    return {**os.environ, "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, '
+      '"LANG": "C.UTF-8"}',
+      (f"{SANDBOX}test_cannot_read_the_parents_environment[unshare]",), "the parent's environment is passed on"),
+    M("sandbox_ipc_namespace", "no kernel object (SysV IPC, message queues) of one execution reaches the next",
+      "docs/sandbox.md", "rewards/_sandbox_worker.py",
+      '            check(libc().unshare(CLONE_NEWIPC), "unshare")', '            check(0, "unshare")',
+      (f"{SANDBOX}test_no_kernel_objects_carry_over[unshare]",), "executions share the worker's IPC namespace"),
+    # ---------------------------------------------------------------------------------------------- checkpoints
+    M("nanotron_bit_exact", "nanotron checkpoints convert bit for bit, and as nanotron's official converter does on "
+      "a checkpoint nanotron wrote", "README: Pretraining checkpoints", "smolalign/checkpoints/nanotron_hf.py",
+      '            slice_rows(f"{hf}.mlp.gate_proj.weight", gate_up, 0, inter),',
+      '            slice_rows(f"{hf}.mlp.gate_proj.weight", gate_up, inter, 2 * inter),',
+      ("tests/integration/test_checkpoints_nanotron.py::test_real_nanotron_checkpoint_converts_bit_identically",),
+      "gate_proj gets the up half of the fused tensor"),
+    M("dcp_rope", "torchtitan DCP checkpoints convert to the original model (RoPE permutation undone)",
+      "README: Pretraining checkpoints", "smolalign/checkpoints/dcp.py",
+      "    return unpermute_rope(tensor, permute) if permute else tensor", "    return tensor",
+      ("tests/integration/test_checkpoints_dcp.py::test_torchtitan_dcp_converts_to_the_original_model",),
+      "q/k keep torchtitan's layout"),
+    M("safetensors_byte_ranges", "a truncated safetensors file is refused by name before any weight is read",
+      "README: Pretraining checkpoints", "smolalign/checkpoints/files.py",
+      "    if offsets[1] > data_bytes:", "    if False:",
+      ("tests/unit/test_bad_input_files.py::test_refused[nanotron-truncated-weights]",),
+      "the header's byte ranges are not checked against the file's size"),
+    M("dcp_metadata_allow_list", "a DCP .metadata pickle that would run code is refused", "README: Pretraining "
+      "checkpoints", "smolalign/checkpoints/files.py",
+      "        if not allowed:\n            raise pickle.UnpicklingError",
+      "        if False:\n            raise pickle.UnpicklingError",
+      ("tests/unit/test_bad_input_files.py::test_refused[dcp-metadata-runs-code]",), "any global is unpickled"),
+    # ---------------------------------------------------------------------------------------------- CLI contract
+    M("bad_input_exit_2", "bad input is exit 2 with one error line naming the culprit", "README: The CLI",
+      "smolalign/cli/__init__.py",
+      '    except USER_ERRORS as exc:\n        typer.secho(f"error: {exc}", fg="red", err=True)\n        sys.exit(2)',
+      '    except USER_ERRORS as exc:\n        typer.secho(f"error: {exc}", fg="red", err=True)\n        sys.exit(1)',
+      ("tests/unit/test_bad_input_corpus.py::test_refused[set-no-key]",), "bad input exits 1"),
+    M("resume_with_overwrite_refused", "--resume with --overwrite is refused on every verb, dry run or not",
+      "README: The CLI", "smolalign/runs/rundir.py", "    if resume and overwrite:\n        raise SmolalignError",
+      "    if False:\n        raise SmolalignError",
+      ("tests/unit/test_bad_input_corpus.py::test_refused[sft-resume-and-overwrite-dry-run]",
+       "tests/unit/test_bad_input_corpus.py::test_refused[sweep-resume-and-overwrite]"),
+      "the contradiction is accepted"),
+    M("help_without_torch", "smolalign --help imports no torch", "README: The CLI", "smolalign/cli/__init__.py",
+      "import logging", "import logging\nimport torch  # noqa",
+      ("tests/unit/test_cli.py::test_help_does_not_import_heavy_libraries",), "torch is imported at start"),
+    M("global_batch_kept", "launch.global_batch_size fixes the global batch over any process count",
+      "README: Scaling out", "smolalign/recipe/settings.py",
+      "    if launch is not None and launch.global_batch_size is not None:", "    if False:",
+      ("tests/integration/test_launch.py::test_global_batch_is_kept_over_any_process_count[4-2-4]",),
+      "the accumulation ignores the process count"),
+    M("memory_estimate", "the predicted peak memory of an SFT step is within the stated error of the measured one",
+      "README: Will it fit, and how long", "smolalign/estimate/memory.py",
+      "        est.peak = held + max(gradients, activations)", "        est.peak = held + gradients",
+      ("tests/integration/test_estimate_accuracy.py::test_peak_memory_within_20_percent[plain]",),
+      "activations are left out of the peak"),
+    M("pairs_resume", "a killed pair generation resumes without redoing finished prompts", "README: Preference pairs",
+      "smolalign/pairs/output.py", "        return (prompt_key, side) in self.done", "        return False",
+      ("tests/integration/test_pairs.py::test_a_killed_run_resumes_without_redoing_finished_prompts",),
+      "every answer is generated again"),
+    M("vllm_health", "training waits for vLLM's /health to answer 200; a dead engine's 503 does not count",
+      "README: vLLM", "smolalign/stages/rl_server.py",
+      "    except (urllib.error.URLError, OSError):\n        return False",
+      "    except urllib.error.HTTPError:\n        return True\n    except (urllib.error.URLError, OSError):\n"
+      "        return False",
+      ("tests/integration/test_vllm_server_lifecycle.py::test_health_is_200_from_slash_health_only",),
+      "an HTTP error counts as healthy"),
+    M("pass_at_k", "eval's pass@k is the unbiased estimator", "README: Evaluation", "smolalign/evaluation/metrics.py",
+      "    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))", "    return float(c / n)",
+      ("tests/unit/test_evaluation.py::test_pass_at_k_is_the_unbiased_estimator",), "pass@k becomes the success rate"),
+    M("ci_refuses_unlisted_skips", "CI fails when a test is skipped for a reason .ci/skips does not list",
+      "README: Tests", ".ci/check_report.py",
+      "        if not any(reason.startswith(prefix) for prefix in allowed):",
+      "        if False:",
+      ("tests/unit/test_ci_report.py::test_a_skip_not_listed_fails_naming_the_test",), "every skip is accepted"),
+]
