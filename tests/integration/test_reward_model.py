@@ -67,7 +67,9 @@ def test_a_relative_path_is_read_from_the_working_directory(reward_model_dir, tm
     monkeypatch.chdir(tmp_path)
     assert resolve_reward("model:runs/rm/model")(completions=completions, prompts=prompts) == pytest.approx(expected)
     monkeypatch.chdir(elsewhere)
-    with pytest.raises(Exception, match="runs/rm/model"):
+    from rewards.errors import RewardError
+
+    with pytest.raises(RewardError, match="runs/rm/model"):
         resolve_reward("model:runs/rm/model")
 
 
@@ -142,7 +144,9 @@ def test_eval_scores_with_a_judge_and_a_reward_model_and_reruns_from_the_judge_c
     from tiny_models import write_jsonl
 
     url, record = judge_server
-    data = write_jsonl(tmp_path / "q.jsonl", [{"prompt": f"what is {i} plus {i}"} for i in range(3)])
+    # The stand-in scores how often "good" appears in the filled rubric: i times in prompt i, so that the expected
+    # scores differ (0, 1, 2 and whatever the answers add) and a judge whose answer is not read cannot match them.
+    data = write_jsonl(tmp_path / "q.jsonl", [{"prompt": "good " * i + f"what is {i} plus {i}"} for i in range(3)])
     judge = {"base_url": url, "model": "judge", "rubric": "Q: {prompt}\nA: {completion}\nRate it: Score: N.",
              "cache_dir": str(tmp_path / "judge-cache")}
     reward_model = f"model:{reward_model_dir}"
@@ -154,10 +158,13 @@ def test_eval_scores_with_a_judge_and_a_reward_model_and_reruns_from_the_judge_c
     rows = [json.loads(line) for line in (tmp_path / "a.samples.jsonl").read_text().splitlines()]
     asked = record.read_text().splitlines()
     assert len(rows) == 6 and len(asked) == 6
-    # the stand-in's score: how often "good" appears in the rubric as filled in
+    # the stand-in's score: how often "good" appears in the rubric as filled in (the prompt and the answer)
     for row in rows:
-        assert row["rewards"]["judge"] == float(row["turn"].lower().split().count("good"))
+        index = int(row["prompt"].rsplit("#", 1)[1])  # q.jsonl#i: prompt i holds "good" i times
+        expected = index + row["turn"].lower().split().count("good")
+        assert row["rewards"]["judge"] == float(expected)
         assert isinstance(row["rewards"][reward_model], float)
+    assert len({row["rewards"]["judge"] for row in rows}) >= 3
     code, _, err = cli(*args, "--json", tmp_path / "b.json")
     assert code == 0, err
     assert len(record.read_text().splitlines()) == 6  # every answer came from the cache

@@ -22,6 +22,7 @@ def test_graded_pairs_put_a_right_answer_against_a_wrong_one(tmp_path):
     except SystemExit as exc:
         assert not exc.code, f"po pairs exited {exc.code}"
     rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows, "no pair survived: the checks below would hold for nothing"
     report = json.loads((tmp_path / "pairs.jsonl.report.json").read_text())
     assert report["candidates"]["sampled"] == 12 * 4
     assert len(rows) + sum(report["dropped"].values()) == report["prompts"]["used"]

@@ -209,10 +209,16 @@ def test_training_nodes_meet_at_a_c10d_rendezvous_on_the_first_node(cli, cluster
         assert settings["nproc_per_node"] == "4" and settings["node_rank"] == int(launch["env"]["SLURM_PROCID"])
 
 
-def test_gradient_accumulation_keeps_the_global_batch_over_all_gpus(cli, cluster, sft_recipe):
+def test_gradient_accumulation_keeps_the_global_batch_over_all_gpus(cli, cluster, sft_recipe, tmp_path):
+    from launched_config import launched_sft_config
+
     code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "2", "--gpus-per-node", "8",
                          "--set", "launch.global_batch_size=128", "--script", "job.sbatch")
     assert code == 0, err
+    # What each of the job's 16 processes builds for its trainer (WORLD_SIZE 16 from accelerate's launcher)
+    config, hardware = launched_sft_config(sft_recipe, ["launch.global_batch_size=128"], 16, tmp_path / "run")
+    assert config.gradient_accumulation_steps == 4 and hardware.world_size == 16
+    assert config.per_device_train_batch_size * 16 * config.gradient_accumulation_steps == 128
     # 128 sequences / (per-device 2 × 16 processes) = 4, independently of the recipe's launch.num_processes (1)
     assert "gradient accumulation  4 (keeps launch.global_batch_size 128 over 16 process(es))" in out
     assert "world size             16 (cuda, 2 node(s) × 8 GPU(s) under Slurm)" in out

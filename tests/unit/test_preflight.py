@@ -86,8 +86,13 @@ def test_flash_attention_without_flash_attn_is_refused_with_the_install_command(
 
 
 def test_flex_attention_and_sdpa_pass_on_any_target():
+    from smolalign.preflight import findings
+
     for name in ("flex_attention", "sdpa", None):
-        preflight(sft({"attn_implementation": name} if name else None), CPU)
+        for target in (CPU, GPU_NODE):
+            assert findings(sft({"attn_implementation": name} if name else None), target) == [], (name, target)
+    # control: the same check does find what a target cannot run
+    assert findings(sft({"attn_implementation": "flash_attention_2"}), CPU)
 
 
 def test_optional_packages_and_gpu_only_kernels(monkeypatch):
