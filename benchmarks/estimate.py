@@ -6,10 +6,12 @@ weights, random tokens), next to what smolalign's plan predicts for the same set
     python benchmarks/estimate.py --model small --batch 2 --length 512 --calibrate               # CPU
 
 Measured peak: torch.cuda.max_memory_allocated on a GPU (so the prediction is compared without the CUDA context);
-on the CPU, the highest level of live tensor bytes in torch's CPU allocator (the weights plus the profiler's
-allocation and free records over the training steps), which is what the estimate counts; the resident set above
-the start is printed beside it (it adds allocator caches and library scratch memory). Step time: median of the
-steps after the first, from a run without the profiler.
+on the CPU, the process's real high-water mark: each run is a fresh subprocess, and its peak resident set
+(ru_maxrss) less its resident set just before the model is built (after the imports and the data); `--measure
+allocator` gives instead the highest level of live tensor bytes in torch's CPU allocator (the weights plus the
+profiler's allocation and free records). Step time: median of the steps after the first, from a run without the
+profiler. The models: `small` (the shape the estimate's first tests used) and two held-out shapes no part of the
+estimate was checked against before (`held-out-a`, `held-out-b`: other widths, depths, vocabularies, head counts).
 Prints one JSON line per run with both sides and their ratio.
 """
 
@@ -37,6 +39,13 @@ MODELS = {
     # a CPU-sized Llama: states and activations of the same order, so both parts of the estimate are tested
     "small": dict(model_type="llama", vocab_size=8000, hidden_size=512, intermediate_size=1408, num_hidden_layers=4,
                   num_attention_heads=8, num_key_value_heads=4, tie_word_embeddings=True, max_position_embeddings=2048),
+    # held out: shapes the estimate's tests never saw before they were written (untied head, other ratios)
+    "held-out-a": dict(model_type="llama", vocab_size=12000, hidden_size=384, intermediate_size=1024,
+                       num_hidden_layers=3, num_attention_heads=6, num_key_value_heads=2, tie_word_embeddings=False,
+                       max_position_embeddings=2048),
+    "held-out-b": dict(model_type="qwen2", vocab_size=5000, hidden_size=640, intermediate_size=1792,
+                       num_hidden_layers=2, num_attention_heads=10, num_key_value_heads=5, tie_word_embeddings=True,
+                       max_position_embeddings=2048),
 }
 
 
@@ -187,11 +196,15 @@ def run(args) -> dict:
             env["DS_ACCELERATOR"] = "cpu"
     else:
         command = [sys.executable, *argv]
-    subprocess.run([*command, "--profile"] if args.memory_only else command, env=env, check=True)
+    allocator = args.measure == "allocator"
+    subprocess.run([*command, "--profile"] if args.memory_only and allocator else command, env=env, check=True)
     measured = json.loads(out.read_text())
-    if measured["device"] == "cpu" and not args.memory_only:
-        subprocess.run([*command, "--profile"], env=env, check=True)
-        measured["peak"] = json.loads(out.read_text())["peak"]
+    if measured["device"] == "cpu":
+        if allocator and not args.memory_only:
+            subprocess.run([*command, "--profile"], env=env, check=True)
+            measured["peak"] = json.loads(out.read_text())["peak"]
+        elif not allocator:
+            measured["peak"] = measured["rss_peak"]
     predicted = predict(args, measured["device"])
     result = {"model": args.model, "sharding": args.sharding, "processes": args.processes, "batch": args.batch,
               "accumulation": args.accumulation,
@@ -218,7 +231,9 @@ def main() -> None:
     parser.add_argument("--accumulation", type=int, default=1)
     parser.add_argument("--checkpointing", action="store_true")
     parser.add_argument("--calibrate", action="store_true", help="also predict the step time from a calibration")
-    parser.add_argument("--memory-only", action="store_true", help="CPU: skip the unprofiled timing run")
+    parser.add_argument("--memory-only", action="store_true", help="CPU: one run, for its memory only")
+    parser.add_argument("--measure", choices=("rss", "allocator"), default="rss",
+                        help="CPU: the process's peak resident set above its start (default), or torch's allocator")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)

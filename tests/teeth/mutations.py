@@ -233,10 +233,11 @@ MUTATIONS = [
       "    if launch is not None and launch.global_batch_size is not None:", "    if False:",
       ("tests/integration/test_launch.py::test_global_batch_is_kept_over_any_process_count[4-2-4]",),
       "the accumulation ignores the process count"),
-    M("memory_estimate", "the predicted peak memory of an SFT step is within the stated error of the measured one",
+    M("memory_estimate", "the predicted peak memory of an SFT step is within 10% of the process's real high-water "
+      "mark, on held-out model shapes too",
       "README: Will it fit, and how long", "smolalign/estimate/memory.py",
       "        est.peak = held + max(gradients, activations)", "        est.peak = held + gradients",
-      ("tests/integration/test_estimate_accuracy.py::test_peak_memory_within_20_percent[plain]",),
+      ("tests/integration/test_estimate_accuracy.py::test_peak_memory_within_the_stated_error[small]",),
       "activations are left out of the peak"),
     M("pairs_resume", "a killed pair generation resumes without redoing finished prompts", "README: Preference pairs",
       "smolalign/pairs/output.py", "        return (prompt_key, side) in self.done", "        return False",
