@@ -143,7 +143,15 @@ MUTATIONS = [
       ("tests/unit/test_rewards.py::test_think_format_per_mode",), "every row is scored in the default mode"),
     M("soft_overlong", "soft_overlong is DAPO's: 0 up to max - cache, linear to -1 at max", "README: Rewards",
       "rewards/length.py", "        return (max_length - cache - length) / cache", "        return 0.0",
-      ("tests/unit/test_rewards.py::test_soft_overlong_at_and_around_thresholds",), "no penalty in the window"),
+      ("tests/unit/test_rewards.py::test_soft_overlong_at_and_around_thresholds",
+       "tests/unit/test_rewards_match_trl.py::test_soft_overlong_is_trls_soft_overlong_punishment"),
+      "no penalty in the window"),
+    M("math_accuracy_equals_trl", "math_accuracy gives TRL's accuracy_reward's verdicts on final answers both read "
+      "alike (LaTeX, fractions, roots, boxed)", "README: Recipes from TRL, the handbook and open-r1; Rewards",
+      "rewards/math.py", "extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],",
+      "extraction_config=[ExprExtractionConfig()],",
+      ("tests/unit/test_rewards_match_trl.py::test_math_accuracy_agrees_with_trls_accuracy_reward",),
+      "LaTeX is no longer parsed: gold answers in LaTeX go unscored"),
     M("code_reward_nonce", "assert tests pass only when a fresh nonce is printed after the asserts (sys.exit(0) "
       "tricks score 0)", "README: Rewards; docs/sandbox.md", "rewards/code.py",
       'e.status == "ok" and nonce in e.stdout.split()', 'e.status == "ok"',
