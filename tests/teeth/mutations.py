@@ -169,6 +169,11 @@ MUTATIONS = [
        "tests/unit/test_bad_input_checks.py::test_refused[eval-reward-no-kwargs]"),
       "no caller checks a team's reward before using it"),
     # ---------------------------------------------------------------------------------------------- sandbox
+    M("sandbox_pool_never_idles", "a program that hangs holds one worker while the others keep every core busy (two "
+      "workers per core): the rest of the batch runs meanwhile", "README: Rewards; docs/sandbox.md",
+      "rewards/sandbox.py", "WORKERS_PER_CORE = 2", "WORKERS_PER_CORE = 1",
+      (f"{SANDBOX}test_hanging_executions_do_not_stall_the_pool",),
+      "one worker per core: a hang idles its core for the rest of the batch"),
     M("sandbox_no_network", "sandboxed code has no network: not the host's localhost services or abstract sockets",
       "docs/sandbox.md", "rewards/sandbox.py",
       'return argv + ["--net", "--pid",', 'return argv + ["--pid",',
@@ -266,4 +271,36 @@ MUTATIONS = [
       "        if not any(reason.startswith(prefix) for prefix in allowed):",
       "        if False:",
       ("tests/unit/test_ci_report.py::test_a_skip_not_listed_fails_naming_the_test",), "every skip is accepted"),
+]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A speed or size figure the README states: measured by a benchmark against a baseline in the same run (timed
+    tests would measure the machine), with the test that proves the mechanism behind it where there is one."""
+
+    figure: str
+    benchmark: str
+    results: str
+    """The benchmarks/RESULTS.md section that holds the latest measurement and its machine."""
+    mechanism: str = ""
+
+
+FIGURES = [
+    Figure("SFT data preparation 1.92x TRL's tokens/s, the same ids and labels", "python benchmarks/sft_data.py",
+           "SFT data preparation", "tests/unit/test_masks_match_trl.py (same ids and labels as TRL)"),
+    Figure("code reward: >= 100 sandboxed executions/s per core on a batch with hanging programs",
+           "python benchmarks/rewards.py --only code [--level bwrap|unshare]", "Code reward sandbox",
+           "sandbox_pool_never_idles above"),
+    Figure("math reward: >= 500 completions/s per core", "python benchmarks/rewards.py --only math", "Rewards"),
+    Figure("graded pairs: 1.5x the pairs/s of strong-vs-weak", "python benchmarks/pairs.py", "Pair generation"),
+    Figure("evaluation throughput (answers/s, batched)", "python benchmarks/eval.py", "Evaluation throughput"),
+    Figure("checkpoint conversion time and bit-exactness", "python benchmarks/convert.py", "Checkpoint conversion",
+           "nanotron_bit_exact above"),
+    Figure("on-policy distillation vs GRPO, time per step", "python benchmarks/distill.py",
+           "On-policy distillation vs GRPO"),
+    Figure("memory per device within 10% of the real peak (CPU), step time", "python benchmarks/estimate.py",
+           "Memory estimate against the real high-water mark", "memory_estimate above"),
+    Figure("the quickstart's tables, stage times and training curves", "make quickstart",
+           "Full quickstart on the final tree", "tests/slow/test_quickstart.py (losses fall, chats stop)"),
 ]

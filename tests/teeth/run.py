@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO / ".ci"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from check_report import allowed_reasons  # noqa: E402
-from mutations import MUTATIONS, Mutation  # noqa: E402
+from mutations import FIGURES, MUTATIONS, Mutation  # noqa: E402
 
 TABLE = REPO / "docs" / "claims.md"
 
@@ -122,6 +122,11 @@ def table_text() -> str:
     for m in MUTATIONS:
         tests = "<br>".join(f"`{t}`" for t in m.tests)
         rows.append(f"| **{m.claim}**: {m.says} | {m.where} | {tests} | `{m.file}`: {m.why} |")
+    rows += ["", "## Figures measured by benchmarks", "",
+             "Speed and size figures are measured by scripts in `benchmarks/` against a baseline in the same run, "
+             "never by timed tests; their latest results, with the machine, are in `benchmarks/RESULTS.md`.", "",
+             "| figure | benchmark | RESULTS.md section | the mechanism's test |", "|---|---|---|---|"]
+    rows += [f"| {f.figure} | `{f.benchmark}` | {f.results} | {f.mechanism or '-'} |" for f in FIGURES]
     return "\n".join(rows) + "\n"
 
 
