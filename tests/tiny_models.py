@@ -38,13 +38,14 @@ def build_tokenizer(directory: Path, vocab_size: int = 512, extra_lines: tuple[s
     return wrapped
 
 
-def build_model(directory: Path, tokenizer, arch: str = "llama", hidden: int = 64, layers: int = 2, seed: int = 0):
+def build_model(directory: Path, tokenizer, arch: str = "llama", hidden: int = 64, layers: int = 2, seed: int = 0,
+                heads: int = 4, kv_heads: int = 2):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, SmolLM3Config, SmolLM3ForCausalLM
 
     torch.manual_seed(seed)
     common = dict(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                  num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=1024,
                   pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
                   tie_word_embeddings=True)
     if arch == "smollm3":
@@ -60,6 +61,12 @@ def build_model(directory: Path, tokenizer, arch: str = "llama", hidden: int = 6
 def build_tiny_dir(directory: Path) -> Path:
     """A random 2-layer Llama and its BPE tokenizer, saved as a normal transformers directory."""
     build_model(directory, build_tokenizer(directory))
+    return directory
+
+
+def build_vllm_tiny_dir(directory: Path) -> Path:
+    """The same, with heads vLLM's CPU attention takes (2 heads of 32 dimensions, 1 KV head: it has none of 16)."""
+    build_model(directory, build_tokenizer(directory), heads=2, kv_heads=1)
     return directory
 
 

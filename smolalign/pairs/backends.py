@@ -1,5 +1,6 @@
-"""Generators for pair generation and evaluation: transformers `generate` (CPU or GPU, batched), vLLM in-process (GPU, the
-`[vllm]` extra), and any OpenAI-compatible chat server (a vLLM or TGI server already running).
+"""Generators for pair generation and evaluation: transformers `generate` (CPU or GPU, batched), vLLM's offline engine
+in-process (the `[vllm]` extra on a GPU, vLLM's CPU build on a CPU: smolalign/generation/vllm_engine.py), and any
+OpenAI-compatible chat server (a vLLM or TGI server already running).
 
 Every backend answers the same question for a batch of prompts: the answer's text, whether it ended with an
 end-of-turn (False = cut off by max_new_tokens), and how many tokens it took; `sample` asks for K answers per prompt,
@@ -134,18 +135,21 @@ class TransformersGenerator(Generator):
         free_accelerator_memory()
 
 
+PROMPT_TOKENS = 512
+"""A prompt's length the CPU engine's KV cache is sized for (longer ones are scheduled fewer at a time)."""
+
+
 class VllmGenerator(Generator):
     """vLLM's offline engine in this process, fed the same templated prompt tokens as the transformers backend."""
 
     def __init__(self, where: str, section: GeneratorSection, template_name: str, defaults: dict):
-        try:
-            from vllm import LLM
-        except ImportError:
-            raise SmolalignError(f"{where}: backend vllm needs vLLM (pip install 'smolalign[vllm]', on a GPU "
-                                 "machine)") from None
+        from smolalign.generation.vllm_engine import check_model, engine_options, offline_engine, require_vllm
+        from smolalign.hardware import detect_hardware, resolve_dtype
         from smolalign.models.load import load_tokenizer, local_dir
         from smolalign.models.sources import resolve_source
 
+        hardware = detect_hardware()
+        require_vllm(f"{where}: backend vllm", hardware)
         self.where, self.section = where, section
         model_section = ModelSection(source=section.source)
         source = resolve_source(section.source)  # classified once, for the tokenizer and the engine
@@ -153,16 +157,24 @@ class VllmGenerator(Generator):
         self.template_sha256 = self.template.sha256
         self.kwargs = template_kwargs(section, defaults)
         self.specials = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
-        self.llm = LLM(model=local_dir(source), dtype="auto",
-                       tensor_parallel_size=section.tensor_parallel,
-                       gpu_memory_utilization=float(os.environ.get("SMOLALIGN_VLLM_GPU_MEMORY", "0.85")))
+        model_dir = local_dir(source)
+        check_model(f"{where}: backend vllm", model_dir, hardware)
+        self.llm = offline_engine(f"{where}: backend vllm", engine_options(
+            model_dir, hardware, dtype=resolve_dtype(model_section.dtype, hardware),
+            sequence_tokens=section.max_new_tokens + PROMPT_TOKENS, sequences=section.batch_size,
+            tensor_parallel=section.tensor_parallel,
+            gpu_memory_utilization=float(os.environ.get("SMOLALIGN_VLLM_GPU_MEMORY", "0.85"))), hardware)
 
     def generate(self, prompts: list[Prompt], seed: int, kwargs: dict | None = None) -> list[Answer]:
         return [answers[0] for answers in self.sample(prompts, seed, 1, kwargs)]
 
     def sample(self, prompts: list[Prompt], seed: int, k: int, kwargs: dict | None = None) -> list[list[Answer]]:
-        """k answers per prompt with SamplingParams.n: one seeded request per prompt yields k different samples
-        (k copies of a prompt under the same seed would yield k identical ones)."""
+        """k answers per prompt with SamplingParams.n: one request per prompt yields k different samples (k copies
+        of a prompt under one seed would yield k identical ones). Each prompt's request has a seed of its own, drawn
+        from `seed`: under one shared seed every prompt would draw the same random numbers, and a model whose
+        distribution barely depends on the prompt would give every prompt the same answers."""
+        import random
+
         from vllm import SamplingParams
 
         from smolalign.templates.render import render
@@ -170,9 +182,11 @@ class VllmGenerator(Generator):
         texts = [render(self.template, p.messages, add_generation_prompt=True, special_tokens=self.specials,
                         **(self.kwargs if kwargs is None else kwargs))[0] for p in prompts]
         ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
-        params = SamplingParams(n=k, temperature=self.section.temperature, top_p=self.section.top_p,
-                                max_tokens=self.section.max_new_tokens, seed=seed,
-                                stop_token_ids=[self.tokenizer.eos_token_id], skip_special_tokens=True)
+        seeds = random.Random(seed).sample(range(2**31), len(prompts))
+        params = [SamplingParams(n=k, temperature=self.section.temperature, top_p=self.section.top_p,
+                                 max_tokens=self.section.max_new_tokens, seed=request_seed,
+                                 stop_token_ids=[self.tokenizer.eos_token_id], skip_special_tokens=True)
+                  for request_seed in seeds]
         outputs = self.llm.generate([{"prompt_token_ids": i} for i in ids], params, use_tqdm=False)
         return [[Answer(o.text.strip(), o.finish_reason == "stop", len(o.token_ids), list(o.token_ids))
                  for o in output.outputs] for output in outputs]

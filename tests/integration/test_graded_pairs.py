@@ -189,39 +189,3 @@ def test_num_return_sequences_samples_what_repeated_prompts_sample(tiny_dir):
     repeated = Generator.sample(generator, prompts, 7, 3)
     assert [[a.ids for a in group] for group in grouped] == [[a.ids for a in group] for group in repeated]
     assert len({tuple(a.ids) for group in grouped for a in group}) > 1  # samples, not copies
-
-
-def test_the_vllm_engine_is_asked_for_n_samples_of_each_prompt_in_one_request(cli, graded_recipe, tmp_path,
-                                                                               talker_dir, monkeypatch):  # noqa: F811
-    """`sampler: {backend: vllm}` through a stand-in for vLLM's offline engine (tests/standins/vllm_offline: vLLM
-    0.31's LLM/SamplingParams signatures and output objects): one request per prompt with SamplingParams.n = N, and
-    the pairs built from what the engine returned."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    from smolalign import preflight
-
-    standin = Path(__file__).resolve().parents[1] / "standins" / "vllm_offline" / "vllm" / "__init__.py"
-    spec = importlib.util.spec_from_file_location("vllm", standin)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setitem(sys.modules, "vllm", module)  # removed again with the test: later tests see no vLLM
-    monkeypatch.setenv("STANDIN_RECORD", str(tmp_path / "engine.jsonl"))
-    monkeypatch.setattr(preflight, "_needs_gpu_and_vllm", lambda *args: None)  # the stand-in needs no GPU
-    recipe = graded_recipe(sampler={"backend": "vllm", "temperature": 1.5, "max_new_tokens": 24, "batch_size": 3})
-    code, out, err = cli("po", "pairs", recipe)
-    assert code == 0, err
-    calls = read_jsonl(tmp_path / "engine.jsonl")
-    assert [c["event"] for c in calls][0] == "engine" and calls[0]["model"] == str(talker_dir)
-    requests = [c for c in calls if c["event"] == "generate"]
-    assert sum(len(c["requests"]) for c in requests) == 6  # each prompt asked once ...
-    assert all(c["sampling"]["n"] == 4 and c["sampling"]["temperature"] == 1.5 for c in requests)  # ... for 4 samples
-    rows = read_jsonl(tmp_path / "out" / "pairs.jsonl")
-    scores = recorded(tmp_path)
-    assert rows and sum(len(v) >= 1 for v in scores.values()) == 6
-    for row in rows:
-        candidates = scores[row["prompt"][-1]["content"]]
-        assert candidates[row["chosen"][0]["content"]] == max(candidates.values())
-        assert candidates[row["rejected"][0]["content"]] == min(candidates.values())
-        assert len(row["provenance"]["candidates"]) == 4

