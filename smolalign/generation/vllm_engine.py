@@ -145,14 +145,26 @@ def offline_engine(where: str, options: dict, hardware: Hardware):
             raise SmolalignError(f"{where}: vLLM could not load {options['model']} ({detail})") from None
 
 
+def leave_vllm_groups() -> None:
+    """Drop vLLM's handles on this process's distributed groups (an engine, offline or colocated, joined them): the
+    next engine or trainer in the same process would otherwise find vLLM's world group pointing at a group that
+    no longer exists. Also ends torch's default group, as vLLM set it up. A no-op where vLLM was never imported."""
+    import sys
+
+    state = sys.modules.get("vllm.distributed.parallel_state")
+    if state is not None:
+        state.destroy_model_parallel()
+        state.destroy_distributed_environment()
+
+
 @contextlib.contextmanager
-def colocated_engines(hardware: Hardware, *, dtype: str, sequence_tokens: int, sequences: int
-                      ) -> Iterator[None]:
-    """While a TRL trainer that generates with a colocated engine is built (GRPO, online DPO): on a CPU, the engine
-    TRL builds gets this machine's settings (the trainer's precision, a KV cache sized for the work) and keeps its
-    weights writable for TRL's per-parameter sync (vLLM's oneDNN prepacking off while it loads). Nothing on a GPU,
-    where TRL's own settings (`train.vllm_gpu_memory_utilization`) apply."""
-    if hardware.on_gpu:
+def colocated_engines(generation, hardware: Hardware, *, dtype: str, sequence_tokens: int) -> Iterator[None]:
+    """While a TRL trainer that generates with a colocated engine (`generation.backend: vllm_colocate`: GRPO, online
+    DPO, distillation) is built: on a CPU, the engine TRL builds gets this machine's settings (the trainer's
+    precision, a KV cache for the sequences TRL asks to run at once, `sequence_tokens` each) and keeps its weights
+    writable for TRL's per-parameter sync (vLLM's oneDNN prepacking off while it loads). Nothing on a GPU, where
+    TRL's own settings (`train.vllm_gpu_memory_utilization`) apply, or for another backend."""
+    if hardware.on_gpu or generation is None or generation.backend != "vllm_colocate":
         yield
         return
     import vllm._custom_ops as custom_ops
@@ -161,8 +173,8 @@ def colocated_engines(hardware: Hardware, *, dtype: str, sequence_tokens: int, s
     from vllm import LLM
 
     def build(model: str, **kwargs):
-        options = engine_options(model, hardware, dtype=dtype, sequence_tokens=sequence_tokens, sequences=sequences,
-                                 longest=kwargs.get("max_model_len") or None,
+        options = engine_options(model, hardware, dtype=dtype, sequence_tokens=sequence_tokens,
+                                 sequences=kwargs.get("max_num_seqs") or 1, longest=kwargs.get("max_model_len"),
                                  tensor_parallel=kwargs.get("tensor_parallel_size") or 1)
         kwargs.pop("gpu_memory_utilization", None)
         return LLM(**{**kwargs, **options})

@@ -192,7 +192,10 @@ class VllmGenerator(Generator):
                  for o in output.outputs] for output in outputs]
 
     def close(self) -> None:
+        from smolalign.generation.vllm_engine import leave_vllm_groups
+
         del self.llm
+        leave_vllm_groups()  # the engine set up a process group of one: training in this process comes next
         free_accelerator_memory()
 
 

@@ -198,11 +198,13 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     evaluation = announce(recipe, plan, dry_run)
     if dry_run:
         return None
+    from smolalign.generation.vllm_engine import colocated_engines
     from smolalign.models.load import load_model, local_dir
     from smolalign.models.sources import source_of
     from smolalign.recipe.methods import trainer_class
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
+    from smolalign.stages.rl import generated_tokens
     from smolalign.stages.rl_server import served_generation, stall_timeout
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
@@ -219,9 +221,10 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         teacher.eval()
         teacher.requires_grad_(False)
         start_run(recipe, hardware, run_dir, state, overwrite=overwrite)
-        trainer = trainer_class(recipe.stage, recipe.method)(
-            model=student, teacher_model=teacher, args=config, train_dataset=prompts, processing_class=tokenizer,
-            peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir), watchdog.callback()])
+        with colocated_engines(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(recipe)):
+            trainer = trainer_class(recipe.stage, recipe.method)(
+                model=student, teacher_model=teacher, args=config, train_dataset=prompts, processing_class=tokenizer,
+                peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir), watchdog.callback()])
         del student, teacher  # the trainer holds them; finish() frees them before evaluating
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation, hub=recipe.hub)

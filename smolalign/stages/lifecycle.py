@@ -60,6 +60,9 @@ def leave_process_group() -> None:
     ("terminate called without an active exception"), failing the whole launch."""
     import torch.distributed as dist
 
+    from smolalign.generation.vllm_engine import leave_vllm_groups
+
+    leave_vllm_groups()  # a colocated engine's handles on the group go first
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
 

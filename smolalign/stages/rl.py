@@ -111,11 +111,21 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                           dry_run=dry_run, resume=resume, overwrite=overwrite)
 
 
+def generated_tokens(recipe: Recipe) -> int:
+    """The tokens of one sequence a colocated engine holds: a prompt and its longest completion (online DPO calls it
+    max_new_tokens)."""
+    from smolalign.pairs.backends import PROMPT_TOKENS
+
+    completion = recipe.settings.get("max_completion_length") or recipe.settings.get("max_new_tokens") or 256
+    return PROMPT_TOKENS + int(completion)
+
+
 def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...], *, output_dir: Path | None,
                    dry_run: bool, resume: bool, overwrite: bool) -> Path | None:
     """The run of an rl method whose policy generates while it trains (GRPO, online DPO): `check(recipe, hardware)`
     gives the plan, prompts and rewards before anything loads, `make_config(recipe, hardware, dtype, run_dir,
     base_url)` the TRL config, and `signals` the logged values the run's summary reports."""
+    from smolalign.generation.vllm_engine import colocated_engines
     from smolalign.stages.rl_server import check_claim, claim_training_gpus, served_generation, stall_timeout
 
     claim_training_gpus(recipe)  # before anything starts CUDA in this process
@@ -140,10 +150,11 @@ def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...],
         args = make_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
         model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
         start_run(recipe, hardware, run_dir, state, overwrite=overwrite)
-        trainer = trainer_class(recipe.stage, recipe.method)(
-            model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train, eval_dataset=prompts.eval,
-            processing_class=tokenizer, peft_config=peft_config(recipe),
-            callbacks=[metrics_callback(run_dir), watchdog.callback()])
+        with colocated_engines(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(recipe)):
+            trainer = trainer_class(recipe.stage, recipe.method)(
+                model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train, eval_dataset=prompts.eval,
+                processing_class=tokenizer, peft_config=peft_config(recipe),
+                callbacks=[metrics_callback(run_dir), watchdog.callback()])
         del model  # the trainer holds it; finish() frees it before an evaluation
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation, *signals, hub=recipe.hub)
