@@ -10,8 +10,8 @@ On a CPU:
   when it preempts a seeded request ("CPU Generator does not use offset"), so nothing may be preempted;
 - an offline engine runs inside this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0` while it is built), which starts
   in seconds instead of spawning an engine process;
-- a colocated engine keeps its linear weights as plain tensors (vLLM's oneDNN prepacking, which replaces them, is
-  off while it loads), so that TRL's per-parameter weight sync can write them;
+- an engine TRL builds next to its trainer, and TRL's weight sync to a server, need more: smolalign/generation/
+  trl_on_cpu.py;
 - the attention kernels take only some head sizes (`vllm.v1.attention.backends.cpu_attn`): a model with another one
   is refused in the dry run.
 """
@@ -29,6 +29,8 @@ from smolalign.hardware import Hardware
 CPU_BLOCK_TOKENS = 128
 """Tokens per KV-cache block of vLLM's CPU attention backend."""
 MIN_KV_BYTES = 4 * 2**20
+UNKNOWN_MODEL_KV_BYTES = 2**30
+"""The KV cache on a CPU for a model whose config is not on disk yet (a hub id)."""
 
 
 def require_vllm(where: str, hardware: Hardware) -> None:
@@ -74,6 +76,23 @@ def model_config(model_dir: str) -> dict:
     return config.get("text_config", config)
 
 
+def check_generation(recipe, hardware: Hardware) -> None:
+    """An rl recipe that generates with vLLM (`generation.backend`): the engine can load its model here, checked in
+    the dry run before any weight loads (only where vLLM imports: the preflight refuses it otherwise)."""
+    from smolalign.models.load import local_dir
+    from smolalign.models.sources import source_of
+    from smolalign.preflight import installed, vllm_import_problem
+
+    generation = recipe.generation
+    if generation is None or generation.backend == "transformers" or generation.server.base_url:
+        return
+    if not installed("vllm") or vllm_import_problem():
+        return
+    source = source_of(recipe)
+    if source.kind in ("dir", "gguf", "checkpoint"):
+        check_model(f"generation.backend {generation.backend}", local_dir(source), hardware)
+
+
 def kv_cache_bytes(model_dir: str, sequence_tokens: int, sequences: int, dtype: str) -> int:
     """A KV cache for `sequences` sequences of `sequence_tokens` tokens at once, in whole CPU blocks with a spare one
     each (vLLM schedules fewer at once, or preempts, when longer ones come)."""
@@ -109,6 +128,9 @@ def engine_options(model_dir: str, hardware: Hardware, *, dtype: str, sequence_t
         return {**options, "dtype": "auto", "gpu_memory_utilization": gpu_memory_utilization,
                 **({"max_model_len": longest} if longest else {})}
     longest = longest or max_model_len(model_dir, hardware) or CPU_MAX_MODEL_LEN
+    if not (Path(model_dir) / "config.json").is_file():  # a hub id: its shape is not known before vLLM reads it
+        return {**options, "dtype": dtype, "enforce_eager": True, "max_model_len": longest,
+                "kv_cache_memory_bytes": UNKNOWN_MODEL_KV_BYTES, "max_num_seqs": sequences}
     cache = max(kv_cache_bytes(model_dir, min(sequence_tokens, longest), sequences, dtype),
                 kv_cache_bytes(model_dir, longest, 1, dtype))
     return {**options, "dtype": dtype, "enforce_eager": True, "max_model_len": longest,
@@ -155,38 +177,3 @@ def leave_vllm_groups() -> None:
     if state is not None:
         state.destroy_model_parallel()
         state.destroy_distributed_environment()
-
-
-@contextlib.contextmanager
-def colocated_engines(generation, hardware: Hardware, *, dtype: str, sequence_tokens: int) -> Iterator[None]:
-    """While a TRL trainer that generates with a colocated engine (`generation.backend: vllm_colocate`: GRPO, online
-    DPO, distillation) is built: on a CPU, the engine TRL builds gets this machine's settings (the trainer's
-    precision, a KV cache for the sequences TRL asks to run at once, `sequence_tokens` each) and keeps its weights
-    writable for TRL's per-parameter sync (vLLM's oneDNN prepacking off while it loads). Nothing on a GPU, where
-    TRL's own settings (`train.vllm_gpu_memory_utilization`) apply, or for another backend."""
-    if hardware.on_gpu or generation is None or generation.backend != "vllm_colocate":
-        yield
-        return
-    import vllm._custom_ops as custom_ops
-    from trl.experimental.online_dpo import online_dpo_trainer
-    from trl.generation import vllm_generation
-    from vllm import LLM
-
-    def build(model: str, **kwargs):
-        options = engine_options(model, hardware, dtype=dtype, sequence_tokens=sequence_tokens,
-                                 sequences=kwargs.get("max_num_seqs") or 1, longest=kwargs.get("max_model_len"),
-                                 tensor_parallel=kwargs.get("tensor_parallel_size") or 1)
-        kwargs.pop("gpu_memory_utilization", None)
-        return LLM(**{**kwargs, **options})
-
-    builders = (vllm_generation, online_dpo_trainer)  # where TRL 1.16 builds its colocated engines
-    original_onednn = custom_ops._supports_onednn
-    for module in builders:
-        module.LLM = build
-    custom_ops._supports_onednn = False
-    try:
-        yield
-    finally:
-        for module in builders:
-            module.LLM = LLM
-        custom_ops._supports_onednn = original_onednn

@@ -189,16 +189,19 @@ def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
-    from smolalign.stages.rl_server import check_claim, claim_training_gpus
+    from smolalign.generation.vllm_engine import check_generation
+    from smolalign.stages.rl_server import check_claim, check_port, claim_training_gpus
 
     claim_training_gpus(recipe)  # before anything starts CUDA in this process
     hardware = detect_hardware()
     check_claim(hardware.device_count)
     plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(recipe, hardware)
+    check_port(recipe)
+    check_generation(recipe, hardware)
     evaluation = announce(recipe, plan, dry_run)
     if dry_run:
         return None
-    from smolalign.generation.vllm_engine import colocated_engines
+    from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
     from smolalign.models.load import load_model, local_dir
     from smolalign.models.sources import source_of
     from smolalign.recipe.methods import trainer_class
@@ -221,7 +224,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
         teacher.eval()
         teacher.requires_grad_(False)
         start_run(recipe, hardware, run_dir, state, overwrite=overwrite)
-        with colocated_engines(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(recipe)):
+        with trl_generation_on_cpu(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(recipe)):
             trainer = trainer_class(recipe.stage, recipe.method)(
                 model=student, teacher_model=teacher, args=config, train_dataset=prompts, processing_class=tokenizer,
                 peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir), watchdog.callback()])

@@ -125,13 +125,22 @@ def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...],
     """The run of an rl method whose policy generates while it trains (GRPO, online DPO): `check(recipe, hardware)`
     gives the plan, prompts and rewards before anything loads, `make_config(recipe, hardware, dtype, run_dir,
     base_url)` the TRL config, and `signals` the logged values the run's summary reports."""
-    from smolalign.generation.vllm_engine import colocated_engines
-    from smolalign.stages.rl_server import check_claim, claim_training_gpus, served_generation, stall_timeout
+    from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
+    from smolalign.generation.vllm_engine import check_generation
+    from smolalign.stages.rl_server import (
+        check_claim,
+        check_port,
+        claim_training_gpus,
+        served_generation,
+        stall_timeout,
+    )
 
     claim_training_gpus(recipe)  # before anything starts CUDA in this process
     hardware = detect_hardware()
     check_claim(hardware.device_count)
     plan, prompts, rewards = check(recipe, hardware)
+    check_port(recipe)
+    check_generation(recipe, hardware)
     evaluation = announce(recipe, plan, dry_run)
     if dry_run:
         return None
@@ -150,7 +159,7 @@ def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...],
         args = make_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
         model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
         start_run(recipe, hardware, run_dir, state, overwrite=overwrite)
-        with colocated_engines(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(recipe)):
+        with trl_generation_on_cpu(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(recipe)):
             trainer = trainer_class(recipe.stage, recipe.method)(
                 model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train, eval_dataset=prompts.eval,
                 processing_class=tokenizer, peft_config=peft_config(recipe),

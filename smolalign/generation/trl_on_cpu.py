@@ -1,0 +1,121 @@
+"""What TRL 1.16's vLLM paths need on a CPU, applied while smolalign builds a trainer that generates with vLLM (GRPO,
+online DPO, distillation), and nowhere else (docs/vllm-cpu.md):
+
+- colocated (`generation.backend: vllm_colocate`): the engine TRL builds gets this machine's settings
+  (vllm_engine.engine_options: the trainer's precision, a KV cache for the sequences TRL runs at once), and keeps its
+  linear weights as plain tensors (vLLM's oneDNN prepacking, which replaces them, is off while it loads), so that
+  TRL's per-parameter weight sync can write them;
+- server (`vllm_server`): TRL's client syncs weights over NCCL, which needs CUDA (`init_communicator` raises on a
+  CPU). `CpuSyncClient` is TRL's `VLLMClient` with the transfer replaced: the weights TRL streams are written to a
+  safetensors file the server's machine reads, and the server's workers reload them (vLLM's `reload_weights`, through
+  its development endpoint `/collective_rpc`), before TRL resets the prefix cache. Everything else (generation,
+  log-probs, the cache reset) is TRL's own client talking to the real server.
+
+On a GPU nothing here applies: TRL builds and syncs its engines itself.
+"""
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from smolalign.hardware import Hardware
+
+WEIGHTS_FILE = "model.safetensors"
+
+
+def cpu_sync_client_class():
+    """TRL's VLLMClient with its NCCL weight transfer replaced by a file the server reloads (see the docstring)."""
+    from trl.generation.vllm_client import VLLMClient
+
+    class CpuSyncClient(VLLMClient):
+        sync_dir: Path | None = None
+        syncs = 0
+
+        def init_communicator(self, device=0):
+            self.sync_dir = Path(tempfile.mkdtemp(prefix="smolalign-vllm-sync-"))
+            self._pending: dict = {}
+
+        def _start_weight_update(self):
+            pass
+
+        def _finish_weight_update(self):
+            self._reload()
+
+        def update_named_params(self, metadata, named_params):
+            for name, tensor in named_params:
+                self._pending[name] = tensor.detach().to("cpu", copy=True).contiguous()
+
+        def reset_prefix_cache(self):
+            self._reload()  # TRL resets the cache once every tensor of a sync is sent
+            super().reset_prefix_cache()
+
+        def _reload(self):
+            if not getattr(self, "_pending", None):
+                return
+            from safetensors.torch import save_file
+
+            if "lm_head.weight" not in self._pending and "model.embed_tokens.weight" in self._pending:
+                # Tied embeddings: the trainer lists the shared tensor once, under the embeddings' name; vLLM's reload
+                # rebuilds each parameter from the file and would leave the head on its old weights.
+                self._pending["lm_head.weight"] = self._pending["model.embed_tokens.weight"].clone()
+            save_file(self._pending, str(self.sync_dir / WEIGHTS_FILE))
+            self._post(f"{self.base_url}/collective_rpc",
+                       json={"method": "reload_weights", "kwargs": {"weights_path": str(self.sync_dir)}})
+            self._pending = {}
+            self.syncs += 1
+
+        def close_communicator(self):
+            if self.sync_dir is not None:
+                import shutil
+
+                shutil.rmtree(self.sync_dir, ignore_errors=True)
+
+    return CpuSyncClient
+
+
+@contextlib.contextmanager
+def trl_generation_on_cpu(generation, hardware: Hardware, *, dtype: str, sequence_tokens: int) -> Iterator[None]:
+    """While the trainer is built: on a CPU, TRL's colocated engines built with this machine's settings and
+    writable weights, or TRL's server client syncing through the filesystem (see the module docstring). Nothing on
+    a GPU or with the transformers backend."""
+    if hardware.on_gpu or generation is None or generation.backend == "transformers":
+        yield
+        return
+    from trl.experimental.online_dpo import online_dpo_trainer
+    from trl.generation import vllm_generation
+
+    builders = (vllm_generation, online_dpo_trainer)  # where TRL 1.16 builds its engines and clients
+    if generation.backend == "vllm_server":
+        client = cpu_sync_client_class()
+        originals = [module.VLLMClient for module in builders]
+        for module in builders:
+            module.VLLMClient = client
+        try:
+            yield
+        finally:
+            for module, original in zip(builders, originals, strict=True):
+                module.VLLMClient = original
+        return
+    import vllm._custom_ops as custom_ops
+    from vllm import LLM
+
+    from smolalign.generation.vllm_engine import engine_options
+
+    def build(model: str, **kwargs):
+        options = engine_options(model, hardware, dtype=dtype, sequence_tokens=sequence_tokens,
+                                 sequences=kwargs.get("max_num_seqs") or 1, longest=kwargs.get("max_model_len"),
+                                 tensor_parallel=kwargs.get("tensor_parallel_size") or 1)
+        kwargs.pop("gpu_memory_utilization", None)
+        return LLM(**{**kwargs, **options})
+
+    original_onednn = custom_ops._supports_onednn
+    for module in builders:
+        module.LLM = build
+    custom_ops._supports_onednn = False
+    try:
+        yield
+    finally:
+        for module in builders:
+            module.LLM = LLM
+        custom_ops._supports_onednn = original_onednn

@@ -1,0 +1,158 @@
+"""`generation.backend: vllm_server` with the real vLLM server (its CPU build) that smolalign's lifecycle starts:
+TRL 1.16's own VLLMClient generates through it (log-probs included) and gets the same answers to the same calls
+from the stand-in the lifecycle tests use (so that stand-in stays faithful); a GRPO run in server mode syncs its
+weights into the server (on a CPU through the filesystem, NCCL being CUDA-only: smolalign/generation/trl_on_cpu.py),
+after which the server's log-probs of a fixed completion are the trainer's; and the failure modes with real
+processes: a port already in use is exit 2 naming it, a model the engine cannot load is exit 2 in the dry run, and
+a trainer killed with SIGKILL leaves no server behind."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from tiny_models import write_jsonl
+
+from smolalign.runs.metrics import read_metrics
+
+STANDIN = Path(__file__).resolve().parents[1] / "standins" / "vllm_server"
+MAIN = SimpleNamespace(is_main_process=True)
+TOLERANCE = 1e-4
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def server_recipe(write_recipe, model_dir, tmp_path, port: int, **train) -> Path:
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(16)])
+    (tmp_path / "reward.py").write_text(
+        "def spread(completions, completion_ids, **kw):\n    return [(sum(ids) % 97) / 97 for ids in completion_ids]\n")
+    return write_recipe({
+        "model": {"source": str(model_dir)}, "template": {"name": "chatml"}, "method": "grpo",
+        "data": {"sources": [{"path": str(prompts)}]}, "rewards": [{"name": f"{tmp_path / 'reward.py'}:spread"}],
+        "generation": {"backend": "vllm_server", "server": {"port": port, "startup_timeout": 300}},
+        "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 8,
+                  "max_steps": 3, "learning_rate": 5e-2, "logging_steps": 1, "save_strategy": "no",
+                  "gradient_checkpointing": False, **train}})
+
+
+@pytest.fixture(params=["real", "stand-in"])
+def served(request, write_recipe, vllm_tiny_dir, tmp_path, monkeypatch):
+    """A server started by smolalign's lifecycle: vLLM's own, or the stand-in (first on the server's PYTHONPATH)."""
+    from smolalign.recipe.validate import load_recipe
+    from smolalign.stages.rl_server import served_generation
+
+    if request.param == "stand-in":
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(STANDIN), os.environ.get("PYTHONPATH")])))
+    recipe = load_recipe(str(server_recipe(write_recipe, vllm_tiny_dir, tmp_path, free_port())), [], "rl")
+    with served_generation(recipe, MAIN, "float32") as server:
+        yield server
+
+
+def test_trls_client_gets_the_same_answers_from_the_real_server_and_the_stand_in(served):
+    from trl.generation.vllm_client import VLLMClient
+
+    client = VLLMClient(base_url=served.base_url, connection_timeout=10)
+    assert client.model.startswith("smolalign-")  # the name smolalign served it under
+    assert client.get_world_size() == 1
+    info = client.get_server_info()
+    assert info["weight_transfer_config"] == {"backend": "nccl"}  # what TRL's sync expects on a GPU
+    assert info["model_config"]["logprobs_mode"] == "processed_logprobs"
+    out = client.generate([[5, 6, 7], [8, 9]], n=2, max_tokens=3, temperature=1.0)
+    assert out["prompt_ids"] == [[5, 6, 7], [8, 9]]
+    assert len(out["completion_ids"]) == 4 and all(len(ids) == 3 for ids in out["completion_ids"])
+    assert [[t for [t] in row] for row in out["logprob_token_ids"]] == out["completion_ids"]
+    assert all(len(row) == 3 and all(len(v) == 1 and v[0] < 0 for v in row) for row in out["logprobs"])
+    sequence = client.get_sequence_logprobs([[5, 6, 7, 8, 9]], prompt_lengths=[2], top_logprobs=1)
+    assert len(sequence["logprobs"][0]) == 3  # one per completion token
+    client.reset_prefix_cache()
+
+
+@pytest.fixture
+def server_syncs(monkeypatch):
+    """After every weight sync TRL makes in server mode: the server's and the trainer's log-probs of a sequence."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    seen, original = [], VLLMGeneration.sync_weights
+
+    def sync_weights(self):
+        original(self)
+        client = self.vllm_client
+        ids = list(range(5, 25))
+        response = client._post(f"{client.base_url}/v1/completions",
+                                json={"model": client.model, "prompt": [ids], "max_tokens": 1, "prompt_logprobs": 0,
+                                      "temperature": 1.0})
+        served = torch.tensor([entry[str(t)]["logprob"] for entry, t in
+                               zip(response["choices"][0]["prompt_logprobs"][1:], ids[1:], strict=True)])
+        model = self.model
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, :-1].float()
+        trained = logits.log_softmax(-1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+        seen.append((served, trained, client.syncs))
+
+    monkeypatch.setattr(VLLMGeneration, "sync_weights", sync_weights)
+    return seen
+
+
+def test_grpo_in_server_mode_syncs_its_weights_into_the_server(cli_fd, write_recipe, vllm_tiny_dir, tmp_path,
+                                                                server_syncs):
+    recipe = server_recipe(write_recipe, vllm_tiny_dir, tmp_path, free_port())
+    code, out, err = cli_fd("rl", recipe, "-o", tmp_path / "run")
+    assert code == 0, err[-3000:]
+    assert "starting the vLLM server on this CPU" in out
+    assert len([m for m in read_metrics(tmp_path / "run") if "loss" in m]) == 3
+    assert len(server_syncs) >= 2 and [count for _, _, count in server_syncs] == list(range(1, len(server_syncs) + 1))
+    for served, trained, _ in server_syncs:
+        assert (served - trained).abs().max().item() <= TOLERANCE
+    moved = (server_syncs[-1][0] - server_syncs[0][0]).abs().max().item()
+    assert moved > 1e-3, f"the server's log-probs moved only {moved} between the first and the last sync"
+
+
+def test_a_port_in_use_is_exit_2_naming_it(cli, write_recipe, vllm_tiny_dir, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        recipe = server_recipe(write_recipe, vllm_tiny_dir, tmp_path, port)
+        for extra in (("--dry-run",), ("-o", tmp_path / "run")):
+            code, _, err = cli("rl", recipe, *extra)
+            assert code == 2 and f"generation.server.port {port}: the port is in use" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_model_the_engine_cannot_load_is_refused_in_the_dry_run(cli, write_recipe, tiny_dir, tmp_path):
+    recipe = server_recipe(write_recipe, tiny_dir, tmp_path, free_port())  # heads of 16 dimensions
+    code, _, err = cli("rl", recipe, "--dry-run")
+    assert code == 2 and "vLLM's CPU build cannot run" in err and "16 dimensions" in err
+
+
+def test_a_trainer_killed_outright_leaves_no_server(write_recipe, vllm_tiny_dir, tmp_path):
+    from smolalign.stages.rl_server import healthy, port_in_use
+
+    port = free_port()
+    recipe = server_recipe(write_recipe, vllm_tiny_dir, tmp_path, port, max_steps=10_000)
+    trainer = subprocess.Popen([sys.executable, "-m", "smolalign", "rl", str(recipe), "-o", str(tmp_path / "run")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not healthy(f"http://127.0.0.1:{port}", timeout=1):
+            assert trainer.poll() is None and time.monotonic() < deadline, "the server never came up"
+            time.sleep(0.5)
+        os.kill(trainer.pid, signal.SIGKILL)
+        trainer.wait()
+        deadline = time.monotonic() + 30
+        while port_in_use(port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not port_in_use(port), "the server outlived the trainer that started it"
+    finally:
+        if trainer.poll() is None:
+            os.killpg(trainer.pid, signal.SIGKILL)

@@ -1,0 +1,1 @@
+"""Part of the stand-in for vLLM's OpenAI server (tests/standins/vllm_server/vllm/entrypoints/openai/api_server.py)."""
