@@ -206,14 +206,12 @@ MUTATIONS = [
       (f"{SANDBOX}test_no_kernel_objects_carry_over[unshare]",), "executions share the worker's IPC namespace"),
     # ---------------------------------------------------------------------------------------------- vLLM
     M("vllm_greedy_equals_transformers", "eval and pairs with the vLLM backend answer greedily what transformers "
-      "answers, token for token, on the same model in the same precision (the real engine, its CPU build here)",
-      "README: Evaluation; docs/vllm-cpu.md", "smolalign/generation/vllm_engine.py",
-      '    return {**options, "dtype": dtype, "enforce_eager": True, "max_model_len": longest,\n'
-      '            "kv_cache_memory_bytes": cache',
-      '    return {**options, "dtype": "auto", "enforce_eager": True, "max_model_len": longest,\n'
-      '            "kv_cache_memory_bytes": cache',
+      "answers, token for token, on the same model in the same precision, from the same rendered prompts (the real "
+      "engine, its CPU build here)", "README: Evaluation; docs/vllm-cpu.md", "smolalign/pairs/backends.py",
+      "        texts = [render(self.template, p.messages, add_generation_prompt=True, special_tokens=self.specials,",
+      "        texts = [render(self.template, p.messages, add_generation_prompt=False, special_tokens=self.specials,",
       ("tests/integration/test_vllm_generation.py::test_greedy_vllm_answers_are_the_transformers_answers",),
-      "the engine runs in vLLM's own choice of precision (bfloat16 on a CPU)"),
+      "the engine is prompted without the assistant turn's opening"),
     M("vllm_samples_per_prompt", "sampled vLLM answers follow the model's distribution, each prompt with its own "
       "seed (as transformers', within sampling noise)", "README: Evaluation", "smolalign/pairs/backends.py",
       "        seeds = random.Random(seed).sample(range(2**31), len(prompts))",
