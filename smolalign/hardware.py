@@ -1,4 +1,5 @@
-"""What the machine offers (devices, bf16, world size) and the dtype / precision flags that follow from it.
+"""What the machine offers (devices, bf16, world size; GPUs counted without starting CUDA) and the dtype / precision
+flags that follow from it.
 
 dtype and precision are decided from the hardware, not from the recipe: a recipe written for GPUs runs on a
 laptop CPU in float32 without edits, and a recipe asking for bf16 on a CPU is told so instead of crashing.
@@ -39,6 +40,26 @@ def detect_hardware() -> Hardware:
         return Hardware("cuda", torch.cuda.device_count(), torch.cuda.get_device_name(0),
                         torch.cuda.is_bf16_supported(), world_size, os.cpu_count() or 1)
     return Hardware("cpu", 0, platform.processor() or platform.machine(), False, world_size, os.cpu_count() or 1)
+
+
+def visible_gpu_count() -> int:
+    """CUDA devices visible to this process, counted without initialising CUDA (NVML; honours CUDA_VISIBLE_DEVICES)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.backends.cuda.is_built() else 0
+
+
+def gpu_computes_bf16() -> bool | None:
+    """Asked in a child process: initialising CUDA here would fix this process's visible GPUs too early."""
+    import subprocess
+    import sys
+
+    probe = "import torch; print(torch.cuda.is_bf16_supported(including_emulation=False))"
+    try:
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {"True": True, "False": False}.get(out.strip())
 
 
 def resolve_dtype(requested: str, hardware: Hardware) -> str:

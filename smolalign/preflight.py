@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from smolalign import hardware
 from smolalign.errors import SmolalignError
 from smolalign.preflight_judges import check_judges
 from smolalign.recipe.schema import Recipe
@@ -89,29 +90,9 @@ def for_another_machine() -> bool:
 
 
 def this_machine() -> Target:
-    gpus = visible_gpu_count()
+    gpus = hardware.visible_gpu_count()
     processes = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
     return Target(gpus, "this machine", bf16=None, processes=processes)
-
-
-def visible_gpu_count() -> int:
-    """CUDA devices visible to this process, counted without initialising CUDA (NVML; honours CUDA_VISIBLE_DEVICES)."""
-    import torch
-
-    return torch.cuda.device_count() if torch.backends.cuda.is_built() else 0
-
-
-def gpu_computes_bf16() -> bool | None:
-    """Asked in a child process: initialising CUDA here would fix this process's visible GPUs too early."""
-    import subprocess
-    import sys
-
-    probe = "import torch; print(torch.cuda.is_bf16_supported(including_emulation=False))"
-    try:
-        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return {"True": True, "False": False}.get(out.strip())
 
 
 def installed(module: str) -> bool:
@@ -268,7 +249,7 @@ def check_bf16(recipe: Recipe, target: Target) -> str | None:
     asks = recipe.model.dtype == "bfloat16" or recipe.train.get("bf16") is True
     if not (asks and target.gpus):
         return None
-    bf16 = target.bf16 if target.bf16 is not None or target.where != "this machine" else gpu_computes_bf16()
+    bf16 = target.bf16 if target.bf16 is not None or target.where != "this machine" else hardware.gpu_computes_bf16()
     if bf16 is False:
         key = "model.dtype bfloat16" if recipe.model.dtype == "bfloat16" else "train.bf16"
         return f"{key}: the GPUs of {target.where} do not compute in bfloat16; use float16 (model.dtype, train.fp16)"

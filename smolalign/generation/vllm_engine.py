@@ -28,6 +28,8 @@ from smolalign.hardware import Hardware
 
 CPU_BLOCK_TOKENS = 128
 """Tokens per KV-cache block of vLLM's CPU attention backend."""
+PROMPT_TOKENS = 512
+"""A prompt's length the CPU engine's KV cache is sized for (longer ones are scheduled fewer at a time)."""
 MIN_KV_BYTES = 4 * 2**20
 UNKNOWN_MODEL_KV_BYTES = 2**30
 """The KV cache on a CPU for a model whose config is not on disk yet (a hub id)."""
@@ -74,6 +76,13 @@ def model_config(model_dir: str) -> dict:
     """The text model's config.json (a multimodal config's text part)."""
     config = json.loads((Path(model_dir) / "config.json").read_text())
     return config.get("text_config", config)
+
+
+def generated_tokens(recipe) -> int:
+    """The tokens of one sequence an engine generating for a trainer holds: a prompt and its longest completion
+    (online DPO calls it max_new_tokens)."""
+    completion = recipe.settings.get("max_completion_length") or recipe.settings.get("max_new_tokens") or 256
+    return PROMPT_TOKENS + int(completion)
 
 
 def check_generation(recipe, hardware: Hardware) -> None:

@@ -135,15 +135,17 @@ class TransformersGenerator(Generator):
         free_accelerator_memory()
 
 
-PROMPT_TOKENS = 512
-"""A prompt's length the CPU engine's KV cache is sized for (longer ones are scheduled fewer at a time)."""
-
-
 class VllmGenerator(Generator):
     """vLLM's offline engine in this process, fed the same templated prompt tokens as the transformers backend."""
 
     def __init__(self, where: str, section: GeneratorSection, template_name: str, defaults: dict):
-        from smolalign.generation.vllm_engine import check_model, engine_options, offline_engine, require_vllm
+        from smolalign.generation.vllm_engine import (
+            PROMPT_TOKENS,
+            check_model,
+            engine_options,
+            offline_engine,
+            require_vllm,
+        )
         from smolalign.hardware import detect_hardware, resolve_dtype
         from smolalign.models.load import load_tokenizer, local_dir
         from smolalign.models.sources import resolve_source

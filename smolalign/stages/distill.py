@@ -130,7 +130,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
                              f"per step ({batch} sequences × {lmbda:g} × max_completion_length {completion}), "
                              f"temperature {settings['temperature']:g}")
     if recipe.generation is not None:
-        from smolalign.stages.rl_server import describe_generation
+        from smolalign.generation.backend_settings import describe_generation
 
         plan.rows["generation"] = f"student samples: {describe_generation(recipe.generation)}"
     plan.rows["teacher"] = (f"{recipe.teacher.source} in {teacher_dtype}"
@@ -174,7 +174,7 @@ def load_distill_data(recipe: Recipe, pairing: Pairing, rows=None):
 def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: str, run_dir: Path, teacher_dir: str,
                    base_url: str | None = None):
     """The trainer's config; `generation:` picks how the student samples (TRL's use_vllm / vllm_mode)."""
-    from smolalign.stages.rl_server import vllm_fields
+    from smolalign.generation.backend_settings import vllm_fields
 
     train = {**recipe.settings.train, "learning_rate": learning_rate(recipe)}
     sampling = vllm_fields(recipe.generation, base_url)
@@ -189,8 +189,9 @@ def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
+    from smolalign.generation.gpu_partition import check_claim, claim_training_gpus
+    from smolalign.generation.server import check_port
     from smolalign.generation.vllm_engine import check_generation
-    from smolalign.stages.rl_server import check_claim, check_port, claim_training_gpus
 
     claim_training_gpus(recipe)  # before anything starts CUDA in this process
     hardware = detect_hardware()
@@ -201,14 +202,15 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     evaluation = announce(recipe, plan, dry_run)
     if dry_run:
         return None
+    from smolalign.generation.backend_settings import stall_timeout
+    from smolalign.generation.server import served_generation
     from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
+    from smolalign.generation.vllm_engine import generated_tokens
     from smolalign.models.load import load_model, local_dir
     from smolalign.models.sources import source_of
     from smolalign.recipe.methods import trainer_class
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
-    from smolalign.stages.rl import generated_tokens
-    from smolalign.stages.rl_server import served_generation, stall_timeout
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     dtype = resolve_dtype(recipe.model.dtype, hardware)

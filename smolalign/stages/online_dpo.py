@@ -56,8 +56,8 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
 
 
 def add_online_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
+    from smolalign.generation.backend_settings import describe_generation
     from smolalign.stages.po import policy_description, reference_description
-    from smolalign.stages.rl_server import describe_generation
 
     settings, rows = recipe.settings, plan.rows
     for key in ("packing", "loss", "tokens per step"):
@@ -82,7 +82,7 @@ def add_online_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
 
 
 def online_dpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None):
-    from smolalign.stages.rl_server import vllm_fields
+    from smolalign.generation.backend_settings import vllm_fields
 
     fixed = {"reward_weights": [r.weight for r in recipe.rewards], **vllm_fields(recipe.generation, base_url)}
     return trl_config(recipe, hardware, dtype, run_dir, **fixed)

@@ -81,7 +81,7 @@ def add_rl_rows(plan, recipe: Recipe) -> None:
     rows["sampling"] = (f"{plan.rows['global batch']} completions per step of ≤ {settings['max_completion_length']} "
                         f"tokens, temperature {settings['temperature']:g}")
     rows["rewards"] = " + ".join(f"{r.weight:g}×{r.name}" for r in recipe.rewards)
-    from smolalign.stages.rl_server import describe_generation
+    from smolalign.generation.backend_settings import describe_generation
 
     rows["generation"] = describe_generation(recipe.generation)
 
@@ -96,7 +96,7 @@ def add_sandbox_row(plan, rewards) -> None:
 
 
 def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None):
-    from smolalign.stages.rl_server import vllm_fields
+    from smolalign.generation.backend_settings import vllm_fields
 
     fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}
     if recipe.template.kwargs:
@@ -111,29 +111,16 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
                           dry_run=dry_run, resume=resume, overwrite=overwrite)
 
 
-def generated_tokens(recipe: Recipe) -> int:
-    """The tokens of one sequence a colocated engine holds: a prompt and its longest completion (online DPO calls it
-    max_new_tokens)."""
-    from smolalign.pairs.backends import PROMPT_TOKENS
-
-    completion = recipe.settings.get("max_completion_length") or recipe.settings.get("max_new_tokens") or 256
-    return PROMPT_TOKENS + int(completion)
-
-
 def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...], *, output_dir: Path | None,
                    dry_run: bool, resume: bool, overwrite: bool) -> Path | None:
     """The run of an rl method whose policy generates while it trains (GRPO, online DPO): `check(recipe, hardware)`
     gives the plan, prompts and rewards before anything loads, `make_config(recipe, hardware, dtype, run_dir,
     base_url)` the TRL config, and `signals` the logged values the run's summary reports."""
+    from smolalign.generation.backend_settings import stall_timeout
+    from smolalign.generation.gpu_partition import check_claim, claim_training_gpus
+    from smolalign.generation.server import check_port, served_generation
     from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
-    from smolalign.generation.vllm_engine import check_generation
-    from smolalign.stages.rl_server import (
-        check_claim,
-        check_port,
-        claim_training_gpus,
-        served_generation,
-        stall_timeout,
-    )
+    from smolalign.generation.vllm_engine import check_generation, generated_tokens
 
     claim_training_gpus(recipe)  # before anything starts CUDA in this process
     hardware = detect_hardware()

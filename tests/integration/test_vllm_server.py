@@ -48,8 +48,8 @@ def server_recipe(write_recipe, model_dir, tmp_path, port: int, **train) -> Path
 @pytest.fixture(params=["real", "stand-in"])
 def served(request, write_recipe, vllm_tiny_dir, tmp_path, monkeypatch):
     """A server started by smolalign's lifecycle: vLLM's own, or the stand-in (first on the server's PYTHONPATH)."""
+    from smolalign.generation.server import served_generation
     from smolalign.recipe.validate import load_recipe
-    from smolalign.stages.rl_server import served_generation
 
     if request.param == "stand-in":
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(STANDIN), os.environ.get("PYTHONPATH")])))
@@ -136,7 +136,7 @@ def test_a_model_the_engine_cannot_load_is_refused_in_the_dry_run(cli, write_rec
 
 
 def test_a_trainer_killed_outright_leaves_no_server(write_recipe, vllm_tiny_dir, tmp_path):
-    from smolalign.stages.rl_server import healthy, port_in_use
+    from smolalign.generation.server import healthy, port_in_use
 
     port = free_port()
     recipe = server_recipe(write_recipe, vllm_tiny_dir, tmp_path, port, max_steps=10_000)

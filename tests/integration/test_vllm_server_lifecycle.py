@@ -24,11 +24,12 @@ from types import SimpleNamespace
 import pytest
 
 from smolalign.errors import RunFailure, SmolalignError
+from smolalign.generation import server as lifecycle
+from smolalign.generation.gpu_partition import SERVER_GPUS, claim_training_gpus, partition
+from smolalign.generation.server import healthy, served_generation
 from smolalign.preflight import Target, on_target
 from smolalign.recipe.validate import validate_recipe
 from smolalign.runs.watchdog import stall_watchdog
-from smolalign.stages import rl_server
-from smolalign.stages.rl_server import SERVER_GPUS, claim_training_gpus, healthy, partition, served_generation
 from tests.tiny_models import write_jsonl
 
 STANDIN = Path(__file__).resolve().parents[1] / "standins" / "vllm_server"
@@ -179,7 +180,7 @@ def test_the_server_is_stopped_when_training_fails_and_killed_when_it_ignores_th
         with served_generation(recipe_for(), MAIN, "float32"):
             raise ValueError("a training error")
     assert recorded(standin)[-1] == {"stopped": True}
-    monkeypatch.setattr(rl_server, "STOP_GRACE", 1.0)
+    monkeypatch.setattr(lifecycle, "STOP_GRACE", 1.0)
     recipe = recipe_for("ignore-term")
     with served_generation(recipe, MAIN, "float32") as server:
         process = server.process
@@ -201,7 +202,7 @@ def test_health_is_200_from_slash_health_only(standin, recipe_for):
     """A dead engine answers 503 and /health/ only redirects: neither counts, here or in the Slurm script's probe."""
     recipe = recipe_for("never")
     port = recipe.generation.server.port
-    process = subprocess.Popen([sys.executable, "-m", rl_server.SERVER_MODULE, "--model", "m", "--host", "127.0.0.1",
+    process = subprocess.Popen([sys.executable, "-m", lifecycle.SERVER_MODULE, "--model", "m", "--host", "127.0.0.1",
                                 "--port", str(port)], start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -245,10 +246,10 @@ def servers_named_smolalign_on(port: int) -> list[int]:
 
 def test_a_server_smolalign_did_not_start_is_not_taken_for_its_own(standin, recipe_for, monkeypatch):
     """Healthy is not enough: the server on the port must serve the name smolalign gave the one it started."""
-    from smolalign.stages.rl_server import serves
+    from smolalign.generation.server import serves
 
     port = free_port()
-    foreign = subprocess.Popen([sys.executable, "-m", rl_server.SERVER_MODULE, "--model", "m", "--host", "127.0.0.1",
+    foreign = subprocess.Popen([sys.executable, "-m", lifecycle.SERVER_MODULE, "--model", "m", "--host", "127.0.0.1",
                                 "--port", str(port), "--served-model-name", "someone-else"], start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -259,7 +260,7 @@ def test_a_server_smolalign_did_not_start_is_not_taken_for_its_own(standin, reci
         assert not serves(url, "smolalign-0123456789ab")
         # started by smolalign while the foreign one answers on its port (as if it had taken the port after the
         # check): refused by name, and smolalign's own server is stopped
-        monkeypatch.setattr(rl_server, "check_port", lambda recipe: None)
+        monkeypatch.setattr(lifecycle, "check_port", lambda recipe: None)
         recipe = recipe_for(port=port)
         with pytest.raises(SmolalignError, match=f"generation.server.port {port}: the server answering there is not"):
             with served_generation(recipe, MAIN, "float32"):

@@ -232,16 +232,16 @@ MUTATIONS = [
       ("tests/integration/test_vllm_server.py::test_grpo_in_server_mode_syncs_its_weights_into_the_server",),
       "the tied head keeps its old weights in the server"),
     M("server_port_checked", "a server smolalign is to start needs its port free: exit 2 naming the port, in the "
-      "dry run too", "README: On-policy training", "smolalign/stages/rl_server.py",
+      "dry run too", "README: On-policy training", "smolalign/generation/server.py",
       "    if port_in_use(port):", "    if False:",
       ("tests/integration/test_vllm_server.py::test_a_port_in_use_is_exit_2_naming_it",), "the port is not checked"),
     M("server_is_ours", "a server smolalign did not start is never used, even healthy on the same port",
-      "README: On-policy training", "smolalign/stages/rl_server.py",
+      "README: On-policy training", "smolalign/generation/server.py",
       "                if not serves(handle.base_url, served_name):", "                if False:",
       ("tests/integration/test_vllm_server_lifecycle.py::test_a_server_smolalign_did_not_start_is_not_taken_for_its_own",),
       "any healthy server on the port is taken"),
     M("server_dies_with_its_run", "a run killed outright (SIGKILL) leaves no vLLM server behind", "README: On-policy "
-      "training", "smolalign/stages/rl_server.py",
+      "training", "smolalign/generation/server.py",
       "        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG", "        pass",
       ("tests/integration/test_vllm_server.py::test_a_trainer_killed_outright_leaves_no_server",),
       "no parent-death signal: the server outlives its run"),
@@ -298,7 +298,7 @@ MUTATIONS = [
       ("tests/integration/test_pairs.py::test_a_killed_run_resumes_without_redoing_finished_prompts",),
       "every answer is generated again"),
     M("vllm_health", "training waits for vLLM's /health to answer 200; a dead engine's 503 does not count",
-      "README: vLLM", "smolalign/stages/rl_server.py",
+      "README: vLLM", "smolalign/generation/server.py",
       "    except (urllib.error.URLError, OSError):\n        return False",
       "    except urllib.error.HTTPError:\n        return True\n    except (urllib.error.URLError, OSError):\n"
       "        return False",

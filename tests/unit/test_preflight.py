@@ -201,7 +201,7 @@ def test_dry_run_refuses_before_anything_is_written(cli, tmp_path):
 
 
 def test_the_eval_command_checks_its_backend_and_chart_before_loading(cli, tmp_path, monkeypatch):
-    monkeypatch.setattr("smolalign.preflight.visible_gpu_count", lambda: 0)
+    monkeypatch.setattr("smolalign.hardware.visible_gpu_count", lambda: 0)
     monkeypatch.setattr("smolalign.preflight.installed", lambda module: module != "vllm")  # as where it is absent
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "1+1?", "solution": "2"}\n')

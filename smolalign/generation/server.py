@@ -30,12 +30,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
+from smolalign.generation.gpu_partition import SERVER_GPUS
 from smolalign.hardware import Hardware
-from smolalign.recipe.schema import GenerationSection, Recipe, VllmServerSection
+from smolalign.recipe.schema import Recipe
 
 HEALTH = "/health"
-SERVER_GPUS = "SMOLALIGN_VLLM_SERVER_GPUS"
-"""Set by the GPU partition for this process: the devices (in the launcher's numbering) the server gets."""
 STOP_GRACE = 30.0
 """Seconds a stopped server gets to exit after SIGTERM before SIGKILL."""
 
@@ -68,95 +67,6 @@ def healthy(base_url: str, timeout: float = 5.0) -> bool:
         return False
 
 
-def visible_devices() -> list[str]:
-    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (counted without starting CUDA)."""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return [d.strip() for d in listed.split(",") if d.strip()]
-    from smolalign.preflight import visible_gpu_count
-
-    return [str(i) for i in range(visible_gpu_count())]
-
-
-def partition(visible: list[str], server: VllmServerSection, processes: int) -> tuple[list[str], list[str]]:
-    """(the server's devices, training's devices) out of the visible ones."""
-    if server.gpus:
-        beyond = [g for g in server.gpus if g >= len(visible)]
-        if beyond:
-            raise SmolalignError(f"generation.server.gpus {server.gpus}: only {len(visible)} GPU(s) are visible "
-                                 f"({','.join(visible) or 'none'}); name GPUs that exist")
-        chosen = [visible[g] for g in dict.fromkeys(server.gpus)]
-    else:
-        chosen = visible[max(len(visible) - server.tensor_parallel, 0):]
-    training = [d for d in visible if d not in chosen]
-    if len(training) < max(processes, 1):
-        raise SmolalignError(f"generation.server: {len(visible)} GPU(s) cannot hold the server ({len(chosen)}) and "
-                             f"{processes} training process(es); use generation.backend: vllm_colocate, or set "
-                             "generation.server.base_url to a server elsewhere")
-    return chosen, training
-
-
-def claim_training_gpus(recipe: Recipe) -> None:
-    """Before CUDA starts in this process: hide the GPUs a started server will use from training."""
-    generation = recipe.generation
-    if generation is None or generation.backend != "vllm_server" or generation.server.base_url:
-        return
-    if SERVER_GPUS in os.environ:
-        return
-    visible = visible_devices()
-    if not visible:
-        return  # no GPU here: the preflight refused this recipe already
-    processes = int(os.environ.get("LOCAL_WORLD_SIZE") or 1)
-    server_devices, training = partition(visible, generation.server, processes)
-    os.environ[SERVER_GPUS] = ",".join(server_devices)
-    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(training)
-
-
-def check_claim(device_count: int) -> None:
-    """After CUDA started: training must see only its own GPUs, or it would share one with the server."""
-    if SERVER_GPUS not in os.environ or "CUDA_VISIBLE_DEVICES" not in os.environ:
-        return
-    training = [d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d]
-    if device_count != len(training):
-        raise SmolalignError(f"training sees {device_count} GPUs, not its {len(training)} (CUDA started before the "
-                             "vLLM server's GPUs could be hidden); set generation.server.base_url and start the "
-                             "server yourself, or set CUDA_VISIBLE_DEVICES for training")
-
-
-DEFAULT_VLLM_STALL_TIMEOUT = 1800.0
-"""Seconds without a finished step before a run that generates with vLLM is failed (a hung engine or server)."""
-
-
-def stall_timeout(generation: GenerationSection | None) -> float | None:
-    """generation.stall_timeout, else DEFAULT_VLLM_STALL_TIMEOUT when a vLLM backend generates (none with
-    transformers)."""
-    if generation is None:
-        return None
-    if generation.stall_timeout is None and generation.backend != "transformers":
-        return DEFAULT_VLLM_STALL_TIMEOUT
-    return generation.stall_timeout
-
-
-def vllm_fields(generation: GenerationSection | None, base_url: str | None) -> dict:
-    """The TRL config fields (GRPO, distillation, GOLD) for the generation backend."""
-    if generation is None or generation.backend == "transformers":
-        return {}
-    fields: dict = {"use_vllm": True, "vllm_mode": "colocate" if generation.backend == "vllm_colocate" else "server"}
-    if base_url:
-        fields["vllm_server_base_url"] = base_url
-    return fields
-
-
-def describe_generation(generation: GenerationSection) -> str:
-    """The plan's `generation` row."""
-    if generation.backend != "vllm_server":
-        return {"transformers": "transformers generate", "vllm_colocate": "vLLM colocated"}[generation.backend]
-    server = generation.server
-    gpus = ",".join(map(str, server.gpus)) if server.gpus else f"the last {server.tensor_parallel} visible"
-    where = server.base_url or f"started by smolalign on GPU(s) {gpus}, training on the others, port {server.port}"
-    return f"vLLM server ({where})"
-
-
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
@@ -165,10 +75,9 @@ def server_command(recipe: Recipe, dtype: str, hardware: Hardware, served_name: 
     CPU: the trainer's precision and a KV cache for the work), serving the model as `served_name`."""
     from trl.scripts.vllm_serve import ScriptArguments, build_command
 
-    from smolalign.generation.vllm_engine import engine_options
+    from smolalign.generation.vllm_engine import engine_options, generated_tokens
     from smolalign.models.load import local_dir
     from smolalign.models.sources import source_of
-    from smolalign.stages.rl import generated_tokens
 
     model, server = recipe.model, recipe.generation.server
     source = source_of(recipe)

@@ -1,0 +1,39 @@
+"""What a run's `generation:` section means for TRL's config and the plan: the vLLM fields of the trainer's config,
+the plan's `generation` row, and how long a generating run may go without a finished step."""
+
+from smolalign.recipe.schema import GenerationSection
+
+DEFAULT_VLLM_STALL_TIMEOUT = 1800.0
+"""Seconds without a finished step before a run that generates with vLLM is failed (a hung engine or server)."""
+
+
+def stall_timeout(generation: GenerationSection | None) -> float | None:
+    """generation.stall_timeout, else DEFAULT_VLLM_STALL_TIMEOUT when a vLLM backend generates (none with
+    transformers)."""
+    if generation is None:
+        return None
+    if generation.stall_timeout is None and generation.backend != "transformers":
+        return DEFAULT_VLLM_STALL_TIMEOUT
+    return generation.stall_timeout
+
+
+def vllm_fields(generation: GenerationSection | None, base_url: str | None) -> dict:
+    """The TRL config fields (GRPO, distillation, GOLD) for the generation backend."""
+    if generation is None or generation.backend == "transformers":
+        return {}
+    fields: dict = {"use_vllm": True, "vllm_mode": "colocate" if generation.backend == "vllm_colocate" else "server"}
+    if base_url:
+        fields["vllm_server_base_url"] = base_url
+    return fields
+
+
+def describe_generation(generation: GenerationSection) -> str:
+    """The plan's `generation` row."""
+    if generation.backend != "vllm_server":
+        return {"transformers": "transformers generate", "vllm_colocate": "vLLM colocated"}[generation.backend]
+    server = generation.server
+    gpus = ",".join(map(str, server.gpus)) if server.gpus else f"the last {server.tensor_parallel} visible"
+    where = server.base_url or f"started by smolalign on GPU(s) {gpus}, training on the others, port {server.port}"
+    return f"vLLM server ({where})"
+
+
