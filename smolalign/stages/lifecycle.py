@@ -31,25 +31,28 @@ def announce(recipe: Recipe, plan, dry_run: bool):
 
 
 def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics: str, hub=None, **summary_options) -> Path:
-    """On the main process: the run's summary (first and last value of its metrics), its curves.png, the push of
-    the model to the hub (the recipe's `hub:` section), then the `eval:` section's before/after evaluation."""
+    """On the main process: the run's summary (first and last value of its metrics), its curves.png, the `eval:`
+    section's before/after evaluation, the model card (run directory and model/, the evaluation in it), then the push
+    of the model and its card to the hub (the recipe's `hub:` section)."""
     if trainer.is_world_process_zero():
         from smolalign.evaluation.run import evaluate_stage
+        from smolalign.runs.card import write_cards
         from smolalign.runs.curves import write_run_curves
         from smolalign.runs.metrics import summary
 
         print(f"{summary(run_dir, *metrics, **summary_options)}\nsaved {model_dir}")
         if (curves := write_run_curves(run_dir)) is not None:
             print(f"wrote {curves}")
-        if hub is not None:
-            from smolalign.runs.hub import push_model
-
-            print(f"pushed {model_dir} to {hub.repo_id}: {push_model(run_dir, model_dir, hub)}")
         if evaluation is not None:
             from smolalign.stages.teardown import release_training_state
 
             release_training_state(trainer)  # the evaluation (vLLM: most of the GPU) needs the memory
         evaluate_stage(evaluation, run_dir, model_dir)
+        write_cards(run_dir, hub.repo_id if hub is not None else None)
+        if hub is not None:
+            from smolalign.runs.hub import push_model
+
+            print(f"pushed {model_dir} to {hub.repo_id}: {push_model(run_dir, model_dir, hub)}")
     leave_process_group()
     return model_dir
 
@@ -93,8 +96,12 @@ def start_run(recipe: Recipe, hardware: Hardware, run_dir: Path, state, *, overw
     if state.is_main_process:
         start_run_dir(run_dir, overwrite=overwrite)
         write_recipe(run_dir, recipe_to_dict(recipe))
-        write_manifest(run_dir, recipe=recipe.source, stage=recipe.stage, hardware=hardware.describe(),
-                       model={"source": recipe.model.source, "revision": recipe.model.revision}, **sections)
+        from smolalign.models.sources import lineage
+
+        model = {"source": recipe.model.source, "revision": recipe.model.revision,
+                 **lineage(recipe.model.source, recipe.model.revision)}
+        write_manifest(run_dir, recipe=recipe.source, stage=recipe.stage, hardware=hardware.describe(), model=model,
+                       **sections)
 
 
 def run_dir_of(recipe: Recipe, output_dir: Path | None) -> Path:

@@ -1,11 +1,10 @@
-"""A run with a `hub:` section pushes its final model/ with a model card made of its recipe and manifest. The hub is
+"""A run with a `hub:` section pushes its final model/ with its model card (naming the repository). The hub is
 stood in for at the HfApi boundary by a local folder: every call is checked against the real HfApi method's
 signature, and does to the repository's files what the hub does (create, branch from main, commit a folder)."""
 
 import hashlib
 import inspect
 import json
-import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -73,7 +72,7 @@ def hub(tmp_path, monkeypatch):
     return local
 
 
-def test_a_run_pushes_its_model_with_the_recipe_and_manifest_as_card(cli, hub, write_recipe, tiny_dir, tmp_path):
+def test_a_run_pushes_its_model_with_its_card(cli, hub, write_recipe, tiny_dir, tmp_path):
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
     recipe = write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"},
                            "data": {"sources": [{"path": str(data)}]},
@@ -90,12 +89,14 @@ def test_a_run_pushes_its_model_with_the_recipe_and_manifest_as_card(cli, hub, w
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["hub"] == {"repo_id": "me/smol-sft", "revision": "v1", "commit": hashlib.sha1(b"0").hexdigest(),
                                "url": f"https://hub.test/me/smol-sft/commit/{hashlib.sha1(b'0').hexdigest()}"}
-    card = pushed["README.md"].decode()
-    assert card.startswith("---\nlibrary_name: transformers\n") and "- smolalign\n- sft\n---" in card
-    assert (run_dir / "recipe.yaml").read_text().rstrip() in card
-    card_manifest = json.loads(re.search(r"```json\n(.*?)\n```", card, re.S).group(1))
-    assert card_manifest == {k: v for k, v in manifest.items() if k != "hub"}
-    assert card_manifest["result"]["global_step"] == 2
+    from huggingface_hub import ModelCard
+
+    card = ModelCard(pushed["README.md"].decode())  # huggingface_hub's own parse of the metadata
+    assert card.data.base_model == str(tiny_dir) and card.data.library_name == "transformers"
+    assert {"smolalign", "sft"} <= set(card.data.tags) and card.data.datasets == [str(data)]
+    assert (run_dir / "recipe.yaml").read_text().rstrip() in card.text
+    assert 'model_id = "me/smol-sft"' in card.text  # the quick start loads the pushed repository
+    assert "| optimizer steps | 2 |" in card.text
 
     # Pushed again to main with the defaults: the repository exists, keeps its visibility, main gets the files.
     push_model(run_dir, model_dir, HubSection("me/smol-sft"), api=hub)

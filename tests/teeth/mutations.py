@@ -245,6 +245,24 @@ MUTATIONS = [
       "        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG", "        pass",
       ("tests/integration/test_vllm_server.py::test_a_trainer_killed_outright_leaves_no_server",),
       "no parent-death signal: the server outlives its run"),
+    # ---------------------------------------------------------------------------------------------- model cards
+    M("model_card", "every run writes a model card with huggingface_hub (base model, data, tags, what was trained, a "
+      "quick start that runs), in the run directory and in model/, pushed with the model", "README: The run "
+      "directory", "smolalign/stages/lifecycle.py",
+      "        write_cards(run_dir, hub.repo_id if hub is not None else None)\n", "",
+      ("tests/integration/test_model_card.py::test_a_run_writes_a_card_the_hub_reads",),
+      "no card is written (TRL's stub, or nothing, is left)"),
+    M("model_card_evaluation", "a run's evaluation goes into its card's model-index", "README: The run directory",
+      "smolalign/runs/card.py", "        eval_results=results or None)", "        eval_results=None)",
+      ("tests/integration/test_model_card.py::test_a_run_writes_a_card_the_hub_reads",
+       "tests/integration/test_model_card.py::test_eval_card_puts_its_results_into_the_runs_card"),
+      "the results stay out of the metadata"),
+    M("model_card_lineage", "a chain of runs names its parent run as base_model and keeps the lineage",
+      "README: The run directory", "smolalign/models/sources.py",
+      '    if path.is_dir() and (path.parent / "manifest.json").is_file():  # <run>/model of an earlier run',
+      "    if False:",
+      ("tests/integration/test_model_card.py::test_a_chain_of_runs_names_its_parent_and_keeps_the_lineage",),
+      "an earlier run's model is taken for any directory"),
     # ---------------------------------------------------------------------------------------------- checkpoints
     M("nanotron_bit_exact", "nanotron checkpoints convert bit for bit, and as nanotron's official converter does on "
       "a checkpoint nanotron wrote", "README: Pretraining checkpoints", "smolalign/checkpoints/nanotron_hf.py",
