@@ -104,7 +104,10 @@ def run_cell_here(run: CellRun, *, overwrite: bool) -> None:
 
 
 def evaluate_cell(run: CellRun) -> None:
-    """The recipe's `eval:` section on the cell's saved model, as the stage runs it when it ends."""
+    """The recipe's `eval:` section on the cell's saved model, as the stage runs it when it ends, and the results
+    into the cell's model card."""
     from smolalign.evaluation.run import check_stage_eval, evaluate_stage
+    from smolalign.runs.card import write_cards
 
     evaluate_stage(check_stage_eval(run.recipe), run.run_dir, run.run_dir / MODEL_DIR)
+    write_cards(run.run_dir, run.recipe.hub.repo_id if run.recipe.hub is not None else None)
