@@ -36,15 +36,19 @@ quickstart: $(STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/sft/model runs/quickstart/po/model \
 		runs/quickstart/rl/model runs/quickstart/distill/model $(EVAL_ARGS)
 
-# pytest's exit code 5 (no test collected) fails each target like any failure.
+# pytest's exit code 5 (no test collected) fails each target like any failure. The default tiers spread their test
+# files over TEST_PROCESSES processes (pytest-xdist; each file stays in one, with its module fixtures): most tests
+# use one core, so two processes on a 2-core runner take two thirds of the time of one (README "Tests").
+TEST_PROCESSES ?= 2
+PARALLEL := -n $(TEST_PROCESSES) --dist loadfile
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/unit tests/integration
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest $(PARALLEL) tests/unit tests/integration
 
 test-unit: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/unit
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest $(PARALLEL) tests/unit
 
 test-integration: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/integration
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest $(PARALLEL) tests/integration
 
 test-slow: $(STAMP)
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest -m slow
