@@ -74,7 +74,7 @@ def main() -> None:
         for backend in ("transformers", "vllm"):
             made, load = generator(backend, step["temperature"], step["max_new_tokens"], step["batch"])
             made.sample(chosen[:1], 0, step["k"])  # warm-up
-            seconds, answers = timed(lambda made=made: made.sample(chosen, 1, step["k"]))
+            seconds, answers = timed(lambda made=made, chosen=chosen, k=step["k"]: made.sample(chosen, 1, k))
             tokens = sum(a.tokens for group in answers for a in group)
             result[backend] = {"load_s": round(load, 2), "seconds": round(seconds, 3),
                                "answers_per_s": round(len(chosen) * step["k"] / seconds, 2),

@@ -10,6 +10,7 @@ accelerator: real ZeRO partitioning over gloo, the way a CI machine can test it.
 Inside the launched processes `SMOLALIGN_LAUNCHED` is set, so the command runs the stage instead of launching again.
 """
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -63,6 +64,28 @@ def recipe_launch(argv: list[str], num_processes: int) -> tuple[str | None, int]
 
 def is_launched() -> bool:
     return os.environ.get(LAUNCHED) == "1"
+
+
+PROCESS_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PMI_SIZE",
+                     "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+"""What makes accelerate set up a process group (torchrun's and MPI's variables)."""
+
+
+@contextlib.contextmanager
+def kept_process_variables():
+    """Put PROCESS_VARIABLES back as they were when the block ends. TRL's colocated vLLM writes RANK, WORLD_SIZE,
+    MASTER_ADDR and MASTER_PORT into this process's environment and leaves them there: every process started from
+    this one afterwards (a sweep's next cell, a launch) would take itself for a rank of a launched run and wait on
+    the port TRL picked, which another run on the machine may hold by then."""
+    saved = {name: os.environ.get(name) for name in PROCESS_VARIABLES}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def launched_sharding() -> dict | None:

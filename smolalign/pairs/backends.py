@@ -8,6 +8,7 @@ and the chat-template kwargs (the think mode) can change from one call to the ne
 render prompts with smolalign's template, exactly as training will; a server applies its own.
 """
 
+import contextlib
 import json
 import os
 import urllib.error
@@ -147,11 +148,14 @@ class VllmGenerator(Generator):
             require_vllm,
         )
         from smolalign.hardware import detect_hardware, resolve_dtype
+        from smolalign.launch import kept_process_variables
         from smolalign.models.load import load_tokenizer, local_dir
         from smolalign.models.sources import resolve_source
 
         hardware = detect_hardware()
         require_vllm(f"{where}: backend vllm", hardware)
+        self._restore = contextlib.ExitStack()  # the launcher's variables, put back when the engine closes
+        self._restore.enter_context(kept_process_variables())
         self.where, self.section = where, section
         model_section = ModelSection(source=section.source)
         source = resolve_source(section.source)  # classified once, for the tokenizer and the engine
@@ -198,6 +202,7 @@ class VllmGenerator(Generator):
 
         del self.llm
         leave_vllm_groups()  # the engine set up a process group of one: training in this process comes next
+        self._restore.close()
         free_accelerator_memory()
 
 

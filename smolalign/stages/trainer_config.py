@@ -26,14 +26,14 @@ def check_config(recipe: Recipe, builder: Callable, *args, **kwargs) -> None:
     from accelerate import PartialState
 
     from smolalign.hardware import detect_hardware, resolve_dtype
-    from smolalign.launch import is_launched
+    from smolalign.launch import PROCESS_VARIABLES, is_launched
     from smolalign.stages.lifecycle import run_dir_of
 
     if is_launched():
         return
     hardware = detect_hardware()
     fresh = not PartialState._shared_state
-    hidden = {k: os.environ.pop(k) for k in _PROCESS_VARIABLES if k in os.environ}
+    hidden = {k: os.environ.pop(k) for k in PROCESS_VARIABLES if k in os.environ}
     token = _CHECKING.set(True)
     try:
         builder(recipe, hardware, resolve_dtype(recipe.model.dtype, hardware), run_dir_of(recipe, None), *args,
@@ -44,10 +44,6 @@ def check_config(recipe: Recipe, builder: Callable, *args, **kwargs) -> None:
         if fresh:
             PartialState._reset_state()
 
-
-_PROCESS_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PMI_SIZE",
-                      "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
-"""What makes accelerate set up a process group (torchrun's and MPI's variables)."""
 
 
 def _config_error(exc: Exception, train: dict) -> SmolalignError:

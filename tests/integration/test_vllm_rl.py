@@ -4,10 +4,13 @@ trainer's own (float32 both, within 1e-4), and after optimizer steps they differ
 engine generates with the current policy. GRPO keeps TRL's importance-sampling correction between the engine's and
 the trainer's log-probs on, and logs it. A run whose weights never reach the engine fails these checks."""
 
+import os
+
 import pytest
 import torch
 from tiny_models import write_jsonl
 
+from smolalign.launch import PROCESS_VARIABLES
 from smolalign.runs.metrics import read_metrics
 
 TOLERANCE = 1e-4
@@ -102,8 +105,12 @@ def test_grpo_generates_with_the_current_policy(cli_fd, write_recipe, vllm_tiny_
 
     recipe = rl_recipe(write_recipe, vllm_tiny_dir, tmp_path, "grpo",
                        {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 8})
+    launcher_variables = {name: os.environ.get(name) for name in PROCESS_VARIABLES}
     code, out, err = cli_fd("rl", recipe, "-o", tmp_path / "run")
     assert code == 0, err[-3000:]
+    # TRL's colocated engine wrote RANK, WORLD_SIZE, MASTER_PORT...: a process started from this one afterwards
+    # (a sweep's next cell) would otherwise take itself for a launched rank and wait on that port.
+    assert {name: os.environ.get(name) for name in PROCESS_VARIABLES} == launcher_variables
     start = log_probs(AutoModelForCausalLM.from_pretrained(vllm_tiny_dir).eval(), fixed_sequence)
     assert_engine_follows_the_policy(syncs, start)
     # TRL's correction between the engine's sampling log-probs and the trainer's, on and logged every step
