@@ -5,8 +5,7 @@ from pathlib import Path
 
 from smolalign.evaluation.inputs import EvalInputs, EvalModel, prepare
 from smolalign.recipe.schema import Recipe
-
-EVAL_FILE = "eval.json"
+from smolalign.runs.rundir import EVAL_FILE
 
 
 def evaluate(inputs: EvalInputs, *, json_path: Path | None = None, markdown_path: Path | None = None,

@@ -9,10 +9,9 @@ from pathlib import Path
 
 from smolalign.atomic import write_atomically
 from smolalign.runs.metrics import read_metrics
-from smolalign.runs.rundir import MODEL_DIR, RECIPE_FILE, read_manifest
+from smolalign.runs.rundir import EVAL_FILE, MANIFEST_FILE, MODEL_DIR, RECIPE_FILE, read_manifest
 
 CARD_FILE = "README.md"
-EVAL_FILE = "eval.json"
 LIBRARY = "transformers"
 SHOWN_SETTINGS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "num_train_epochs", "max_steps",
                   "per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "packing", "beta",
@@ -20,11 +19,50 @@ SHOWN_SETTINGS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "num_tra
 """The effective training settings a reader looks for first; the whole resolved recipe follows them."""
 
 
+def lineage(spec: str, revision: str | None = None) -> dict:
+    """What a run's model card says it started from: `base_model` (a hub id where there is one: the source's own, the
+    bundled file's origin, or the hub repository a parent run was pushed to; else the source's path), `license`
+    where known, and `parent_run` when the source is another smolalign run's model (SFT -> PO -> RL)."""
+    from smolalign.errors import SmolalignError
+    from smolalign.models.sources import BUNDLED_ORIGIN
+
+    if spec in BUNDLED_ORIGIN:
+        origin, license_id = BUNDLED_ORIGIN[spec]
+        return {"base_model": origin, "license": license_id, "parent_run": None, "bundled": spec}
+    path = Path(spec).expanduser()
+    if path.is_dir() and (path.parent / MANIFEST_FILE).is_file():  # <run>/model of an earlier run
+        try:
+            parent = read_manifest(path.parent)
+        except SmolalignError:  # a damaged record: the directory is still the parent, its details unknown
+            parent = {}
+        pushed = (parent.get("hub") or {}).get("repo_id")
+        model = parent.get("model") or {}
+        return {"base_model": pushed or str(path), "license": model.get("license"),
+                "parent_run": str(path.parent.resolve()), "parent_stage": parent.get("stage")}
+    if path.exists():
+        return {"base_model": str(path), "license": _card_license(path), "parent_run": None}
+    return {"base_model": spec, "license": None, "parent_run": None,
+            **({"revision": revision} if revision else {})}
+
+
+def _card_license(path: Path) -> str | None:
+    """The license in a local model directory's own model card, if it has one."""
+    card = path / "README.md"
+    if not path.is_dir() or not card.is_file():
+        return None
+    from huggingface_hub import ModelCard
+
+    try:
+        return ModelCard.load(card).data.license
+    except Exception:  # noqa: BLE001 - a README that is not a model card says nothing about the license
+        return None
+
+
 def lineage_chain(manifest: dict) -> list[dict]:
     """This run's ancestors, nearest first: each earlier smolalign run whose model the next one started from."""
     chain, seen = [], set()
     parent = (manifest.get("model") or {}).get("parent_run")
-    while parent and parent not in seen and (Path(parent) / "manifest.json").is_file():
+    while parent and parent not in seen and (Path(parent) / MANIFEST_FILE).is_file():
         seen.add(parent)
         try:
             earlier = read_manifest(Path(parent))

@@ -96,7 +96,7 @@ def start_run(recipe: Recipe, hardware: Hardware, run_dir: Path, state, *, overw
     if state.is_main_process:
         start_run_dir(run_dir, overwrite=overwrite)
         write_recipe(run_dir, recipe_to_dict(recipe))
-        from smolalign.models.sources import lineage
+        from smolalign.runs.card import lineage
 
         model = {"source": recipe.model.source, "revision": recipe.model.revision,
                  **lineage(recipe.model.source, recipe.model.revision)}

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.errors import RunFailure
-from smolalign.evaluation.run import EVAL_FILE
 from smolalign.recipe.schema import Recipe
-from smolalign.runs.rundir import MANIFEST_FILE, MODEL_DIR
+from smolalign.runs.rundir import EVAL_FILE, MANIFEST_FILE, MODEL_DIR
 from smolalign.sweep.grid import Cell
 
 SAMPLES_FILE = Path(EVAL_FILE).stem + ".samples.jsonl"

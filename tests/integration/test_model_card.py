@@ -106,7 +106,7 @@ def test_eval_card_puts_its_results_into_the_runs_card(cli, sft_run, tmp_path):
 
 
 def test_a_card_names_the_bundled_models_origin_and_license():
-    from smolalign.models.sources import lineage
+    from smolalign.runs.card import lineage
 
     assert lineage("smollm2-135m-instruct") == {"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct",
                                                  "license": "apache-2.0", "parent_run": None,
