@@ -26,21 +26,22 @@ def check_config(recipe: Recipe, builder: Callable, *args, **kwargs) -> None:
     from accelerate import PartialState
 
     from smolalign.hardware import detect_hardware, resolve_dtype
-    from smolalign.launch import PROCESS_VARIABLES, is_launched
+    from smolalign.launch import PROCESS_VARIABLES, is_launched, kept_process_variables
     from smolalign.stages.lifecycle import run_dir_of
 
     if is_launched():
         return
     hardware = detect_hardware()
     fresh = not PartialState._shared_state
-    hidden = {k: os.environ.pop(k) for k in PROCESS_VARIABLES if k in os.environ}
     token = _CHECKING.set(True)
     try:
-        builder(recipe, hardware, resolve_dtype(recipe.model.dtype, hardware), run_dir_of(recipe, None), *args,
-                **kwargs)
+        with kept_process_variables():
+            for name in PROCESS_VARIABLES:
+                os.environ.pop(name, None)  # built as one process
+            builder(recipe, hardware, resolve_dtype(recipe.model.dtype, hardware), run_dir_of(recipe, None), *args,
+                    **kwargs)
     finally:
         _CHECKING.reset(token)
-        os.environ.update(hidden)
         if fresh:
             PartialState._reset_state()
 
