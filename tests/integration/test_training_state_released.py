@@ -1,5 +1,7 @@
 """A stage with an `eval:` section frees its training state before evaluating: when the evaluation starts, no model
-the stage trained and no optimizer is alive any more (the evaluation, vLLM above all, needs that memory)."""
+the stage trained and no optimizer is alive any more (the evaluation, vLLM above all, needs that memory).
+
+Only objects born during this run are counted: other test files sharing the worker process may leave their own."""
 
 import gc
 import weakref
@@ -23,6 +25,13 @@ def test_the_trainers_model_and_optimizer_are_gone_when_the_evaluation_starts(cl
         trainers.append(weakref.ref(self))
 
     monkeypatch.setattr(transformers.Trainer, "__init__", remember)
+    gc.collect()
+    earlier = weakref.WeakSet(o for o in gc.get_objects()
+                              if isinstance(o, (transformers.PreTrainedModel, torch.optim.Optimizer)))
+
+    def born_here(kind):
+        return sum(isinstance(o, kind) and o not in earlier for o in gc.get_objects())
+
     seen = {}
     evaluate = evaluation_run.evaluate_stage
 
@@ -31,8 +40,8 @@ def test_the_trainers_model_and_optimizer_are_gone_when_the_evaluation_starts(cl
         [trainer] = [t() for t in trainers]
         seen["trainer holds"] = [name for name, value in vars(trainer).items()
                                  if isinstance(value, (torch.nn.Module, torch.optim.Optimizer))]
-        seen["live models"] = sum(isinstance(o, transformers.PreTrainedModel) for o in gc.get_objects())
-        seen["live optimizers"] = sum(isinstance(o, torch.optim.Optimizer) for o in gc.get_objects())
+        seen["live models"] = born_here(transformers.PreTrainedModel)
+        seen["live optimizers"] = born_here(torch.optim.Optimizer)
         return evaluate(evaluation, run_dir, model_dir)
 
     monkeypatch.setattr(evaluation_run, "evaluate_stage", check_then_evaluate)
