@@ -187,7 +187,8 @@ def run(args) -> dict:
             "--batch", str(args.batch), "--length", str(args.length), "--steps", str(args.steps),
             "--accumulation", str(args.accumulation)]
     argv += ["--checkpointing"] if args.checkpointing else []
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     if args.sharding != "none" or args.processes > 1:
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(args.processes), *argv]
         import torch

@@ -55,7 +55,7 @@ def smolalign_run(model: Path, data: Path, work: Path, settings: dict) -> dict:
     recipe.write_text(yaml.safe_dump({
         "model": {"source": str(model), "dtype": "bfloat16", "attn_implementation": "flex_attention"},
         "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]}, "train": train}))
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     subprocess.run([sys.executable, "-m", "smolalign", "sft", str(recipe), "-o", str(work / "smolalign-run"),
                     "--overwrite"], check=True, env=env, cwd=REPO)
     rows = [json.loads(line) for line in (work / "smolalign-run" / "metrics.jsonl").read_text().splitlines()]
@@ -66,7 +66,7 @@ def smolalign_run(model: Path, data: Path, work: Path, settings: dict) -> dict:
 
 def plain_trl_run(model: Path, data: Path, work: Path, settings: dict) -> dict:
     out = subprocess.run([sys.executable, "-c", PLAIN_TRL, str(model), str(data), str(work / "trl-run"),
-                          json.dumps(settings)], check=True, capture_output=True, text=True, cwd=REPO)
+                          json.dumps(settings)], check=True, stdout=subprocess.PIPE, text=True, cwd=REPO)
     line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
