@@ -41,10 +41,9 @@ def smollm3_3b(folder: Path, layers: int | None = None) -> Path:
     tokenizer = build_tokenizer(folder, vocab_size=4096, extra_lines=("<|im_start|>", "<|im_end|>"))
     tokenizer.chat_template = CHATML
     tokenizer.save_pretrained(folder)
+    # The layer count goes to the constructor: it sizes layer_types and the no-RoPE layers from it.
     config = SmolLM3Config(pad_token_id=tokenizer.pad_token_id or 0, bos_token_id=tokenizer.bos_token_id,
-                           eos_token_id=tokenizer.eos_token_id)
-    if layers:
-        config.num_hidden_layers = layers
+                           eos_token_id=tokenizer.eos_token_id, **({"num_hidden_layers": layers} if layers else {}))
     with torch.device("cuda"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     model.save_pretrained(folder)
