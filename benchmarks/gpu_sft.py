@@ -4,8 +4,10 @@ SmolLM3-3B, the same conversations and the same padding-free BFD packing, one ru
     python benchmarks/gpu_sft.py [--steps 30] [--max-length 16384] [--words 1500] [--peak-tflops 989]
 
 smolalign runs its recipe path (flex attention, Liger when installed, gradient checkpointing, bf16); plain TRL runs
-SFTConfig with the same batch, packing and checkpointing and its defaults otherwise. tokens/s = the trainer's
-num_tokens / train_runtime (model loading and the final save excluded, the first steps included in both). MFU =
+SFTConfig with the same batch, packing and checkpointing and its defaults otherwise. tokens/s = the tokens trained
+between the end of step --warmup and the last step over the wall time between them (both logged each step), so the
+first steps' compilation (flex attention's block mask compiles for minutes) is left out; the whole run's rate, first
+steps included, is printed beside it. MFU =
 tokens/s × (6 N + 12 L d s̄) / peak, with N parameters, L layers, d hidden size and s̄ the mean document length
 (packed documents do not attend to each other). Without a GPU it says so and exits 0.
 """
@@ -25,22 +27,35 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HE
 from gpu_model import REPO, conversations, parameter_count, peak_flops, require_gpu, smollm3_3b  # noqa: E402
 
 PLAIN_TRL = """
-import json, sys
+import json, sys, time
 import datasets, torch
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, TrainerCallback
 from trl import SFTConfig, SFTTrainer
 model, data, out, settings = sys.argv[1:5]
 settings = json.loads(settings)
 tokenizer = AutoTokenizer.from_pretrained(model)
 args = SFTConfig(output_dir=out, bf16=True, report_to="none", save_strategy="no", logging_steps=1,
                  model_init_kwargs={"dtype": torch.bfloat16}, **settings)
+points = []
+class Clock(TrainerCallback):
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "num_tokens" in logs:
+            points.append({"step": state.global_step, "time": time.time(), "num_tokens": logs["num_tokens"]})
 trainer = SFTTrainer(model=model, args=args, train_dataset=datasets.load_dataset("json", data_files=data)["train"],
-                     processing_class=tokenizer)
+                     processing_class=tokenizer, callbacks=[Clock()])
 result = trainer.train()
-print("RESULT " + json.dumps({"train_runtime": result.metrics["train_runtime"],
-                              "num_tokens": trainer.state.num_input_tokens_seen or
-                              [h for h in trainer.state.log_history if "num_tokens" in h][-1]["num_tokens"]}))
+print("RESULT " + json.dumps({"train_runtime": result.metrics["train_runtime"], "num_tokens": points[-1]["num_tokens"],
+                              "points": points}))
 """
+
+
+def steady_rate(points: list[dict], warmup: int) -> float | None:
+    """Tokens per second between the end of step `warmup` and the last logged step (None if too few steps)."""
+    start = next((p for p in points if p["step"] == warmup), None)
+    end = points[-1] if points else None
+    if start is None or end is start or end["time"] <= start["time"]:
+        return None
+    return (end["num_tokens"] - start["num_tokens"]) / (end["time"] - start["time"])
 
 
 def smolalign_run(model: Path, data: Path, work: Path, settings: dict) -> dict:
@@ -60,8 +75,9 @@ def smolalign_run(model: Path, data: Path, work: Path, settings: dict) -> dict:
                     "--overwrite"], check=True, env=env, cwd=REPO)
     rows = [json.loads(line) for line in (work / "smolalign-run" / "metrics.jsonl").read_text().splitlines()]
     runtime = next(r["train_runtime"] for r in rows if "train_runtime" in r)
-    tokens = max(r["num_tokens"] for r in rows if "num_tokens" in r)
-    return {"train_runtime": runtime, "num_tokens": tokens, "liger": "use_liger_kernel" in train}
+    points = [r for r in rows if "num_tokens" in r and "time" in r]
+    return {"train_runtime": runtime, "num_tokens": points[-1]["num_tokens"], "points": points,
+            "liger": "use_liger_kernel" in train}
 
 
 def plain_trl_run(model: Path, data: Path, work: Path, settings: dict) -> dict:
@@ -77,6 +93,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=16384)
     parser.add_argument("--words", type=int, default=1500, help="mean assistant words per conversation")
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=5, help="steps left out of the steady-state rate")
     parser.add_argument("--peak-tflops", type=float, default=None)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "smolalign-gpu-bench")
     args = parser.parse_args()
@@ -104,12 +121,13 @@ def main() -> None:
           f"documents of {mean_doc:.0f} tokens on average; {args.steps} steps")
     results = {"plain TRL SFTTrainer": plain_trl_run(model, data, args.work, settings),
                "smolalign sft": smolalign_run(model, data, args.work, settings)}
-    print("| run | tokens/s | MFU |\n|---|---|---|")
+    print(f"| run | tokens/s after step {args.warmup} | MFU | tokens/s, whole run |\n|---|---|---|---|")
     rates = {}
     for name, result in results.items():
-        rates[name] = result["num_tokens"] / result["train_runtime"]
+        whole = result["num_tokens"] / result["train_runtime"]
+        rates[name] = steady_rate(result["points"], args.warmup) or whole
         mfu = f"{rates[name] * flops_per_token / peak:.1%}" if peak else "(pass --peak-tflops)"
-        print(f"| {name}{' (Liger)' if result.get('liger') else ''} | {rates[name]:,.0f} | {mfu} |")
+        print(f"| {name}{' (Liger)' if result.get('liger') else ''} | {rates[name]:,.0f} | {mfu} | {whole:,.0f} |")
     print(f"ratio smolalign / TRL: {rates['smolalign sft'] / rates['plain TRL SFTTrainer']:.2f}")
 
 

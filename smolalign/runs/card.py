@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from smolalign.atomic import write_atomically
-from smolalign.runs.metrics import read_metrics
+from smolalign.runs.metrics import LOGGED_AT, read_metrics
 from smolalign.runs.rundir import EVAL_FILE, MANIFEST_FILE, MODEL_DIR, RECIPE_FILE, read_manifest
 
 CARD_FILE = "README.md"
@@ -194,7 +194,7 @@ def _result_lines(run_dir: Path, manifest: dict) -> list[str]:
     result = manifest.get("result") or {}
     logged = [m for m in read_metrics(run_dir) if "train_runtime" not in m]
     last = logged[-1] if logged else {}
-    values = {k: v for k, v in last.items() if k != "step" and isinstance(v, int | float)}
+    values = {k: v for k, v in last.items() if k not in ("step", LOGGED_AT) and isinstance(v, int | float)}
     if not result and not values:
         return []
     lines = ["## Results", "", "| | |", "|---|---|"]

@@ -11,12 +11,13 @@ import re
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.runs.metrics import METRICS_FILE, read_metrics
+from smolalign.runs.metrics import LOGGED_AT, METRICS_FILE, read_metrics
 
 CURVES_FILE = "curves.png"
 INSTALL_PLOT = "pip install 'smolalign[plot]'"
 
-NOT_CURVES = re.compile(r"^(step|epoch|total_flos|train_loss|(train|eval)_(runtime|samples_per_second|steps_per_second))$")
+NOT_CURVES = re.compile(
+    rf"^(step|{LOGGED_AT}|epoch|total_flos|train_loss|(train|eval)_(runtime|samples_per_second|steps_per_second))$")
 """Bookkeeping the trainer logs once at the end, or the x axis itself."""
 
 GROUPS = (

@@ -1,10 +1,15 @@
 """metrics.jsonl in the run directory: every value the trainer logs, one JSON object per logging step, appended
-(a run killed mid-line leaves a torn line, which readers skip and the resumed run starts a new line after)."""
+(a run killed mid-line leaves a torn line, which readers skip and the resumed run starts a new line after). Each
+entry carries `time`, the Unix time it was logged at, so step times and steady-state throughput can be read back
+without the first steps' compilation in them."""
 
 import json
+import time
 from pathlib import Path
 
 METRICS_FILE = "metrics.jsonl"
+LOGGED_AT = "time"
+"""The key of the Unix time each entry was logged at."""
 
 
 def metrics_callback(run_dir: Path):
@@ -18,7 +23,8 @@ def metrics_callback(run_dir: Path):
                         stream.seek(-1, 2)
                         if stream.read(1) != b"\n":
                             stream.write(b"\n")  # a line torn by a killed run: the new ones start on their own
-                    stream.write((json.dumps({"step": state.global_step, **logs}) + "\n").encode())
+                    entry = {"step": state.global_step, **logs, LOGGED_AT: round(time.time(), 3)}
+                    stream.write((json.dumps(entry) + "\n").encode())
 
     return MetricsFile()
 

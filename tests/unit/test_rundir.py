@@ -3,6 +3,7 @@ over, damaged checkpoints are skipped with a note (or refused by name when none 
 checkpoints is not retrained behind the user's back, and state files are replaced atomically."""
 
 import json
+import time
 
 import pytest
 from checkpoint_bytes import trainer_checkpoint
@@ -117,10 +118,17 @@ def test_a_metrics_line_torn_by_a_kill_is_skipped_and_the_resumed_run_starts_a_n
 
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "loss": 2.5}) + '\n{"step": 2, "lo')
     callback = metrics_callback(tmp_path)
+    before = time.time()
     callback.on_log(None, SimpleNamespace(global_step=2, is_world_process_zero=True), None, logs={"loss": 2.0})
     callback.on_log(None, SimpleNamespace(global_step=3, is_world_process_zero=True), None, logs={"loss": 1.5})
-    assert read_metrics(tmp_path) == [{"step": 1, "loss": 2.5}, {"step": 2, "loss": 2.0}, {"step": 3, "loss": 1.5}]
-    assert (tmp_path / "metrics.jsonl").read_text().endswith('"lo\n{"step": 2, "loss": 2.0}\n{"step": 3, "loss": 1.5}\n')
+    after = time.time()
+    rows = read_metrics(tmp_path)
+    logged_at = [row.pop("time", None) for row in rows]
+    assert rows == [{"step": 1, "loss": 2.5}, {"step": 2, "loss": 2.0}, {"step": 3, "loss": 1.5}]
+    assert logged_at[0] is None and all(before - 0.001 <= t <= after + 0.001 for t in logged_at[1:]), logged_at
+    lines = (tmp_path / "metrics.jsonl").read_text().split("\n")
+    # the torn line stays as it was; the resumed run's entries start on lines of their own
+    assert lines[1] == '{"step": 2, "lo' and lines[2].startswith('{"step": 2, "loss": 2.0') and lines[-1] == "", lines
 
 
 def test_an_fsdp_checkpoint_with_sharded_weights_is_complete_until_a_distcp_file_is_cut(tmp_path):
