@@ -74,12 +74,16 @@ def open_run(recipe: Recipe, hardware: Hardware, output_dir: Path | None, *, res
     """(run directory, checkpoint to resume from, accelerate state), with nothing written yet: the caller prepares
     data inside `state.main_process_first()` and loads the models, then calls `start_run`, so a run refused by any
     of those checks leaves the run directory as it was."""
+    from datetime import timedelta
+
     from accelerate import PartialState
 
     run_dir = run_dir_of(recipe, output_dir)
     # cpu=True: without a GPU, only this makes accelerate join the processes torchrun started (gloo); otherwise
-    # every process would think it is the main one.
-    state = PartialState(cpu=not hardware.on_gpu)
+    # every process would think it is the main one. The process group is created here, before TRL's config exists,
+    # so train.ddp_timeout is handed to it here: the other ranks wait at a barrier while rank 0 prepares the data,
+    # and torch's 10-minute default would time them out on a large mixture.
+    state = PartialState(cpu=not hardware.on_gpu, timeout=timedelta(seconds=recipe.settings["ddp_timeout"]))
     with state.main_process_first():
         if state.is_main_process:
             checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
