@@ -66,6 +66,13 @@ def is_launched() -> bool:
     return os.environ.get(LAUNCHED) == "1"
 
 
+def under_launcher() -> bool:
+    """Whether a launcher started this process as one rank of a run: smolalign's own relaunch, `accelerate launch`,
+    torchrun or srun (each sets WORLD_SIZE, or accelerate's sharding variables). The run's processes and sharding
+    are then the launcher's, not the recipe's `launch:` section."""
+    return is_launched() or "WORLD_SIZE" in os.environ or launched_sharding() is not None
+
+
 PROCESS_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PMI_SIZE",
                      "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 """What makes accelerate set up a process group (torchrun's and MPI's variables)."""
@@ -94,6 +101,9 @@ def launched_sharding() -> dict | None:
     if os.environ.get(DEEPSPEED_CONFIG):  # smolalign's own --launch on a CPU machine
         return {"zero": json.loads(Path(os.environ[DEEPSPEED_CONFIG]).read_text()).get("zero_optimization", {})}
     if os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":
+        if os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE"):  # a preset naming a DeepSpeed JSON: its section rules
+            config = json.loads(Path(os.environ["ACCELERATE_DEEPSPEED_CONFIG_FILE"]).expanduser().read_text())
+            return {"zero": config.get("zero_optimization", {})}
         return {"zero": {"stage": os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE"),
                          **{f"offload_{kind}": {"device": os.environ.get(
                              f"ACCELERATE_DEEPSPEED_OFFLOAD_{kind.upper()}_DEVICE", "none")}

@@ -24,9 +24,9 @@ def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:
 
 def _maybe_launch(launch: str | None, num_processes: int) -> bool:
     """Re-run this command under accelerate when --launch is given (and this is not already a launched process)."""
-    from smolalign.launch import CURRENT_ARGV, is_launched, recipe_launch, relaunch
+    from smolalign.launch import CURRENT_ARGV, recipe_launch, relaunch, under_launcher
 
-    if is_launched():
+    if under_launcher():  # a rank of a run some launcher started (ours, accelerate, torchrun, srun): run the stage
         return False
     if launch is None:
         launch, num_processes = recipe_launch(CURRENT_ARGV, num_processes)

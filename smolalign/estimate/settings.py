@@ -65,11 +65,12 @@ def _zero_setup(zero: dict, processes: int, per_node: int | None) -> dict:
 
 
 def launch_fields(recipe, hardware: Hardware, preset: Path | None = None) -> dict:
-    """Sharding and processes: the launcher's (inside a launched run), else the given or the recipe's preset."""
-    from smolalign.launch import is_launched, launched_sharding, preset_path, read_preset
+    """Sharding and processes: the launcher's (inside a launched run, whichever launcher started it), else the given
+    or the recipe's preset."""
+    from smolalign.launch import launched_sharding, preset_path, read_preset, under_launcher
 
     processes = hardware.world_size
-    if preset is None and is_launched():
+    if preset is None and under_launcher():
         launched = launched_sharding()
         if launched is None:
             return {"sharding": "ddp" if processes > 1 else "none", "processes": processes}

@@ -33,3 +33,48 @@ def test_fsdp_and_nothing(monkeypatch):
     assert _sharding() == "FSDP (version 2)" and launch_fields(RECIPE, GPUS)["sharding"] == "fsdp"
     monkeypatch.delenv("ACCELERATE_USE_FSDP")
     assert _sharding() is None and launch_fields(RECIPE, GPUS)["sharding"] == "ddp"
+
+
+def accelerate_launch_environment(preset: str, processes: int) -> dict[str, str]:
+    """The variables `accelerate launch --config_file PRESET --num_processes N -m smolalign ...` hands its ranks:
+    accelerate's own command parsing and environment preparation, stopped before it starts torchrun (which adds
+    WORLD_SIZE, RANK and LOCAL_RANK to each rank)."""
+    import os
+    from unittest import mock
+
+    import accelerate.commands.launch as accelerate_launch
+    from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
+
+    from smolalign.launch import preset_path
+
+    seen = {}
+    parsed = accelerate_launch.launch_command_parser().parse_args(
+        ["--config_file", str(preset_path(preset)), "--num_processes", str(processes), "-m", "smolalign", "sft", "r"])
+    with mock.patch.object(accelerate_launch, "deepspeed_launcher", lambda a: seen.update(ds=a)), \
+            mock.patch.object(accelerate_launch, "multi_gpu_launcher", lambda a: seen.update(ddp=a)), \
+            mock.patch.object(accelerate_launch, "simple_launcher", lambda a: seen.update(simple=a)):
+        accelerate_launch.launch_command(parsed)
+    env = prepare_deepspeed_cmd_env(seen["ds"])[1] if "ds" in seen else prepare_multi_gpu_env(seen["ddp"])
+    return {k: v for k, v in env.items() if os.environ.get(k) != v} | {"WORLD_SIZE": str(processes)}
+
+
+def test_the_plan_is_the_same_under_accelerate_launch_and_smolaligns_own(monkeypatch):
+    """`accelerate launch --config_file zero3.yaml -m smolalign sft ...` (the line the recipes document) is planned
+    as ZeRO-3 over its 8 processes, as the recipe's own `launch: {preset: zero3, num_processes: 8}` is; torchrun
+    alone is DDP over its processes."""
+    from smolalign.recipe.schema import LaunchSection
+
+    for name in ("SMOLALIGN_LAUNCHED", "SMOLALIGN_DEEPSPEED_CONFIG", "WORLD_SIZE", "ACCELERATE_USE_DEEPSPEED",
+                 "ACCELERATE_USE_FSDP"):
+        monkeypatch.delenv(name, raising=False)
+    laptop = Hardware("cuda", 8, "H100", True, 1, 8)
+    own = launch_fields(SimpleNamespace(launch=LaunchSection(preset="zero3", num_processes=8)), laptop)
+    for key, value in accelerate_launch_environment("zero3", 8).items():
+        monkeypatch.setenv(key, value)
+    launched = launch_fields(RECIPE, GPUS)
+    assert (launched["sharding"], launched["processes"]) == (own["sharding"], own["processes"]) == ("zero3", 8)
+    assert (launched["offload_optimizer"], launched["offload_params"]) == (own["offload_optimizer"],
+                                                                           own["offload_params"])
+    for name in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    assert launch_fields(RECIPE, GPUS) == {"sharding": "ddp", "processes": 8}  # torchrun: WORLD_SIZE only
