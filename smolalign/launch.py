@@ -45,21 +45,74 @@ def preset_path(name_or_path: str, option: str = "--launch") -> Path:
                          f"(presets: {', '.join(known)})")
 
 
-def recipe_launch(argv: list[str], num_processes: int) -> tuple[str | None, int]:
-    """(preset, processes) from the recipe's `launch:` section (with --set applied), when --launch is not given."""
+def _recipe_sections(argv: list[str]) -> tuple[dict, object]:
+    """(the recipe's `launch:` mapping, its generation section or None), with --set applied; empty when the recipe
+    cannot be read here (the stage itself then reports what is wrong with it)."""
     from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
 
     overrides = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--set", "-s")]
     if len(argv) < 2 or argv[1].startswith("-"):  # `smolalign STAGE RECIPE ...`: the recipe follows the stage
-        return None, num_processes
+        return {}, None
     try:
         raw = apply_overrides(read_recipe(recipe_path(argv[1])), overrides)
-    except SmolalignError:
-        return None, num_processes  # the stage itself reports what is wrong with the recipe
+        from smolalign.recipe.schema import GenerationSection
+        from smolalign.recipe.typecheck import build
+
+        generation = build(GenerationSection, raw["generation"], "generation") if raw.get("generation") else None
+    except (SmolalignError, TypeError, ValueError):
+        return {}, None
     section = raw.get("launch") or {}
-    if not isinstance(section, dict) or not section.get("preset"):
-        return None, num_processes
-    return str(section["preset"]), int(section.get("num_processes") or num_processes)
+    return (section if isinstance(section, dict) else {}), generation
+
+
+def training_gpus(generation=None) -> int:
+    """GPUs of this machine left for training processes (visible ones, less a started vLLM server's)."""
+    from smolalign.generation.gpu_partition import training_device_count, visible_devices
+
+    return training_device_count(len(visible_devices()), generation)
+
+
+def planned_launch(argv: list[str], launch: str | None, num_processes: int | None) -> tuple[str | None, int]:
+    """(preset, processes) for a train verb that no launcher started, or (None, 1) to run in this process.
+
+    The preset: --launch, else the recipe's `launch.preset`, else `ddp` where several GPUs are left for training (one
+    process seeing them all would be torch's DataParallel, which TRL's trainers refuse). The processes:
+    --num-processes, else the recipe's `launch.num_processes`, else one per GPU left for training (1 on a CPU)."""
+    if num_processes is not None and num_processes < 1:
+        raise SmolalignError(f"--num-processes {num_processes}: must be at least 1")
+    section, generation = _recipe_sections(argv)
+    gpus = training_gpus(generation)
+    preset = launch or section.get("preset") or ("ddp" if gpus > 1 else None)
+    if preset is None:
+        return None, 1
+    if num_processes is None:
+        num_processes = int(section.get("num_processes") or max(gpus, 1))
+    return str(preset), num_processes
+
+
+def check_not_data_parallel(recipe) -> None:
+    """A training process must see one GPU: one process that sees several runs torch's DataParallel, which TRL's
+    trainers refuse, and only after the data is prepared and the model loaded. Refused here with the command that
+    runs one process per GPU."""
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+    gpus = training_gpus(recipe.generation)
+    if processes > 1 or gpus < 2:
+        return
+    argv = strip_launch_options(CURRENT_ARGV) if CURRENT_ARGV else [recipe.stage, recipe.source]
+    command = " ".join(["smolalign", *argv, "--launch", "ddp", "--num-processes", str(gpus)])
+    raise SmolalignError(f"one training process would see {gpus} GPUs, and TRL's trainers refuse torch's "
+                         f"DataParallel: run `{command}`, or give this process one GPU (CUDA_VISIBLE_DEVICES=0)")
+
+
+def check_processes_fit(processes: int, gpus: int, generation=None, option: str = "--num-processes") -> None:
+    """One training process per GPU: more processes than GPUs left for training is refused, naming `option`."""
+    if gpus and processes > gpus:
+        from smolalign.generation.gpu_partition import server_device_count, starts_server_beside_training
+
+        server = (f" ({server_device_count(generation.server)} more for the vLLM server)"
+                  if starts_server_beside_training(generation) else "")
+        raise SmolalignError(f"{option} {processes}: this machine has {gpus} GPU(s) for training{server}, one per "
+                             f"process; use {option} {gpus} or fewer")
 
 
 def is_launched() -> bool:
@@ -203,6 +256,7 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
     env = {**os.environ, LAUNCHED: "1"}
     config_file = None
     if detect_hardware().on_gpu:
+        check_processes_fit(num_processes, training_gpus(_recipe_sections(argv)[1]))
         import yaml
 
         config_file = temporary_config(preset, yaml.safe_dump({**settings, "num_processes": num_processes}), ".yaml")

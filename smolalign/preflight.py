@@ -149,19 +149,34 @@ def check_rl_generation(recipe: Recipe, target: Target) -> str | None:
             or target.gpus < 1:
         return problem  # on a CPU a started server shares the machine with training
     server = generation.server
-    if server.gpus:
-        beyond = [g for g in server.gpus if g >= target.gpus]
-        if beyond:
-            return (f"generation.server.gpus {server.gpus}: {target.where} has GPUs 0-{target.gpus - 1}; name GPUs "
-                    "that exist")
-        left = target.gpus - len(set(server.gpus))
-    else:
-        left = target.gpus - server.tensor_parallel
-    if left < target.processes:
-        return (f"generation.server: the server's {server.tensor_parallel} GPU(s) and {target.processes} training "
-                f"process(es) need {server.tensor_parallel + target.processes} GPUs, {target.where} has "
-                f"{target.gpus}; use generation.backend: vllm_colocate, or set generation.server.base_url")
-    return None
+    beyond = [g for g in server.gpus if g >= target.gpus]
+    if beyond:
+        return (f"generation.server.gpus {server.gpus}: {target.where} has GPUs 0-{target.gpus - 1}; name GPUs "
+                "that exist")
+    return None  # enough GPUs for the server and the training processes: check_processes
+
+
+def check_processes(recipe: Recipe, target: Target) -> str | None:
+    """One training process per GPU, beside a started vLLM server's GPUs."""
+    from smolalign.generation.gpu_partition import (
+        server_device_count,
+        starts_server_beside_training,
+        training_device_count,
+    )
+
+    if target.gpus < 1:
+        return None
+    beside = starts_server_beside_training(recipe.generation) and not target.server_node
+    training = training_device_count(target.gpus, recipe.generation) if beside else target.gpus
+    if target.processes <= training:
+        return None
+    if beside:
+        server = server_device_count(recipe.generation.server)
+        return (f"generation.server: the server's {server} GPU(s) and {target.processes} training process(es) need "
+                f"{server + target.processes} GPUs, {target.where} has {target.gpus}; use "
+                f"--num-processes {training}, generation.backend: vllm_colocate, or set generation.server.base_url")
+    return (f"launch: {target.processes} training processes per node, one per GPU, and {target.where} has "
+            f"{target.gpus} GPU(s); use --num-processes {target.gpus} or fewer")
 
 
 def check_pairs(recipe: Recipe, target: Target) -> str | None:
@@ -268,8 +283,9 @@ CHECKS = (
     Check("model.attn_implementation", "flash_attention_2/3: flash-attn installed and a GPU; flex_attention: torch "
           "has it; a hub kernel: the kernels package", check_attention),
     Check("generation.backend", "vllm_colocate / vllm_server: vLLM installed (the CUDA build on GPUs, the CPU build on a "
-          "CPU) and importable; a started server on GPUs: enough GPUs "
-          "for the server and the training processes, server.gpus that exist", check_rl_generation),
+          "CPU) and importable; a started server on GPUs: server.gpus that exist", check_rl_generation),
+    Check("launch / --num-processes", "on GPUs: one training process per GPU, beside a started vLLM server's GPUs",
+          check_processes),
     Check("pairs.*.backend", "vllm: vLLM installed and importable", check_pairs),
     Check("eval.backend", "vllm: vLLM installed and importable", check_eval),
     Check("rewards / pairs.graded.scorer / eval.rewards", "judge: its server answers", check_judges),

@@ -19,7 +19,9 @@ Overwrite = Annotated[bool, typer.Option("--overwrite", help="Start every cell o
 Resume = Annotated[bool, typer.Option("--resume", hidden=True, help="The default: accepted for launchers that pass it.")]
 Launch = Annotated[str | None, typer.Option("--launch", help="Run each cell under accelerate with this preset (ddp, "
                                                              "zero2, zero3, ...); with --slurm, the job's preset.")]
-NumProcesses = Annotated[int, typer.Option("--num-processes", help="Processes per cell for --launch.")]
+NumProcesses = Annotated[int | None, typer.Option("--num-processes", show_default=False, help=(
+    "Processes per cell for --launch (default: as `smolalign sft` decides: the recipe's launch.num_processes, else "
+    "one per GPU)."))]
 Slurm = Annotated[list[str] | None, typer.Option("--slurm", help="Write a Slurm array job (one task per cell) instead "
                                                                  "of running here; KEY=VALUE settings of `launch "
                                                                  "slurm` (nodes=1, gpus-per-node=8, partition=gpu, "
@@ -30,7 +32,7 @@ ArrayTask = Annotated[bool, typer.Option("--array-task", hidden=True, help="Run 
 
 def sweep(recipe: RecipeArg, grid: Grid = None, seeds: Seeds = None, set_: SetOption = None,
           output_dir: OutputDir = None, dry_run: DryRun = False, overwrite: Overwrite = False, resume: Resume = False, launch: Launch = None,
-          num_processes: NumProcesses = 1, slurm: Slurm = None, array_task: ArrayTask = False) -> None:
+          num_processes: NumProcesses = None, slurm: Slurm = None, array_task: ArrayTask = False) -> None:
     """Run RECIPE once per cell of a grid (each a normal run directory named by its overrides), evaluate each with
     the recipe's eval: section and compare them with the first cell: intervals and paired differences."""
     from pathlib import Path

@@ -13,7 +13,9 @@ Overwrite = Annotated[bool, typer.Option("--overwrite", help="Empty a non-empty 
 Launch = Annotated[str | None, typer.Option("--launch", help="Run on several processes under accelerate with a preset "
                                                              "(ddp, zero2, zero3, zero3_offload, fsdp2) or an "
                                                              "accelerate config file.")]
-NumProcesses = Annotated[int, typer.Option("--num-processes", help="Processes for --launch.")] 
+NumProcesses = Annotated[int | None, typer.Option(
+    "--num-processes", help="Processes for --launch (default: the recipe's launch.num_processes, else one per GPU "
+                            "left for training, 1 on a CPU).", show_default=False)]
 
 
 def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:
@@ -22,16 +24,16 @@ def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:
     refuse(resume, overwrite)
 
 
-def _maybe_launch(launch: str | None, num_processes: int) -> bool:
-    """Re-run this command under accelerate when --launch is given (and this is not already a launched process)."""
-    from smolalign.launch import CURRENT_ARGV, recipe_launch, relaunch, under_launcher
+def _maybe_launch(launch: str | None, num_processes: int | None) -> bool:
+    """Re-run this command on several processes (launch.planned_launch decides: --launch, the recipe's `launch:`
+    section, or one process per GPU), unless a launcher started this process."""
+    from smolalign.launch import CURRENT_ARGV, planned_launch, relaunch, under_launcher
 
     if under_launcher():  # a rank of a run some launcher started (ours, accelerate, torchrun, srun): run the stage
         return False
+    launch, num_processes = planned_launch(CURRENT_ARGV, launch, num_processes)
     if launch is None:
-        launch, num_processes = recipe_launch(CURRENT_ARGV, num_processes)
-        if launch is None:
-            return False
+        return False
     code = relaunch(launch, num_processes, CURRENT_ARGV)
     if code:
         raise typer.Exit(code)
@@ -47,7 +49,7 @@ def _run(stage: str, recipe: str, overrides: list[str] | None, **options) -> Non
 
 
 def sft(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None, dry_run: DryRun = False,
-        resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None, num_processes: NumProcesses = 1
+        resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None, num_processes: NumProcesses = None
         ) -> None:
     """Supervised fine-tuning (assistant-only loss, packing, /think and /no_think templates)."""
     refuse_resume_with_overwrite(resume, overwrite)
@@ -66,7 +68,7 @@ Regenerate = Annotated[bool, typer.Option("--regenerate", help="pairs: generate 
 def po(target: PoTarget, pairs_recipe: PairsRecipe = None, set_: SetOption = None,
        output_dir: OutputDirOption = None, dry_run: DryRun = False, resume: Resume = False,
        overwrite: Overwrite = False, regenerate: Regenerate = False, launch: Launch = None,
-       num_processes: NumProcesses = 1) -> None:
+       num_processes: NumProcesses = None) -> None:
     """Preference optimization (DPO and its loss variants, APO-zero, KTO, ORPO); `po pairs RECIPE` generates
     chosen/rejected pairs from a strong and a weak model."""
     refuse_resume_with_overwrite(resume, overwrite)
@@ -87,7 +89,7 @@ def po(target: PoTarget, pairs_recipe: PairsRecipe = None, set_: SetOption = Non
 
 
 def rl(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None, dry_run: DryRun = False,
-       resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None, num_processes: NumProcesses = 1
+       resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None, num_processes: NumProcesses = None
        ) -> None:
     """On-policy training: GRPO with verifiable rewards (math, format, length, code in a sandbox), or on-policy
     distillation from a teacher (distill, gold, auto)."""

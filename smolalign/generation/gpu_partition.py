@@ -21,6 +21,23 @@ def visible_devices() -> list[str]:
     return [str(i) for i in range(visible_gpu_count())]
 
 
+def starts_server_beside_training(generation) -> bool:
+    """Whether the run starts its own vLLM server on GPUs of the training node."""
+    return generation is not None and generation.backend == "vllm_server" and not generation.server.base_url
+
+
+def server_device_count(server: VllmServerSection) -> int:
+    """GPUs a started server takes from the node: generation.server.gpus, else tensor_parallel."""
+    return len(set(server.gpus)) if server.gpus else server.tensor_parallel
+
+
+def training_device_count(gpus: int, generation) -> int:
+    """Of a node's `gpus`, those left for training processes (one each) once a started server has its own."""
+    if gpus < 1 or not starts_server_beside_training(generation):
+        return max(gpus, 0)
+    return max(gpus - server_device_count(generation.server), 0)
+
+
 def partition(visible: list[str], server: VllmServerSection, processes: int) -> tuple[list[str], list[str]]:
     """(the server's devices, training's devices) out of the visible ones."""
     if server.gpus:
@@ -42,7 +59,7 @@ def partition(visible: list[str], server: VllmServerSection, processes: int) -> 
 def claim_training_gpus(recipe: Recipe) -> None:
     """Before CUDA starts in this process: hide the GPUs a started server will use from training."""
     generation = recipe.generation
-    if generation is None or generation.backend != "vllm_server" or generation.server.base_url:
+    if not starts_server_beside_training(generation):
         return
     if SERVER_GPUS in os.environ:
         return

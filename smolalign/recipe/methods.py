@@ -123,7 +123,8 @@ def stage_module(recipe) -> ModuleType:
 def run_stage(recipe, **options):
     """Run a validated recipe with its method's stage module; returns the saved model's directory (None for a dry
     run). The launcher's variables are as they were before, whatever the run's vLLM engine wrote."""
-    from smolalign.launch import kept_process_variables
+    from smolalign.launch import check_not_data_parallel, kept_process_variables
 
+    check_not_data_parallel(recipe)
     with kept_process_variables():
         return stage_module(recipe).run(recipe, **options)

@@ -52,7 +52,8 @@ def _manifest(run_dir: Path) -> dict:
         return {}
 
 
-def stage_command(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | None, num_processes: int) -> list[str]:
+def stage_command(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | None, num_processes: int | None
+                  ) -> list[str]:
     """The `smolalign STAGE` command line that trains a cell (and evaluates it when it ends)."""
     command = [sys.executable, "-m", "smolalign", run.stage, str(recipe)]
     for override in run.overrides:
@@ -63,11 +64,13 @@ def stage_command(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | 
     elif cell_state(run.run_dir) == "resume":
         command.append("--resume")
     if launch is not None:
-        command += ["--launch", launch, "--num-processes", str(num_processes)]
+        command += ["--launch", launch]
+    if num_processes is not None:
+        command += ["--num-processes", str(num_processes)]
     return command
 
 
-def run_cell(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | None, num_processes: int) -> None:
+def run_cell(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | None, num_processes: int | None) -> None:
     """Bring one cell to done in a process of its own (its evaluation in this one, if only that is missing)."""
     state = "new" if overwrite else cell_state(run.run_dir)
     print(f"sweep: cell {run.cell.index + 1} {run.cell.name}: {_doing[state]}", flush=True)

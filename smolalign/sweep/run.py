@@ -23,7 +23,7 @@ class SweepRequest:
     dry_run: bool = False
     overwrite: bool = False
     launch: str | None = None
-    num_processes: int = 1
+    num_processes: int | None = None
     slurm: list[str] = field(default_factory=list)
     """`--slurm KEY=VALUE` settings of the array job (nodes=1, partition=gpu, submit=true, ...)."""
     overrides: list[str] = field(default_factory=list)

@@ -85,9 +85,11 @@ def test_a_global_batch_that_does_not_divide_is_exit_2(cli, sft_recipe, monkeypa
     assert code == 2 and "not a multiple of per-device batch 2 × 3 process(es)" in err
 
 
-def test_the_recipe_launch_section_launches(sft_recipe):
-    from smolalign.launch import recipe_launch
+def test_the_recipe_launch_section_launches(sft_recipe, monkeypatch):
+    from smolalign.launch import planned_launch
 
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a CPU machine
     argv = ["sft", sft_recipe, "-o", "out", "--set", "launch.preset=ddp", "--set", "launch.num_processes=4"]
-    assert recipe_launch(argv, 1) == ("ddp", 4)
-    assert recipe_launch(["sft", sft_recipe], 1) == (None, 1)
+    assert planned_launch(argv, None, None) == ("ddp", 4)
+    assert planned_launch(argv, None, 2) == ("ddp", 2)  # --num-processes wins over the recipe
+    assert planned_launch(["sft", sft_recipe], None, None) == (None, 1)

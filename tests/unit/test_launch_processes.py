@@ -1,0 +1,120 @@
+"""How many processes a train verb runs, on a node whose GPUs are described by CUDA_VISIBLE_DEVICES (what
+visible_devices reads: the stand-in for a device count here): one per GPU by default, leaving out those of a vLLM
+server the run starts; --num-processes, else the recipe's launch.num_processes, when given; more processes than GPUs,
+or one process that sees several GPUs (torch's DataParallel, which TRL's trainers refuse), refused with exit 2
+before anything loads. The launch is stopped where accelerate would start: the config file accelerate receives is
+read back with accelerate's own config loader."""
+
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+from tiny_models import chat_rows, write_jsonl
+
+from smolalign.launch import planned_launch
+
+EIGHT = ",".join(str(i) for i in range(8))
+
+
+@pytest.fixture
+def sft_recipe(write_recipe, tiny_dir, tmp_path):
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    return str(write_recipe({"model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": str(data)}]},
+                             "train": {"max_length": 128, "max_steps": 1}}))
+
+
+@pytest.fixture
+def node(monkeypatch):
+    """A node with `gpus` GPUs, seen by this process before any launcher started it."""
+    for name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "SMOLALIGN_LAUNCHED", "ACCELERATE_USE_DEEPSPEED",
+                 "ACCELERATE_USE_FSDP", "SMOLALIGN_DEEPSPEED_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+
+    def with_gpus(gpus: int):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in range(gpus)))
+    return with_gpus
+
+
+def test_one_process_per_gpu_by_default(node, sft_recipe):
+    node(8)
+    assert planned_launch(["sft", sft_recipe], None, None) == ("ddp", 8)
+    assert planned_launch(["sft", sft_recipe], "zero3", None) == ("zero3", 8)  # not 1: --num-processes unset
+    assert planned_launch(["sft", sft_recipe], "zero3", 2) == ("zero3", 2)
+    assert planned_launch(["sft", sft_recipe, "--set", "launch.num_processes=4"], "zero3", None) == ("zero3", 4)
+    assert planned_launch(["sft", sft_recipe, "--set", "launch.preset=zero2"], None, None) == ("zero2", 8)
+    node(1)
+    assert planned_launch(["sft", sft_recipe], None, None) == (None, 1)
+    node(0)  # a CPU: one process unless asked
+    assert planned_launch(["sft", sft_recipe], None, None) == (None, 1)
+    assert planned_launch(["sft", sft_recipe], "ddp", None) == ("ddp", 1)
+
+
+def test_a_started_vllm_server_keeps_its_gpus(node, write_recipe, tiny_dir, tmp_path):
+    rows = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "1 plus 1", "solution": "2"}])
+    recipe = str(write_recipe({"stage": "rl", "model": {"source": str(tiny_dir)}, "method": "grpo",
+                               "data": {"sources": [{"path": str(rows)}]}, "rewards": [{"name": "math_accuracy"}],
+                               "generation": {"backend": "vllm_server"}}))
+    node(8)
+    assert planned_launch(["rl", recipe], None, None) == ("ddp", 7)
+    assert planned_launch(["rl", recipe, "--set", "generation.server.gpus=[6,7]"], None, None) == ("ddp", 6)
+    assert planned_launch(["rl", recipe, "--set", "generation.server.tensor_parallel=4"], None, None) == ("ddp", 4)
+    assert planned_launch(["rl", recipe, "--set", "generation.server.base_url=http://h:8000"], None, None) == ("ddp", 8)
+    node(2)  # one GPU for the server, one for training: a single process
+    assert planned_launch(["rl", recipe], None, None) == (None, 1)
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """What relaunch would start: the command and the accelerate config it hands over, read as accelerate reads it."""
+    import smolalign.hardware
+    import smolalign.launch
+
+    started = []
+    gpu = smolalign.hardware.Hardware("cuda", 8, "H100", True, 1, 16)
+    monkeypatch.setattr(smolalign.hardware, "detect_hardware", lambda: gpu)
+
+    def run(command, env=None, **kwargs):
+        from accelerate.commands.config.config_args import load_config_from_file
+
+        config = load_config_from_file(command[command.index("--config_file") + 1])
+        started.append(SimpleNamespace(command=command, env=env, config=config))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(smolalign.launch.subprocess, "run", run)
+    return started
+
+
+def test_the_cli_launches_one_process_per_gpu(cli, node, launches, sft_recipe, tmp_path):
+    node(8)
+    code, out, err = cli("sft", sft_recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    [launch] = launches
+    assert (launch.config.num_processes, launch.config.distributed_type) == (8, "MULTI_GPU")
+    module = len(launch.command) - launch.command[::-1].index("-m")  # what accelerate runs: after its last -m
+    assert launch.command[module:] == ["smolalign", "sft", sft_recipe, "-o", str(tmp_path / "run")]
+    assert launch.env["SMOLALIGN_LAUNCHED"] == "1"
+    code, out, err = cli("sft", sft_recipe, "-o", tmp_path / "run", "--launch", "zero3")
+    assert code == 0, err
+    assert (launches[1].config.num_processes, launches[1].config.distributed_type) == (8, "DEEPSPEED")
+
+
+def test_more_processes_than_gpus_is_refused_before_anything_starts(cli, node, launches, sft_recipe, tmp_path):
+    node(8)
+    code, out, err = cli("sft", sft_recipe, "-o", tmp_path / "run", "--launch", "ddp", "--num-processes", "9")
+    assert code == 2 and err.strip().splitlines()[-1].startswith("error: --num-processes 9: this machine has 8 GPU(s)")
+    assert launches == [] and not (tmp_path / "run").exists()
+
+
+def test_one_process_that_sees_several_gpus_is_refused_with_the_command(cli, node, launches, sft_recipe, tmp_path,
+                                                                       monkeypatch):
+    """The rank of a one-process launch (here: smolalign's own, as `accelerate launch --num_processes 1` leaves it)
+    on a 4-GPU node: refused before any weight loads, with the command that runs one process per GPU."""
+    node(4)
+    monkeypatch.setenv("SMOLALIGN_LAUNCHED", "1")
+    code, out, err = cli("sft", sft_recipe, "-o", tmp_path / "run", "--dry-run")
+    assert code == 2
+    assert f"run `smolalign sft {sft_recipe} -o {tmp_path / 'run'} --dry-run --launch ddp --num-processes 4`" in err
+    assert launches == [] and not (tmp_path / "run").exists()
+    node(1)  # one GPU: nothing to refuse
+    code, out, err = cli("sft", sft_recipe, "-o", tmp_path / "run", "--dry-run")
+    assert "DataParallel" not in err
