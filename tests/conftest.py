@@ -22,7 +22,10 @@ os.environ.setdefault("SMOLALIGN_PROGRESS", "0")  # no progress bars in test out
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from node_gpus import pin_one_gpu  # noqa: E402
 from paths import REPO  # noqa: E402,F401 - test modules import it from conftest
+
+pin_one_gpu()  # before any test module starts CUDA: in-process runs see one GPU (node_gpus.py)
 
 # `make test` spreads the files over two processes (pytest-xdist, one file per process at a time, in this order):
 # the longest files go first, so that no process is left alone at the end with one of them. Seconds measured on a

@@ -1,11 +1,18 @@
 """On a GPU: GRPO in bf16 with transformers generation, with vLLM colocated, and with a vLLM server smolalign
-starts on a second GPU; with vLLM, the completions must come from vLLM (transformers' generate is made to fail).
-Skipped without CUDA, without vLLM, or (server) with one GPU. Run: pytest -m gpu."""
+starts on a second GPU; with vLLM, the completions must come from vLLM (transformers' generate is made to fail, or
+the server's log shows the requests). Skipped without CUDA, without vLLM, or (server) with one GPU. Run:
+pytest -m gpu."""
 
 import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+from node_gpus import gpus_for, needs_gpus
 from tiny_models import write_jsonl
 
 from tests.gpu.weights import metric_rows, saved_dtypes
@@ -70,10 +77,16 @@ def test_grpo_with_vllm_colocated_samples_with_vllm(cli, write_recipe, tiny_dir,
 
 
 @needs_vllm
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="a started server needs a GPU beside training")
-def test_grpo_with_a_started_vllm_server(cli, write_recipe, tiny_dir, tmp_path, no_transformers_generation):
+@needs_gpus(2)
+def test_grpo_with_a_started_vllm_server(write_recipe, tiny_dir, tmp_path):
+    """On two of the node's GPUs, in a child process (this one sees one GPU): the server takes one, training the
+    other, and the server's own log shows the generation requests the completions came from."""
     recipe = grpo_recipe(write_recipe, tiny_dir, tmp_path, generation={"backend": "vllm_server"})
-    code, out, err = cli("rl", recipe, "-o", tmp_path / "run")
-    assert code == 0, err
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpus_for(2)}
+    done = subprocess.run([sys.executable, "-m", "smolalign", "rl", str(recipe), "-o", str(tmp_path / "run")],
+                          env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
     assert len([row for row in metric_rows(tmp_path / "run") if "reward" in row]) == STEPS
     assert saved_dtypes(tmp_path / "run" / "model") == {"BF16"}
+    log = Path(re.search(r"\(log (\S+)\)", done.stdout + done.stderr).group(1))
+    assert log.read_text().count("/generate/") >= STEPS  # the server answered the trainer's generation requests
