@@ -61,6 +61,20 @@ class Target:
     """Training processes per node."""
     server_node: bool = False
     """A started vLLM server gets a node of its own (Slurm's --vllm-nodes), not GPUs beside training."""
+    packages: frozenset[str] | None = None
+    """The modules the target can import (the GPU image's, for `recipes validate --for`); None: this machine's."""
+
+    def has(self, module: str) -> bool:
+        return installed(module) if self.packages is None else module in self.packages
+
+
+IMAGE_EXTRAS = ("vllm", "deepspeed", "liger", "plot")
+"""The extras the GPU image installs (the Dockerfile's `pip install ".[...]"`; a test keeps the two the same)."""
+EXTRA_MODULES = {"vllm": ("vllm",), "deepspeed": ("deepspeed",), "liger": ("liger_kernel",), "plot": ("matplotlib",),
+                 "wandb": ("wandb",), "trackio": ("trackio",), "tensorboard": ("tensorboard",)}
+"""What each extra makes importable, of the modules the checks look for."""
+IMAGE_PACKAGES = frozenset({"torch.nn.attention.flex_attention",
+                            *(module for extra in IMAGE_EXTRAS for module in EXTRA_MODULES[extra])})
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,28 @@ def this_machine() -> Target:
     return Target(gpus, "this machine", bf16=None, processes=processes)
 
 
+def described_target(spec: str, launch=None) -> Target:
+    """The machine `recipes validate --for SPEC` checks against: `NxGPU` (8xH100, 2xA100-80GB: N GPUs of a type in
+    the GPU table on one node), or `launch` (the recipe's launch.num_processes × launch.gpu), running the smolalign
+    GPU image (its packages: IMAGE_PACKAGES). One training process per GPU, or the recipe's launch.num_processes."""
+    import re
+
+    from smolalign.estimate.gpus import gpu_named
+
+    if spec == "launch":
+        if launch is None or not launch.gpu:
+            raise SmolalignError("--for launch: the recipe has no launch.gpu; set it, or name the machine (--for 8xH100)")
+        count, gpu = launch.num_processes, gpu_named(launch.gpu)
+    else:
+        match = re.fullmatch(r"\s*(\d+)\s*[x×]\s*(\S+)\s*", spec)
+        if match is None or int(match[1]) < 1:
+            raise SmolalignError(f"--for {spec}: not a machine description; use NxGPU (8xH100, 1xA100-80GB) or launch")
+        count, gpu = int(match[1]), gpu_named(match[2], "--for")
+    processes = launch.num_processes if launch is not None and spec != "launch" and launch.preset else count
+    return Target(count, f"{count}×{gpu.name} (the smolalign image)", bf16=True, processes=processes,
+                  packages=IMAGE_PACKAGES)
+
+
 def installed(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -105,7 +141,7 @@ def installed(module: str) -> bool:
 def _needs_vllm(key: str, target: Target, fallback: str) -> str | None:
     """vLLM is installed for the target (its CUDA build on GPUs, its CPU build on a CPU), and on this machine it
     really imports."""
-    if not installed("vllm"):
+    if not target.has("vllm"):
         return f"{key}: vLLM is not installed ({vllm_install(target.gpus)}) or use {fallback}"
     if not for_another_machine() and (problem := vllm_import_problem()):
         return f"{key}: vLLM is installed but does not import ({problem}); {vllm_install(target.gpus)}, or use {fallback}"
@@ -117,19 +153,19 @@ def check_attention(recipe: Recipe, target: Target) -> str | None:
     if name in (None, "eager", "sdpa"):
         return None
     if name == "flex_attention":
-        if not installed("torch.nn.attention.flex_attention"):
+        if not target.has("torch.nn.attention.flex_attention"):
             return "model.attn_implementation flex_attention: this torch has no flex attention (torch >= 2.5)"
         return None
     if name in FLASH_ATTENTION:
         module, install = FLASH_ATTENTION[name]
-        if not installed(module):
+        if not target.has(module):
             return (f"model.attn_implementation {name}: {module} is not installed in {target.where} ({install}), or "
                     f"use {ATTENTION_DEFAULT} (built into torch, keeps packed rows apart)")
         if target.gpus < 1:
             return f"model.attn_implementation {name}: needs a CUDA GPU and {target.where} has none; use sdpa"
         return None
     if "/" in name:  # a kernel from the hub, e.g. kernels-community/flash-attn
-        if not installed("kernels"):
+        if not target.has("kernels"):
             return (f"model.attn_implementation {name}: hub kernels need the kernels package (pip install kernels) "
                     f"and hub access; or use {ATTENTION_DEFAULT}")
         return None
@@ -210,7 +246,7 @@ def check_eval_command(backend: str, chart: bool) -> None:
 def check_liger(recipe: Recipe, target: Target) -> str | None:
     if not recipe.train.get("use_liger_kernel"):
         return None
-    if not installed("liger_kernel"):
+    if not target.has("liger_kernel"):
         return "train.use_liger_kernel: liger-kernel is not installed (pip install 'smolalign[liger]'); or remove it"
     if target.gpus < 1:
         return f"train.use_liger_kernel: Liger's kernels run on a GPU and {target.where} has none; remove it"
@@ -236,14 +272,17 @@ def check_report_to(recipe: Recipe, target: Target) -> str | None:
     if unknown:
         return (f"train.report_to {', '.join(map(str, unknown))}: not a tracker transformers knows; use "
                 f"{', '.join(INTEGRATION_TO_CALLBACK)}, or none")
-    available = get_available_reporting_integrations()
+    if target.packages is None:
+        available = get_available_reporting_integrations()
+    else:
+        available = [n for n in names if all(target.has(m) for m in EXTRA_MODULES.get(n, (n,)))]
     missing = [n for n in names if n not in available]
     if missing:
         extras = [n for n in missing if n in REPORT_EXTRAS]
         install = [f"'smolalign[{','.join(extras)}]'"] if extras else []
         install += [n for n in missing if n not in REPORT_EXTRAS]
-        return (f"train.report_to {', '.join(missing)}: not installed here (pip install {' '.join(install)}), or "
-                "remove it")
+        return (f"train.report_to {', '.join(missing)}: not installed in {target.where} (pip install "
+                f"{' '.join(install)}), or remove it")
     return None
 
 
@@ -273,7 +312,7 @@ def check_bf16(recipe: Recipe, target: Target) -> str | None:
 
 def check_deepspeed(recipe: Recipe, target: Target) -> str | None:
     preset = recipe.launch.preset if recipe.launch else None
-    if (recipe.train.get("deepspeed") or (preset or "").startswith("zero")) and not installed("deepspeed"):
+    if (recipe.train.get("deepspeed") or (preset or "").startswith("zero")) and not target.has("deepspeed"):
         key = "train.deepspeed" if recipe.train.get("deepspeed") else f"launch.preset {preset}"
         return f"{key}: DeepSpeed is not installed (pip install 'smolalign[deepspeed]')"
     return None

@@ -39,17 +39,45 @@ def show(recipe: RecipeArg, set_: SetOption = None) -> None:
     typer.echo(dump_yaml(apply_overrides(read_recipe(recipe), set_ or [])), nl=False)
 
 
+ForMachine = Annotated[str | None, typer.Option(
+    "--for", metavar="NxGPU|launch", help="Check for another machine: N GPUs of a type (8xH100) or the recipe's "
+                                          "launch: section, running the smolalign image; what only this machine "
+                                          "lacks is listed as notes.")]
+
+
 @app.command()
 def validate(recipe: RecipeArg, set_: SetOption = None,
-             stage: str = typer.Option(None, help="sft, po or rl (default: the recipe's `stage:`, else sft).")) -> None:
-    """Check every section (unknown keys, types, TRL fields) without touching data or weights."""
+             stage: str = typer.Option(None, help="sft, po or rl (default: the recipe's `stage:`, else sft)."),
+             for_: ForMachine = None) -> None:
+    """Check every section (unknown keys, types, TRL fields) without touching data or weights, and what the recipe
+    needs from the machine it runs on (this one, or the one --for describes)."""
     from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
     from smolalign.recipe.validate import validate_recipe
 
     path = recipe_path(recipe)
     raw = apply_overrides(read_recipe(path), set_ or [])
-    validate_recipe(raw, stage or raw.get("stage") or "sft", str(path))
-    typer.echo(f"{path}: ok")
+    stage = stage or raw.get("stage") or "sft"
+    if for_ is None:
+        validate_recipe(raw, stage, str(path))
+        typer.echo(f"{path}: ok")
+        return
+    from smolalign.errors import SmolalignError
+    from smolalign.hardware import Hardware
+    from smolalign.preflight import described_target, findings, on_target, this_machine
+    from smolalign.recipe.schema import LaunchSection
+    from smolalign.recipe.typecheck import build
+
+    launch = build(LaunchSection, raw["launch"], "launch") if raw.get("launch") is not None else None
+    target = described_target(for_, launch)
+    machine = Hardware("cuda", target.gpus, target.where, True, target.processes, 1)
+    with on_target(target):  # the target's processes and GPUs: its global batch, its caches
+        checked = validate_recipe(raw, stage, str(path), hardware=machine, machine=False)
+        problems = findings(checked, target)
+    if problems:
+        raise SmolalignError(problems[0])
+    typer.echo(f"{path}: ok for {target.where}")
+    for problem in findings(checked, this_machine()):
+        typer.echo(f"note: on this machine, {problem}")
 
 
 ImportFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="A TRL, alignment-handbook or open-r1 "
