@@ -66,10 +66,12 @@ def _recipe_sections(argv: list[str]) -> tuple[dict, object]:
 
 
 def training_gpus(generation=None) -> int:
-    """GPUs of this machine left for training processes (visible ones, less a started vLLM server's)."""
-    from smolalign.generation.gpu_partition import training_device_count, visible_devices
+    """GPUs of this machine left for training processes (the CUDA devices this process sees, counted without
+    starting CUDA, less a started vLLM server's)."""
+    from smolalign import hardware
+    from smolalign.generation.gpu_partition import training_device_count
 
-    return training_device_count(len(visible_devices()), generation)
+    return training_device_count(hardware.visible_gpu_count(), generation)
 
 
 def planned_launch(argv: list[str], launch: str | None, num_processes: int | None) -> tuple[str | None, int]:

@@ -86,9 +86,10 @@ def test_a_global_batch_that_does_not_divide_is_exit_2(cli, sft_recipe, monkeypa
 
 
 def test_the_recipe_launch_section_launches(sft_recipe, monkeypatch):
+    import smolalign.hardware
     from smolalign.launch import planned_launch
 
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a CPU machine
+    monkeypatch.setattr(smolalign.hardware, "visible_gpu_count", lambda: 0)  # a CPU machine
     argv = ["sft", sft_recipe, "-o", "out", "--set", "launch.preset=ddp", "--set", "launch.num_processes=4"]
     assert planned_launch(argv, None, None) == ("ddp", 4)
     assert planned_launch(argv, None, 2) == ("ddp", 2)  # --num-processes wins over the recipe

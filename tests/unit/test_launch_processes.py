@@ -1,5 +1,5 @@
-"""How many processes a train verb runs, on a node whose GPUs are described by CUDA_VISIBLE_DEVICES (what
-visible_devices reads: the stand-in for a device count here): one per GPU by default, leaving out those of a vLLM
+"""How many processes a train verb runs, on a node of N GPUs (the stand-in: the count of CUDA devices this process
+sees, which torch reads through NVML, is N): one per GPU by default, leaving out those of a vLLM
 server the run starts; --num-processes, else the recipe's launch.num_processes, when given; more processes than GPUs,
 or one process that sees several GPUs (torch's DataParallel, which TRL's trainers refuse), refused with exit 2
 before anything loads. The launch is stopped where accelerate would start: the config file accelerate receives is
@@ -12,8 +12,6 @@ import pytest
 from tiny_models import chat_rows, write_jsonl
 
 from smolalign.launch import planned_launch
-
-EIGHT = ",".join(str(i) for i in range(8))
 
 
 @pytest.fixture
@@ -30,8 +28,10 @@ def node(monkeypatch):
                  "ACCELERATE_USE_FSDP", "SMOLALIGN_DEEPSPEED_CONFIG"):
         monkeypatch.delenv(name, raising=False)
 
+    import smolalign.hardware
+
     def with_gpus(gpus: int):
-        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in range(gpus)))
+        monkeypatch.setattr(smolalign.hardware, "visible_gpu_count", lambda: gpus)
     return with_gpus
 
 
