@@ -123,6 +123,9 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
     with on_signal.listening():
         result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     if on_signal.stopped_at is not None:
+        # A rank that exits first gets the others killed (torchrun, srun --kill-on-bad-exit): not before every rank,
+        # the main process's trainer_state.json included, has written its part of the checkpoint.
+        trainer.accelerator.wait_for_everyone()
         leave_process_group()
         raise SavedOnSignal(f"stopped on the time-limit signal after saving checkpoint-{on_signal.stopped_at} in "
                             f"{run_dir}; run again with --resume to continue")
