@@ -558,3 +558,32 @@ def test_plan_notes_an_existing_checkpoint_and_no_saves(cli, cluster, sft_recipe
     assert code == 0, err
     assert f"the job continues from {checkpoint.resolve()}" in out
     assert "train.save_strategy is no: a requeued job has no checkpoint" in out
+
+
+def test_plan_notes_a_time_limit_shorter_than_the_time_between_saves(cli, cluster, write_recipe, tmp_path):
+    """From the plan's time per step (≈ 0.29 s on an H100 for this 1.6B shape and batch): 10,000 steps between saves
+    take ≈ 49 min, longer than a 30-minute run, so each run ends with the save on the time-limit signal."""
+    from safetensors.torch import save_file
+    from tiny_models import build_tokenizer
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
+        "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 8, "vocab_size": 32000,
+        "max_position_embeddings": 4096}))
+    save_file({}, str(model / "model.safetensors"))  # the plan reads the config only
+    build_tokenizer(model)
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
+    recipe = write_recipe({"stage": "sft", "model": {"source": str(model)}, "data": {"sources": [{"path": str(data)}]},
+                           "launch": {"gpu": "H100"},
+                           "train": {"per_device_train_batch_size": 2, "max_length": 4096, "save_steps": 10000,
+                                     "max_steps": 20000}})
+    code, out, err = cli("launch", "slurm", str(recipe), "--nodes", "1", "-t", "30:00", "--signal-before", "60",
+                         "--script", "-")
+    assert code == 0, err
+    [note] = [line for line in err.splitlines() if "between scheduled saves" in line]
+    assert "--time 30:00 gives each run ≈ 29 min before the time-limit signal" in note
+    assert "(train.save_steps 10000 × ≈ 294 ms per step)" in note
+    code, out, err = cli("launch", "slurm", str(recipe), "--nodes", "1", "-t", "2:00:00", "--script", "-")
+    assert code == 0 and "between scheduled saves" not in err, err
