@@ -240,8 +240,8 @@ def _vllm_server(job: SlurmJob, server: VllmServer) -> str:
 def _training(job: SlurmJob) -> str:
     config = shlex.quote(job.accelerate_config)
     if job.container is not None and job.container.preset:
-        config = '"$(python -c ' + shlex.quote("from smolalign.launch import preset_path; "
-                                               f"print(preset_path({job.container.preset!r}))") + ')"'
+        config = ('"$(python -c ' + shlex.quote(f'from smolalign.launch import preset_path; '
+                                                f'print(preset_path("{job.container.preset}"))') + ')"')
     launcher = [
         ["accelerate", "launch", "--config_file", config],
         ["--num_machines", str(job.nodes), "--num_processes", str(job.num_processes)],
@@ -267,8 +267,8 @@ def _training(job: SlurmJob) -> str:
         "TRAIN_PID=$!",
         "TRAIN_STATUS=0",
         'wait_step "$TRAIN_PID" || TRAIN_STATUS=$?',
-        f"# {SAVED_ON_SIGNAL_EXIT}: saved on the signal and stopped. torchrun reports any rank's non-zero exit as 1, so "
-        "after the signal every failure requeues (resuming from the newest complete checkpoint).",
+        f"# {SAVED_ON_SIGNAL_EXIT}: saved on the signal and stopped. torchrun reports any rank's non-zero exit as 1, so",
+        "# after the signal every failure requeues (resuming from the newest complete checkpoint).",
         f"if (( TRAIN_STATUS == {SAVED_ON_SIGNAL_EXIT} || (SIGNALLED && TRAIN_STATUS != 0) )); then requeue; fi",
         "if (( REQUEUED )); then exit 0; fi",
         'exit "$TRAIN_STATUS"',
