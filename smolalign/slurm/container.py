@@ -48,16 +48,21 @@ def container_of(request: SlurmRequest, recipe: Recipe, recipe_file: Path, prese
     for file in map(Path, files):
         if file.is_absolute() and file.exists():
             paths.append(file.parent if file.is_file() else file)
+    return Container(image=request.container, runtime=request.container_runtime or CONTAINER_RUNTIMES[0],
+                     mounts=outermost(paths), made=(str(run_dir),), preset=shipped_preset)
+
+
+def outermost(paths: list) -> tuple[str, ...]:
+    """The paths to mount: a path inside another is visible through it; each checked for the mount list."""
     mounts: list[Path] = []
-    for path in sorted(set(paths)):  # a path inside one already mounted is visible through it
+    for path in sorted(set(map(Path, paths))):
         if not any(path.is_relative_to(mount) for mount in mounts):
             mounts.append(path)
     for mount in mounts:
         if UNSAFE_IN_SRUN.search(str(mount)) or ":" in str(mount):
             raise SmolalignError(f"--container: {mount} cannot be mounted (a mount list cannot hold spaces, quotes, "
                                  "commas or colons); move it, or pass -o to a run directory without them")
-    return Container(image=request.container, runtime=request.container_runtime or CONTAINER_RUNTIMES[0],
-                     mounts=tuple(map(str, mounts)), made=(str(run_dir),), preset=shipped_preset)
+    return tuple(map(str, mounts))
 
 
 def container_mounts(container: Container) -> list[str]:

@@ -587,3 +587,27 @@ def test_plan_notes_a_time_limit_shorter_than_the_time_between_saves(cli, cluste
     assert "(train.save_steps 10000 × ≈ 294 ms per step)" in note
     code, out, err = cli("launch", "slurm", str(recipe), "--nodes", "1", "-t", "2:00:00", "--script", "-")
     assert code == 0 and "between scheduled saves" not in err, err
+
+
+def test_a_sweep_array_job_runs_its_cells_in_the_image(cli, cluster, write_recipe, tmp_path):
+    """`sweep --slurm container=IMAGE`: the sweep's folder (outside the working directory here) is mounted, where
+    every cell's run directory is."""
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
+    held_out = write_jsonl(tmp_path / "held_out.jsonl", [{"prompt": "what is 1 plus 1", "solution": "2"}])
+    recipe = write_recipe({"stage": "sft", "model": {"source": MODEL}, "data": {"sources": [{"path": str(data)}]},
+                           "train": {"per_device_train_batch_size": 2, "max_length": 256, "max_steps": 2},
+                           "eval": {"data": [{"path": str(held_out)}], "rewards": [{"name": "math_accuracy"}]}},
+                          "sweep.yaml")
+    sweep_dir = tmp_path.parent / f"{tmp_path.name}-sweeps" / "lr"
+    code, out, err = cli("sweep", str(recipe), "--grid", "train.learning_rate=0.05,0.01", "-o", str(sweep_dir),
+                         "--launch", "ddp", "--slurm", "gpus-per-node=1", "--slurm", "script=job.sbatch",
+                         "--slurm", "container=smolalign:1.0")
+    assert code == 0, err
+    (tmp_path / "hf").mkdir()
+    done = run_in_container(tmp_path / "job.sbatch", cluster, "n1", tmp_path, SLURM_ARRAY_TASK_ID="1")
+    assert done.returncode == 0, done.stderr
+    [launch] = calls(cluster, "accelerate")
+    assert launch["env"]["FAKE_IN_IMAGE"] == "smolalign:1.0"
+    assert launch["args"][launch["args"].index("-m"):][:3] == ["-m", "smolalign", "sweep"]
+    [step] = [json.loads(line) for line in (cluster / "containers.jsonl").read_text().splitlines()]
+    assert str(sweep_dir) in step["mounts"] and sweep_dir.is_dir()
