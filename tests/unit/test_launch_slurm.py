@@ -68,6 +68,8 @@ def enter_image(image, mounts, workdir, command):
     text = " ".join(command)
     if "activate" in text or "source " in text:
         fail(f"the step activates a host environment: {{text}}")
+    if "-m smolalign " not in text and command[:2] != ["trl", "vllm-serve"]:
+        fail(f"the step does not run smolalign (or the vLLM server) in the image: {{text}}")
     for word in shlex.split(text.replace(";", " ")):
         for part in word.split("="):
             if part.startswith("/") and Path(part).exists() and not seen(part):
