@@ -14,6 +14,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     steps: int | None = None
     """Optimizer steps of the run, when known."""
+    step_seconds: float | None = None
+    """Estimated or measured seconds per optimizer step (the "time per step" row), when known."""
 
     def render(self) -> str:
         width = max(len(k) for k in self.rows)

@@ -7,6 +7,7 @@ import sys
 import typer
 
 from smolalign.errors import USER_ERRORS, RunFailure
+from smolalign.runs.save_on_signal import SAVED_ON_SIGNAL_EXIT, SavedOnSignal
 
 app = typer.Typer(
     name="smolalign",
@@ -39,7 +40,7 @@ _register()
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point. Exit codes: 0 success, 2 bad input (recipe, data, arguments: one message, no traceback),
-    1 anything else (with its traceback)."""
+    75 saved a checkpoint and stopped on SIGUSR1 (run again with --resume), 1 anything else (with its traceback)."""
     # bitsandbytes warns at import, on CPUs with AVX512-BF16, that an optional kernels package is missing.
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     from smolalign import launch
@@ -67,5 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     except RunFailure as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(1)
+    except SavedOnSignal as exc:
+        typer.secho(f"smolalign: {exc}", err=True)
+        sys.exit(SAVED_ON_SIGNAL_EXIT)
     if isinstance(code, int) and code:
         sys.exit(code)

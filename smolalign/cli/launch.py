@@ -39,6 +39,16 @@ VllmSet = Annotated[list[str] | None, typer.Option("--vllm-set", help="`trl vllm
 SkipData = Annotated[bool, typer.Option("--skip-data", help="Check the recipe and batch arithmetic but do not read "
                                                             "the data here.")]
 Submit = Annotated[bool, typer.Option("--submit", help="Run sbatch on the script.")]
+ContainerImage = Annotated[str | None, typer.Option("--container", help="Image every srun step runs in (the script "
+                                                                        "runs on the host): pyxis image name, or an "
+                                                                        "apptainer .sif / docker:// URI.")]
+ContainerRuntime = Annotated[str | None, typer.Option("--container-runtime", help="pyxis (srun --container-image, "
+                                                                                  "default) or apptainer.")]
+ContainerMount = Annotated[list[str] | None, typer.Option("--container-mount", help="More host paths mounted at the "
+                                                                                    "same path in the image (the "
+                                                                                    "run, recipe, models, local data "
+                                                                                    "and HF cache already are); "
+                                                                                    "repeatable.")]
 
 
 @app.command()
@@ -47,9 +57,11 @@ def slurm(recipe: RecipeArg, nodes: Nodes, vllm_nodes: VllmNodes = 0, gpus_per_n
           partition: Partition = None, time: TimeLimit = None, account: Account = None, job_name: JobName = None,
           script: Script = None, log_dir: LogDir = None, overwrite: Overwrite = False, main_process_port: Port = 29500,
           signal_before: SignalBefore = 300, sbatch: Sbatch = None, setup: Setup = None, vllm_set: VllmSet = None,
-          skip_data: SkipData = False, submit: Submit = False) -> None:
+          skip_data: SkipData = False, submit: Submit = False, container: ContainerImage = None,
+          container_runtime: ContainerRuntime = None, container_mount: ContainerMount = None) -> None:
     """Write an sbatch script that trains RECIPE on N nodes (accelerate, c10d rendezvous), with an optional vLLM
-    server node, requeued before its time limit and resumed from the last checkpoint. The recipe is checked first."""
+    server node, optionally in a container image; before its time limit training saves a checkpoint, and the job is
+    requeued and resumes from it. The recipe is checked first."""
     from smolalign.launch import CURRENT_ARGV
     from smolalign.slurm.job import write_job
     from smolalign.slurm.options import SlurmRequest
@@ -59,4 +71,5 @@ def slurm(recipe: RecipeArg, nodes: Nodes, vllm_nodes: VllmNodes = 0, gpus_per_n
         overrides=set_ or [], output_dir=output_dir, partition=partition, time=time, account=account,
         job_name=job_name, script=script, log_dir=log_dir, overwrite=overwrite, main_process_port=main_process_port,
         signal_before=signal_before, sbatch=sbatch or [], setup=setup or [], vllm_set=vllm_set or [],
-        skip_data=skip_data, submit=submit, argv=list(CURRENT_ARGV)))
+        skip_data=skip_data, submit=submit, argv=list(CURRENT_ARGV), container=container,
+        container_runtime=container_runtime, container_mounts=container_mount or []))

@@ -161,6 +161,7 @@ def _time_rows(plan, recipe, settings, setup: Setup, dims: ModelDims, gpu: Gpu |
         plan.rows["time per step"] = "not estimated (no GPU target: set launch.gpu, or launch.calibrate: true)"
         return
     plan.rows["time per step"] = label
+    plan.step_seconds = seconds
     if steps:
         total = seconds * steps
         gpu_hours = total * setup.processes / 3600

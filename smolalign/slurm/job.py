@@ -1,7 +1,8 @@
 """From `smolalign launch slurm RECIPE --nodes N [--vllm-nodes 1]` to a written (and optionally submitted) sbatch
 script. The recipe is checked first as its stage's --dry-run checks it, for the cluster's world size (nodes × GPUs
 per node) and without loading weights, so a bad recipe costs no queue time; the vLLM node's settings come from the
-recipe's generation.server section; every node runs the Python environment that runs smolalign now.
+recipe's generation.server section; every node runs the Python environment that runs smolalign now, or, with
+--container IMAGE, every srun step runs in that image with the paths the run needs mounted at the same place.
 """
 
 import os
@@ -14,6 +15,7 @@ from pathlib import Path
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware
 from smolalign.recipe.schema import Recipe
+from smolalign.slurm.container import container_of
 from smolalign.slurm.options import (
     DEFAULT_PRESET,
     SlurmRequest,
@@ -100,21 +102,58 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
         settings = recipe.settings
         notes.append(f"global batch {settings.global_batch} = per-device batch {settings.per_device_batch} × gradient "
                      f"accumulation {settings.accumulation} × {settings.world_size} processes")
-    notes += run_dir_notes(recipe, request)
+    notes += run_dir_notes(recipe, request) + time_limit_notes(recipe, request, plan)
     train_args = [word for item in overrides for word in ("--set", item)]
     if request.output_dir is not None:
         train_args += ["--output-dir", str(request.output_dir.expanduser().resolve())]
     extra = [("partition", request.partition), ("time", request.time), ("account", request.account)]
     job_name = request.job_name or default_job_name(str(path), stage)
+    container = container_of(request, recipe, path, preset, server.model if server else None)
+    # In the image, a shipped recipe is the image's own: it stays a name
+    shipped = container is not None and not Path(request.recipe).expanduser().is_file()
     job = SlurmJob(
-        job_name=job_name, stage=stage, recipe=str(path), train_args=tuple(train_args), nodes=request.nodes,
+        job_name=job_name, stage=stage, recipe=request.recipe if shipped else str(path),
+        train_args=tuple(train_args), nodes=request.nodes,
         gpus_per_node=request.gpus_per_node, accelerate_config=str(preset),
         deepspeed=kind == "DEEPSPEED", main_process_port=request.main_process_port,
         workdir=str(Path.cwd()), activate=environment_activation(), log_dir=str(log_dir(request, job_name)),
         sbatch=tuple([(k, v) for k, v in extra if v is not None] + sbatch_options(request.sbatch)),
         signal_seconds=request.signal_before, overwrite=request.overwrite, vllm=server, setup=tuple(request.setup),
-        command=shlex.join(["smolalign", *request.argv]) if request.argv else "")
+        command=shlex.join(["smolalign", *request.argv]) if request.argv else "", container=container)
     return job, plan, notes
+
+
+def time_limit_notes(recipe: Recipe, request: SlurmRequest, plan) -> list[str]:
+    """What the time limit means for saves, from the plan's time per step (where it has one): a run shorter than
+    the time between scheduled saves relies on the save at the time-limit signal, which needs a step to end within
+    --signal-before."""
+    from smolalign.estimate.time import describe_seconds
+    from smolalign.slurm.options import time_limit_seconds
+
+    limit = time_limit_seconds(request.time) if request.time else None
+    step = getattr(plan, "step_seconds", None)
+    if limit is None or not step:
+        return []
+    notes = []
+    settings = recipe.settings
+    strategy, every = str(settings["save_strategy"]).lower(), None
+    if strategy == "steps" and settings.get("save_steps"):
+        save_steps = settings["save_steps"]
+        every = save_steps * plan.steps if save_steps < 1 and plan.steps else save_steps
+        what = f"train.save_steps {save_steps:g}"
+    elif strategy == "epoch" and plan.steps and settings.get("num_train_epochs"):
+        every = plan.steps / settings["num_train_epochs"]
+        what = "one epoch (train.save_strategy epoch)"
+    run = limit - request.signal_before
+    if every is not None and run < every * step:
+        notes.append(f"--time {request.time} gives each run ≈ {describe_seconds(run)} before the time-limit signal, "
+                     f"less than the ≈ {describe_seconds(every * step)} between scheduled saves ({what} × "
+                     f"≈ {describe_seconds(step)} per step): every run ends with the save on the signal; lower "
+                     "train.save_steps to lose less if a run dies")
+    if step > request.signal_before:
+        notes.append(f"a step takes ≈ {describe_seconds(step)}, longer than --signal-before {request.signal_before} s: "
+                     "the save on the time-limit signal may not finish in time; raise --signal-before")
+    return notes
 
 
 def cluster_hardware(request: SlurmRequest) -> Hardware:

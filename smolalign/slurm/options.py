@@ -1,6 +1,6 @@
 """What `smolalign launch slurm` is asked for, checked before anything else: node and GPU counts, Slurm names,
-the time limit against the requeue signal, extra #SBATCH and `trl vllm-serve` options (the only check that
-imports trl: its option names)."""
+the time limit against the requeue signal, the container image and runtime, extra #SBATCH and `trl vllm-serve`
+options (the only check that imports trl: its option names)."""
 
 import re
 from dataclasses import dataclass, field
@@ -10,6 +10,8 @@ from smolalign.errors import SmolalignError
 from smolalign.recipe.typecheck import suggest
 
 DEFAULT_PRESET = "zero3"
+CONTAINER_RUNTIMES = ("pyxis", "apptainer")
+"""pyxis (`srun --container-image`, enroot) is the default; apptainer runs `srun apptainer exec`."""
 _NAME = re.compile(r"^[A-Za-z0-9_.:+,@-]+$")
 _SBATCH_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
 _TIME = re.compile(r"^(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"
@@ -47,6 +49,11 @@ class SlurmRequest:
     skip_data: bool = False
     submit: bool = False
     argv: list[str] = field(default_factory=list)
+    container: str | None = None
+    """The image every srun step runs in; the batch script runs on the host."""
+    container_runtime: str | None = None
+    container_mounts: list[str] = field(default_factory=list)
+    """More host paths mounted at the same path in the container (data, rewards)."""
 
 
 def check_request(request: SlurmRequest) -> None:
@@ -80,6 +87,41 @@ def check_request(request: SlurmRequest) -> None:
     for line in request.setup:
         if "\n" in line:
             raise SmolalignError("--setup: one shell line per option (repeat --setup for more)")
+    check_container(request)
+
+
+def check_container(request: SlurmRequest) -> None:
+    if request.container is None:
+        for option, given in (("--container-runtime", request.container_runtime),
+                              ("--container-mount", request.container_mounts)):
+            if given:
+                raise SmolalignError(f"{option} needs --container IMAGE (the image the job's steps run in)")
+        return
+    if not request.container.strip():
+        raise SmolalignError("--container: empty image name; pass the image, e.g. --container "
+                             "ghcr.io/org/smolalign:latest (pyxis) or --container smolalign.sif (apptainer)")
+    if UNSAFE_IN_SRUN.search(request.container):
+        raise SmolalignError(f"--container {request.container!r}: an image name cannot hold spaces, quotes or commas")
+    runtime = request.container_runtime or CONTAINER_RUNTIMES[0]
+    if runtime not in CONTAINER_RUNTIMES:
+        raise SmolalignError(f"--container-runtime {runtime}: unknown{suggest(runtime, CONTAINER_RUNTIMES)}; use "
+                             f"{' or '.join(CONTAINER_RUNTIMES)}")
+    for path in request.container_mounts:
+        if UNSAFE_IN_SRUN.search(path) or ":" in path:
+            raise SmolalignError(f"--container-mount {path!r}: a mounted path cannot hold spaces, quotes, commas or "
+                                 "colons; use a symlink without them")
+        if not Path(path).expanduser().exists():
+            raise SmolalignError(f"--container-mount {path}: no such file or directory here; mount a path that exists "
+                                 "on the cluster's shared filesystem")
+    for line in request.setup:
+        if any(word.rsplit("/", 1)[-1] in ("activate", "conda") for word in line.split()):
+            raise SmolalignError(f"--setup {line!r} activates a Python environment on the host, but with --container "
+                                 "smolalign runs in the image; drop that --setup line")
+
+
+UNSAFE_IN_SRUN = re.compile(r"[\s'\"$`\\,]")
+"""What breaks an image name or a mount list (SRC:DST,...) on the script's srun line; a mounted path cannot hold
+`:` either."""
 
 
 def time_limit_seconds(text: str) -> int | None:
@@ -112,6 +154,9 @@ def sbatch_options(items: list[str]) -> list[tuple[str, str]]:
             raise SmolalignError(f"--sbatch {item!r}: expected an sbatch option as KEY=VALUE, e.g. qos=high or mem=0")
         if key in SBATCH_OWNED:
             raise SmolalignError(f"--sbatch {key}: set by {SBATCH_OWNED[key]}")
+        if key.startswith("container-"):  # pyxis's options: on #SBATCH they would put the batch script in the image
+            raise SmolalignError(f"--sbatch {key}: use --container IMAGE (the batch script runs on the host, its srun "
+                                 "steps in the image)")
         if any(c.isspace() for c in value):
             raise SmolalignError(f"--sbatch {item!r}: #SBATCH values cannot hold spaces")
         if not value and key not in SBATCH_FLAGS:

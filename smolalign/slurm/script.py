@@ -1,12 +1,16 @@
 """The sbatch script of a multi-node run, rendered from a `SlurmJob`: node roles from the allocation, one
 `accelerate launch` per training node meeting at a c10d rendezvous on the first one, an optional `trl vllm-serve`
-node that training waits for, and a requeue when the time limit nears, after which the run resumes from its last
-checkpoint. Text only (stdlib), so every line of the wiring is testable without Slurm:
+node that training waits for, steps run in a container image when asked (pyxis or apptainer), and, when the time
+limit nears, USR1 forwarded to training, which saves a checkpoint and stops, then a requeue, after which the run
+resumes from that checkpoint. Text only (stdlib), so every line of the wiring is testable without Slurm:
 `smolalign launch slurm RECIPE --nodes N` writes it.
 """
 
 import shlex
 from dataclasses import dataclass
+
+from smolalign.runs.save_on_signal import SAVED_ON_SIGNAL_EXIT
+from smolalign.slurm.container import Container, container_mounts, in_container
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ class SlurmJob:
     sbatch: tuple[tuple[str, str], ...]
     """#SBATCH options (name, value) beyond the ones every job gets; an empty value is a flag."""
     signal_seconds: int
-    """USR1 reaches the batch shell this long before the time limit; it requeues the job."""
+    """USR1 reaches the batch shell this long before the time limit; training saves, stops, and the job requeues."""
     overwrite: bool = False
     """The first run starts over (--overwrite); requeued runs resume."""
     vllm: VllmServer | None = None
@@ -55,6 +59,7 @@ class SlurmJob:
     """The command line that wrote the script, recorded at its top."""
     array: int = 0
     """A Slurm array of this many tasks (a sweep: one per cell, each picks its cell by $SLURM_ARRAY_TASK_ID)."""
+    container: Container | None = None
 
     @property
     def total_nodes(self) -> int:
@@ -92,9 +97,13 @@ def _header(job: SlurmJob) -> str:
     lines += [
         "#",
         f"# smolalign {job.stage}: {roles}; accelerate with {job.accelerate_config}, c10d rendezvous on the first node.",
-        "# USR1 (sent before the time limit) requeues the job; every run passes --resume, so a requeued job continues",
-        "# from the last checkpoint. Preempted jobs are requeued by Slurm itself (--requeue).",
+        "# USR1 (sent before the time limit) goes on to training, which saves a checkpoint at its next step and stops;",
+        "# then the job requeues, and every run passes --resume, so the requeued job continues from that checkpoint.",
+        "# Preempted jobs are requeued by Slurm itself (--requeue).",
     ]
+    if job.container is not None:
+        lines.append(f"# Every srun step runs in the image {job.container.image} ({job.container.runtime}); this "
+                     "script runs on the host.")
     if job.array:
         lines.append(f"# An array of {job.array} tasks, one per sweep cell: each trains and evaluates cell "
                      "$SLURM_ARRAY_TASK_ID.")
@@ -105,12 +114,18 @@ def _header(job: SlurmJob) -> str:
 
 def _environment(job: SlurmJob) -> str:
     g = job.gpus_per_node
-    tools = ["scontrol", "srun", "accelerate"] + (["trl", "curl"] if job.vllm else [])
+    if job.container is None:
+        tools = ["scontrol", "srun", "accelerate"] + (["trl", "curl"] if job.vllm else [])
+        environment = [job.activate]
+    else:  # accelerate and trl are the image's; only Slurm's tools (and apptainer, curl) are the host's
+        tools = ["scontrol", "srun"] + (["apptainer"] if job.container.runtime == "apptainer" else []) + \
+            (["curl"] if job.vllm else [])
+        environment = container_mounts(job.container)
     return "\n".join([
         "set -euo pipefail",
         f"cd {shlex.quote(job.workdir)}",
         *job.setup,
-        job.activate,
+        *environment,
         f"for tool in {' '.join(tools)}; do",
         '  command -v "$tool" > /dev/null || { echo "error: $tool is not on PATH" >&2; exit 1; }',
         "done",
@@ -149,15 +164,26 @@ def _roles(job: SlurmJob) -> str:
 
 def _requeue(job: SlurmJob) -> str:
     lines = [
-        "REQUEUED=0",
+        "REQUEUED=0 SIGNALLED=0",
         "requeue() {",
-        '  echo "smolalign: USR1: the time limit is near (or the job is preempted); requeueing job $SLURM_JOB_ID,'
-        ' which resumes from the last checkpoint" >&2',
+        '  echo "smolalign: requeueing job $SLURM_JOB_ID, which resumes from the last checkpoint" >&2',
         '  if scontrol requeue "$SLURM_JOB_ID"; then REQUEUED=1; else',
         '    echo "smolalign: scontrol requeue failed; the job runs until its time limit" >&2',
         "  fi",
         "}",
-        "trap requeue USR1",
+        "# srun passes USR1 on to its step, whose every process gets it: the training ranks save a checkpoint at their",
+        "# next step end and stop (exit 75); the launchers ignore it (trap '' USR1 below). The requeue follows.",
+        "time_limit_near() {",
+        "  SIGNALLED=1",
+        '  if [[ -n ${TRAIN_PID:-} ]]; then',
+        '    echo "smolalign: USR1: the time limit is near (or the job is preempted); training saves a checkpoint and '
+        'stops" >&2',
+        '    kill -USR1 "$TRAIN_PID" 2> /dev/null || true',
+        "  else",
+        "    requeue",
+        "  fi",
+        "}",
+        "trap time_limit_near USR1",
         "",
         "# A trapped signal interrupts `wait`: wait again while the step still runs.",
         "wait_step() {",
@@ -185,11 +211,12 @@ def _vllm_server(job: SlurmJob, server: VllmServer) -> str:
     serve = ["trl", "vllm-serve", "--model", server.model, "--tensor_parallel_size", str(server.tensor_parallel),
              "--host", "0.0.0.0", "--port", str(server.port), *server.options]
     timeout = int(server.startup_timeout)
+    srun_options, command_prefix = in_container(job)
     return "\n".join([
         f'VLLM_LOG={shlex.quote(job.log_dir)}/"$SLURM_JOB_NAME-$SLURM_JOB_ID-vllm.log"',
         'srun --nodes=1 --ntasks=1 --nodelist="$VLLM_NODE" --cpus-per-task="$CPUS_PER_NODE" --output="$VLLM_LOG" '
-        "--open-mode=append \\",
-        "  " + " ".join(shlex.quote(word) for word in serve) + " &",
+        f"--open-mode=append {srun_options}\\",
+        f"  {command_prefix}" + " ".join(shlex.quote(word) for word in serve) + " &",
         "VLLM_PID=$!",
         "trap 'kill \"$VLLM_PID\" 2> /dev/null || true' EXIT",
         'echo "smolalign: waiting for the vLLM server at $VLLM_URL/health (log: $VLLM_LOG)"',
@@ -211,8 +238,12 @@ def _vllm_server(job: SlurmJob, server: VllmServer) -> str:
 
 
 def _training(job: SlurmJob) -> str:
+    config = shlex.quote(job.accelerate_config)
+    if job.container is not None and job.container.preset:
+        config = ('"$(python -c ' + shlex.quote(f'from smolalign.launch import preset_path; '
+                                                f'print(preset_path("{job.container.preset}"))') + ')"')
     launcher = [
-        ["accelerate", "launch", "--config_file", shlex.quote(job.accelerate_config)],
+        ["accelerate", "launch", "--config_file", config],
         ["--num_machines", str(job.nodes), "--num_processes", str(job.num_processes)],
         ["--machine_rank", '"$SLURM_PROCID"'],
         ["--main_process_ip", '"$MAIN_PROCESS_IP"', "--main_process_port", '"$MAIN_PROCESS_PORT"'],
@@ -226,14 +257,19 @@ def _training(job: SlurmJob) -> str:
     stage.append('"$RUN_MODE"' if job.overwrite else "--resume")
     launcher.append(stage)
     # Expanded by each task's own shell: SLURM_PROCID is the task's rank within this step, 0 .. nodes-1.
-    per_node = "exec " + " \\\n    ".join(" ".join(words) for words in launcher)
+    # USR1 is for the training processes (they set their own handler); ignored here, it stays ignored in the launchers.
+    per_node = "trap '' USR1; exec " + " \\\n    ".join(" ".join(words) for words in launcher)
+    srun_options, command_prefix = in_container(job)
     return "\n".join([
         f"srun --nodes={job.nodes} --ntasks={job.nodes} --ntasks-per-node=1 --nodelist=\"$TRAIN_NODELIST\" "
-        '--cpus-per-task="$CPUS_PER_NODE" --kill-on-bad-exit=1 --wait=60 \\',
-        "  bash -c " + _single_quoted(per_node) + " &",
+        f'--cpus-per-task="$CPUS_PER_NODE" --kill-on-bad-exit=1 --wait=60 {srun_options}\\',
+        f"  {command_prefix}bash -c " + _single_quoted(per_node) + " &",
         "TRAIN_PID=$!",
         "TRAIN_STATUS=0",
         'wait_step "$TRAIN_PID" || TRAIN_STATUS=$?',
+        f"# {SAVED_ON_SIGNAL_EXIT}: saved on the signal and stopped. torchrun reports any rank's non-zero exit as 1, so",
+        "# after the signal every failure requeues (resuming from the newest complete checkpoint).",
+        f"if (( TRAIN_STATUS == {SAVED_ON_SIGNAL_EXIT} || (SIGNALLED && TRAIN_STATUS != 0) )); then requeue; fi",
         "if (( REQUEUED )); then exit 0; fi",
         'exit "$TRAIN_STATUS"',
     ])

@@ -114,13 +114,25 @@ def run_dir_of(recipe: Recipe, output_dir: Path | None) -> Path:
 
 
 def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -> Path:
-    """Train (resuming if asked), save the model for inference and record the result."""
+    """Train (resuming if asked), save the model for inference and record the result. On SIGUSR1 the run saves a
+    checkpoint at the next step end and raises SavedOnSignal instead (smolalign.runs.save_on_signal)."""
     from smolalign.models.load import save_for_inference
     from smolalign.runs.manifest import write_manifest
+    from smolalign.runs.save_on_signal import SavedOnSignal, save_on_signal_callback
 
     if checkpoint is not None:
         _plain_cpu_device(trainer.args)
-    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    on_signal = save_on_signal_callback()
+    trainer.add_callback(on_signal)
+    with on_signal.listening():
+        result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    if on_signal.stopped_at is not None:
+        # A rank that exits first gets the others killed (torchrun, srun --kill-on-bad-exit): not before every rank,
+        # the main process's trainer_state.json included, has written its part of the checkpoint.
+        trainer.accelerator.wait_for_everyone()
+        leave_process_group()
+        raise SavedOnSignal(f"stopped on the time-limit signal after saving checkpoint-{on_signal.stopped_at} in "
+                            f"{run_dir}; run again with --resume to continue")
     model_dir = run_dir / MODEL_DIR
     state_dict = None
     if is_zero3(trainer):

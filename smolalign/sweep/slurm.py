@@ -14,7 +14,8 @@ from smolalign.slurm.options import SlurmRequest
 
 _SETTINGS = {"nodes": int, "gpus_per_node": int, "partition": str, "time": str, "account": str, "job_name": str,
              "script": str, "log_dir": Path, "sbatch": list, "setup": list, "submit": bool, "skip_data": bool,
-             "signal_before": int, "main_process_port": int}
+             "signal_before": int, "main_process_port": int, "container": str, "container_runtime": str,
+             "container_mounts": list}
 """The `launch slurm` options a sweep's job takes, as `--slurm KEY=VALUE` (sbatch and setup repeat)."""
 
 
@@ -72,6 +73,13 @@ def write_sweep_job(request) -> Path | None:
     arguments += ["--output-dir", str(sweep.directory), "--array-task"]
     job = dataclasses.replace(job, stage="sweep", train_args=tuple(arguments), array=len(sweep.runs),
                               job_name=base.job_name or default_job_name(str(sweep.recipe), "sweep") + "-sweep")
+    if job.container is not None:  # every cell's paths, and the sweep's folder, which the job creates
+        from smolalign.slurm.container import outermost
+
+        mounts = [mount for cell_job, _, _ in built for mount in cell_job.container.mounts]
+        job = dataclasses.replace(job, container=dataclasses.replace(
+            job.container, mounts=outermost([*mounts, sweep.directory.resolve()]),
+            made=(str(sweep.directory.resolve()),)))
     notes = [f"{len(sweep.runs)} array tasks, one per cell; the cells and the comparison go to {sweep.directory}: "
              "every node must see it (a shared filesystem)", *[n for n in notes if not n.startswith("run directory")]]
     path = emit_job(dataclasses.replace(base, job_name=job.job_name), job, plan, notes)

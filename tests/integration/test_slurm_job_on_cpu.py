@@ -1,12 +1,14 @@
 """The script `smolalign launch slurm` writes, run end to end: fake `scontrol` and `srun` start both "nodes" on this
 machine, and the real `accelerate launch` of each meets the other at the c10d rendezvous and trains a tiny model
-with the recipe's global batch kept over the two processes."""
+with the recipe's global batch kept over the two processes; a job signalled before its time limit saves, requeues
+and resumes with progress each time."""
 
 import contextlib
 import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 SCONTROL = """#!/bin/bash
 [[ $1 == show ]] && printf 'localhost\\nlocalhost\\n'
+[[ $1 == requeue ]] && touch "$FAKE_DIR/requeued"
+exit 0
 """
 SRUN = """#!/bin/bash
 # One task per listed node, all of them on this machine.
@@ -32,8 +36,20 @@ for rank in "${!nodes[@]}"; do
     sleep 0.2; done
   SLURM_PROCID=$rank "$@" > "$FAKE_DIR/task$rank.log" 2>&1 & pids+=($!)
 done
+# As slurmstepd does, a signal to srun reaches every process of the step: launchers, torchrun's workers.
+descendants() { local child; for child in $(pgrep -P "$1"); do echo "$child"; descendants "$child"; done; }
+forward() { for pid in "${pids[@]}"; do kill -"$1" "$pid" $(descendants "$pid") 2> /dev/null; done; }
+trap 'forward USR1' USR1
+trap 'forward TERM' TERM
 status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+for pid in "${pids[@]}"; do
+  while true; do
+    code=0; wait "$pid" || code=$?
+    if (( code > 128 )) && kill -0 "$pid" 2> /dev/null; then continue; fi  # a trapped signal interrupted wait
+    break
+  done
+  (( code == 0 )) || status=$code
+done
 exit $status
 """
 
@@ -76,3 +92,64 @@ def test_two_nodes_train_through_the_generated_script(cli, write_recipe, tiny_di
     args = torch.load(tmp_path / "run" / "checkpoint-2" / "training_args.bin", weights_only=False)
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.world_size) == (2, 2, 2)
     assert [m["step"] for m in read_metrics(tmp_path / "run") if "loss" in m] == [1, 2]
+
+
+def _wait_for_step(run_dir: Path, past: int, job: subprocess.Popen) -> None:
+    while job.poll() is None:
+        if any(m["step"] > past for m in read_metrics(run_dir) if "loss" in m):
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.slow  # about 90 s on 2 CPU cores: three runs of the two-node job
+@pytest.mark.skipif(torch.cuda.is_available(), reason="two processes on the CPU (gloo); one GPU cannot host both")
+def test_a_job_signalled_before_its_time_limit_saves_requeues_and_progresses(cli, write_recipe, tiny_dir, tmp_path,
+                                                                               monkeypatch):
+    """Two runs are sent the time-limit USR1 mid-training and the third runs to the end. No save is scheduled
+    (save_steps beyond max_steps): each requeue leaves a newer checkpoint only because the ranks saved on the signal.
+    With the save-on-signal callback switched off (not added in stages/lifecycle.py) the first signalled run trains
+    to max_steps and no requeue happens, so this test fails."""
+    max_steps = 60
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
+    recipe = write_recipe({"stage": "sft", "model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": str(data)}]},
+                           "launch": {"global_batch_size": 4},
+                           "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": max_steps,
+                                     "logging_steps": 1, "save_steps": 1000, "gradient_checkpointing": False}})
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("launch", "slurm", recipe, "--nodes", "2", "--gpus-per-node", "1", "--preset", "ddp",
+                         "--script", "job.sbatch", "-o", "run", "--main-process-port", str(free_port()))
+    assert code == 0, err
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    for name, text in (("scontrol", SCONTROL), ("srun", SRUN)):
+        (fake / name).write_text(text)
+        (fake / name).chmod(0o755)
+    run_dir = tmp_path / "run"
+    saved = [0]
+    for restart in range(3):
+        env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "FAKE_DIR": str(fake),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+               "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "tiny",
+               "SLURM_CPUS_ON_NODE": "1", "SLURM_RESTART_COUNT": str(restart)}
+        job = subprocess.Popen(["bash", "job.sbatch"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+        try:
+            if restart < 2:
+                _wait_for_step(run_dir, saved[-1], job)  # training is past where this run resumed
+                job.send_signal(signal.SIGUSR1)  # what --signal=B:USR1@N delivers to the batch shell
+            _, stderr = job.communicate(timeout=240)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(job.pid, signal.SIGKILL)
+        logs = "\n".join(path.read_text()[-2000:] for path in sorted(fake.glob("task*.log")))
+        assert job.returncode == 0, stderr + logs
+        assert (fake / "requeued").exists() == (restart < 2), stderr + logs
+        (fake / "requeued").unlink(missing_ok=True)
+        if restart < 2:
+            newest = max(int(p.name.split("-")[1]) for p in run_dir.glob("checkpoint-*"))
+            state = json.loads((run_dir / f"checkpoint-{newest}" / "trainer_state.json").read_text())
+            assert saved[-1] < state["global_step"] == newest < max_steps  # progress, and stopped early
+            saved.append(newest)
+    result = json.loads((run_dir / "manifest.json").read_text())["result"]
+    assert result["global_step"] == max_steps
+    assert result["resumed_from"] == str((run_dir / f"checkpoint-{saved[-1]}").resolve())

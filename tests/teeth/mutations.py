@@ -359,6 +359,22 @@ MUTATIONS = [
       "        if not any(reason.startswith(prefix) for prefix in allowed):",
       "        if False:",
       ("tests/unit/test_ci_report.py::test_a_skip_not_listed_fails_naming_the_test",), "every skip is accepted"),
+    # ---------------------------------------------------------------------------------------------- Slurm
+    M("save_on_signal", "on the time-limit signal (SIGUSR1) training saves a checkpoint at the next step end and "
+      "stops (exit 75); the Slurm job then requeues and resumes from it, progressing each time",
+      "README: Multi-node with Slurm", "smolalign/stages/lifecycle.py",
+      "    trainer.add_callback(on_signal)", "    pass",
+      ("tests/integration/test_save_on_signal.py::test_sigusr1_saves_at_the_next_step_and_stops",
+       "tests/integration/test_slurm_job_on_cpu.py::"
+       "test_a_job_signalled_before_its_time_limit_saves_requeues_and_progresses"),
+      "the signal is caught but nothing saves: the run trains to max_steps and no requeue happens"),
+    M("slurm_container", "with --container every srun step (training, vLLM server) runs in the image, with the paths "
+      "it uses mounted, on a host without smolalign", "README: Multi-node with Slurm",
+      "smolalign/slurm/container.py", "    container = job.container\n    if container is None:",
+      "    container = None\n    if container is None:",
+      ("tests/unit/test_launch_slurm.py::test_with_pyxis_every_training_node_runs_smolalign_in_the_image",
+       "tests/unit/test_launch_slurm.py::test_with_apptainer_the_vllm_server_and_training_run_in_the_image"),
+      "srun runs the steps on the host, where accelerate and trl are not installed"),
 ]
 
 

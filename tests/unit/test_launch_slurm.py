@@ -1,6 +1,8 @@
 """`smolalign launch slurm`: the sbatch script is valid bash; run against fake `scontrol`, `srun`, `accelerate`,
-`trl` and `curl`, it gives the nodes their roles, wires the c10d rendezvous, starts vLLM on the last node only and
-waits for it, and requeues itself on USR1; bad input exits 2 before any script is written."""
+`trl`, `curl` and `apptainer`, it gives the nodes their roles, wires the c10d rendezvous, starts vLLM on the last
+node only and waits for it, runs every step in a container image when asked (the fake srun enters a fake image only
+through pyxis's or apptainer's arguments, and checks that what the step uses is mounted), and on USR1 passes the
+signal on to training and requeues once it has stopped; bad input exits 2 before any script is written."""
 
 import json
 import os
@@ -17,12 +19,67 @@ REPO = Path(__file__).resolve().parents[2]
 MODEL = "some-org/some-model"  # a hub id: resolved without a download, and what vLLM is told to serve
 
 SHIM = """#!{python}
-import json, os, sys, time
+import json, os, shlex, sys, time
 from pathlib import Path
 name, args = Path(sys.argv[0]).name, sys.argv[1:]
 fake = Path(os.environ["FAKE_DIR"])
 keep = ("SLURM_PROCID", "SLURMD_NODENAME", "SMOLALIGN_LAUNCHED", "OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-        "NCCL_ASYNC_ERROR_HANDLING", "MAIN_PROCESS_IP", "MAIN_PROCESS_PORT", "VLLM_URL", "RUN_MODE")
+        "NCCL_ASYNC_ERROR_HANDLING", "MAIN_PROCESS_IP", "MAIN_PROCESS_PORT", "VLLM_URL", "RUN_MODE", "FAKE_IN_IMAGE",
+        "HF_HOME")
+
+
+def option(args, name):
+    return args[args.index(name) + 1]
+
+
+def descendants(pid):
+    children = {{}}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def enter_image(image, mounts, workdir, command):
+    # What a container runtime does, checked: the image exists on the cluster, each mount is a host path at the same
+    # place, the HF cache and the working directory are mounted, every host path the command names is visible through
+    # a mount, and nothing activates a host environment. The step then sees the image's PATH, not the host's.
+    def fail(why):
+        sys.exit(f"fake container runtime: {{why}}")
+    if image != os.environ.get("FAKE_IMAGE"):
+        fail(f"no image {{image!r}} on this cluster")
+    pairs = [m.split(":") for m in mounts.split(",") if m]
+    if any(len(p) != 2 or p[0] != p[1] or not Path(p[0]).exists() for p in pairs):
+        fail(f"mounts {{mounts!r}}: each must be an existing host path at the same path")
+    mounted = [Path(p[0]) for p in pairs]
+    seen = lambda path: any(Path(path).is_relative_to(m) for m in mounted)
+    if not seen(os.environ["HF_HOME"]):
+        fail(f"the HF cache {{os.environ['HF_HOME']}} is not mounted")
+    if not workdir or not seen(workdir):
+        fail(f"the working directory {{workdir}} is not mounted")
+    text = " ".join(command)
+    if "activate" in text or "source " in text:
+        fail(f"the step activates a host environment: {{text}}")
+    if "-m smolalign " not in text and command[:2] != ["trl", "vllm-serve"]:
+        fail(f"the step does not run smolalign (or the vLLM server) in the image: {{text}}")
+    for word in shlex.split(text.replace(";", " ")):
+        for part in word.split("="):
+            if part.startswith("/") and Path(part).exists() and not seen(part):
+                fail(f"{{part}} is not visible in the container (not mounted)")
+    record = dict(image=image, mounts=[str(m) for m in mounted], workdir=workdir, command=command)
+    with open(fake / "containers.jsonl", "a") as log:
+        log.write(json.dumps(record) + "\\n")
+    return {{**os.environ, "PATH": f"{{fake / 'image' / 'bin'}}:/usr/bin:/bin", "FAKE_IN_IMAGE": image}}
+
+
 with open(fake / "calls.jsonl", "a") as log:
     log.write(json.dumps({{"tool": name, "args": args, "env": {{k: os.environ.get(k) for k in keep}}}}) + "\\n")
 if name == "scontrol" and args[:2] == ["show", "hostnames"]:
@@ -30,15 +87,34 @@ if name == "scontrol" and args[:2] == ["show", "hostnames"]:
 elif name == "scontrol" and args[0] == "requeue":
     (fake / "requeued").touch()
 elif name == "srun":
+    import signal, subprocess
     options = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
     command = args[next(i for i, a in enumerate(args) if not a.startswith("--")):]
     nodes = options["nodelist"].split(",")
     assert len(nodes) == int(options["ntasks"]), options
-    envs = [{{**os.environ, "SLURM_PROCID": str(rank), "SLURMD_NODENAME": node}} for rank, node in enumerate(nodes)]
-    if len(nodes) == 1:  # one task: srun's signals reach it, as they would through a real srun
-        os.execvpe(command[0], command, envs[0])
-    tasks = [__import__("subprocess").Popen(command, env=env) for env in envs]
+    env = dict(os.environ)
+    if "container-image" in options:  # pyxis
+        env = enter_image(options["container-image"], options.get("container-mounts", ""),
+                          options.get("container-workdir"), command)
+    envs = [{{**env, "SLURM_PROCID": str(rank), "SLURMD_NODENAME": node}} for rank, node in enumerate(nodes)]
+    tasks = [subprocess.Popen(command, env=env) for env in envs]
+
+    def forward(signum, frame):  # as slurmstepd does: to every process of the step, launchers and their children
+        for task in tasks:
+            for pid in [task.pid, *descendants(task.pid)]:
+                try:
+                    os.kill(pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    for forwarded in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
+        signal.signal(forwarded, forward)
     sys.exit(max(task.wait() for task in tasks))
+elif name == "apptainer":
+    assert args[:2] == ["exec", "--nv"], args
+    bind, pwd, image, command = option(args, "--bind"), option(args, "--pwd"), args[6], args[7:]
+    assert args[2] == "--bind" and args[4] == "--pwd", args
+    os.execvpe(command[0], command, enter_image(image, bind, pwd, command))
 elif name == "trl":
     if os.environ.get("FAKE_VLLM_FAILS"):
         sys.exit(1)
@@ -48,11 +124,14 @@ elif name == "curl":  # as `curl -s -o /dev/null -w HTTP_CODE` answers: the stat
     print("200" if (fake / "vllm-up").exists() else "000", end="")
     sys.exit(0 if (fake / "vllm-up").exists() else 7)
 elif name == "accelerate" and os.environ.get("FAKE_TRAIN_UNTIL_REQUEUED"):
+    import signal
+    # The training process: the launcher ignores USR1 (the script's trap), training sets its own handler.
+    signal.signal(signal.SIGUSR1, lambda signum, frame: (fake / f"saved-{{os.environ['SLURM_PROCID']}}").touch())
     (fake / "training").touch()
     deadline = time.monotonic() + 30
-    while not (fake / "requeued").exists() and time.monotonic() < deadline:
+    while not (fake / f"saved-{{os.environ['SLURM_PROCID']}}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    sys.exit(143)  # what scontrol requeue does to the running step
+    sys.exit(75 if time.monotonic() < deadline else 1)  # saved on the signal and stopped
 elif name == "sbatch":
     print("Submitted batch job 4242")
 """
@@ -66,12 +145,22 @@ def cluster(tmp_path, monkeypatch):
     fake = tmp_path / "fake"
     bin_dir = fake / "venv" / "bin"
     bin_dir.mkdir(parents=True)
-    for tool in ("scontrol", "srun", "accelerate", "trl", "curl", "sbatch"):
-        (bin_dir / tool).write_text(SHIM.format(python=sys.executable))
-        (bin_dir / tool).chmod(0o755)
-    # The script's waits (5 s between /health probes) pass in a tenth of their time: the order of events is the test.
-    (bin_dir / "sleep").write_text(f"#!{sys.executable}\nimport sys, time\ntime.sleep(float(sys.argv[1]) / 10)\n")
-    (bin_dir / "sleep").chmod(0o755)
+    # venv/bin: this environment, all tools; host/bin: a cluster's login and compute nodes (Slurm, curl, apptainer,
+    # no smolalign); image/bin: the container image (accelerate, trl, python with smolalign).
+    tools = {bin_dir: ("scontrol", "srun", "accelerate", "trl", "curl", "sbatch"),
+             fake / "host" / "bin": ("scontrol", "srun", "curl", "sbatch", "apptainer"),
+             fake / "image" / "bin": ("accelerate", "trl")}
+    for directory, names in tools.items():
+        directory.mkdir(parents=True, exist_ok=True)
+        for tool in names:
+            (directory / tool).write_text(SHIM.format(python=sys.executable))
+            (directory / tool).chmod(0o755)
+        # The script's waits (5 s between /health probes) pass in a tenth of their time: the order of events is what
+        # is tested.
+        (directory / "sleep").write_text(f"#!{sys.executable}\nimport sys, time\ntime.sleep(float(sys.argv[1]) / 10)\n")
+        (directory / "sleep").chmod(0o755)
+    (fake / "image" / "bin" / "python").write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} "$@"\n')
+    (fake / "image" / "bin" / "python").chmod(0o755)
     (bin_dir / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
     monkeypatch.setattr("smolalign.slurm.job.environment_activation",
                         lambda: f"set +u; source {bin_dir / 'activate'}; set -u")
@@ -286,17 +375,20 @@ def test_a_vllm_server_that_dies_fails_the_job_before_training(cli, cluster, rl_
     assert calls(cluster, "accelerate") == []
 
 
-def test_usr1_requeues_the_job_and_the_next_run_resumes(cli, cluster, sft_recipe, tmp_path):
+def test_usr1_reaches_training_then_the_job_requeues_and_the_next_run_resumes(cli, cluster, sft_recipe, tmp_path):
+    """The fake training processes save (a file per rank) only on USR1 and exit 75 then: without the signal
+    passed on to them, they run into their deadline and the job fails unrequeued."""
     assert cli("launch", "slurm", sft_recipe, "--nodes", "2", "--script", "job.sbatch")[0] == 0
     job = run_script(tmp_path / "job.sbatch", cluster, "a b", background=True, FAKE_TRAIN_UNTIL_REQUEUED="1")
     deadline = time.monotonic() + 30
     while not (cluster / "training").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    time.sleep(0.5)  # both ranks have set their handlers
     job.send_signal(signal.SIGUSR1)  # what --signal=B:USR1@300 delivers to the batch shell
-    out, err = job.communicate(timeout=30)
+    out, err = job.communicate(timeout=60)
     assert job.returncode == 0, err  # a requeued job is not a failed one
+    assert (cluster / "saved-0").exists() and (cluster / "saved-1").exists()  # every rank got the signal
     assert [c["args"] for c in calls(cluster, "scontrol") if c["args"][0] == "requeue"] == [["requeue", "4242"]]
-    assert "requeueing job 4242" in err
     assert all(c["args"][-1] == "--resume" for c in calls(cluster, "accelerate"))
 
 
@@ -307,6 +399,69 @@ def test_overwrite_applies_to_the_first_run_only(cli, cluster, sft_recipe, tmp_p
         done = run_script(tmp_path / "job.sbatch", cluster, "a", SLURM_RESTART_COUNT=restarts)
         assert done.returncode == 0, done.stderr
         assert [c["args"][-1] for c in calls(cluster, "accelerate")] == [mode]
+
+
+def run_in_container(script: Path, fake: Path, nodes: str, tmp_path: Path, **env):
+    """The script on a host without smolalign (only Slurm's tools, curl and apptainer on PATH)."""
+    return run_script(script, fake, nodes, PATH=f"{fake / 'host' / 'bin'}:/usr/bin:/bin", FAKE_IMAGE="smolalign:1.0",
+                      HF_HOME=str(tmp_path / "hf"), **env)
+
+
+def test_with_pyxis_every_training_node_runs_smolalign_in_the_image(cli, cluster, sft_recipe, tmp_path):
+    """The fake srun enters the image only through --container-image/--container-mounts, and refuses a step that
+    names a host path not mounted or activates a host environment: with the container arguments left out, accelerate
+    is not on the host's PATH and the job fails."""
+    code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "2", "-G", "4", "-o", "runs/x", "--script",
+                         "job.sbatch", "--container", "smolalign:1.0")
+    assert code == 0, err
+    (tmp_path / "hf").mkdir()
+    done = run_in_container(tmp_path / "job.sbatch", cluster, "gpu-a gpu-b", tmp_path)
+    assert done.returncode == 0, done.stderr
+    launches = calls(cluster, "accelerate")
+    assert sorted(c["env"]["SLURMD_NODENAME"] for c in launches) == ["gpu-a", "gpu-b"]
+    run_dir = tmp_path / "runs" / "x"
+    for launch in launches:
+        args = launch["args"]
+        assert launch["env"]["FAKE_IN_IMAGE"] == "smolalign:1.0" and launch["env"]["HF_HOME"] == str(tmp_path / "hf")
+        # the shipped preset, found by the image's smolalign (here: this checkout)
+        assert option(args, "--config_file") == str(REPO / "recipes" / "accelerate" / "zero3.yaml")
+        assert args[args.index("-m"):] == ["-m", "smolalign", "sft", sft_recipe, "--output-dir", str(run_dir),
+                                           "--resume"]
+    [step] = [json.loads(line) for line in (cluster / "containers.jsonl").read_text().splitlines()]
+    assert step["image"] == "smolalign:1.0" and step["workdir"] == str(tmp_path)
+    assert {str(tmp_path), str(tmp_path / "hf")} <= set(step["mounts"])  # the run directory is inside tmp_path
+    assert run_dir.is_dir()  # created before it is mounted
+    assert "activate" not in (tmp_path / "job.sbatch").read_text()
+
+
+def test_with_apptainer_the_vllm_server_and_training_run_in_the_image(cli, cluster, rl_recipe, tmp_path):
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-runs" / "run"  # outside the working directory: a mount of its own
+    code, out, err = cli("launch", "slurm", rl_recipe(), "--nodes", "1", "--vllm-nodes", "1", "-G", "2",
+                         "--script", "job.sbatch", "--container", "smolalign:1.0", "--container-runtime", "apptainer",
+                         "-o", str(elsewhere))
+    assert code == 0, err
+    (tmp_path / "hf").mkdir()
+    done = run_in_container(tmp_path / "job.sbatch", cluster, "n1 n2", tmp_path)
+    assert done.returncode == 0, done.stderr
+    [served] = calls(cluster, "trl")
+    assert served["env"]["FAKE_IN_IMAGE"] == "smolalign:1.0" and served["env"]["SLURMD_NODENAME"] == "n2"
+    [launch] = calls(cluster, "accelerate")
+    assert launch["env"]["FAKE_IN_IMAGE"] == "smolalign:1.0" and launch["env"]["SLURMD_NODENAME"] == "n1"
+    assert "generation.server.base_url=http://n2:8123" in launch["args"]
+    assert [c["args"][:2] for c in calls(cluster, "apptainer")] == [["exec", "--nv"]] * 2
+    steps = [json.loads(line) for line in (cluster / "containers.jsonl").read_text().splitlines()]
+    assert len(steps) == 2 and all(str(elsewhere) in step["mounts"] for step in steps) and elsewhere.is_dir()
+
+
+def test_in_a_container_a_shipped_recipe_stays_a_name(cli, cluster, tmp_path):
+    code, out, err = cli("launch", "slurm", "quickstart/sft", "--nodes", "1", "-G", "1", "--skip-data", "--script",
+                         "job.sbatch", "--container", "smolalign:1.0", "--preset", "ddp")
+    assert code == 0, err
+    (tmp_path / "hf").mkdir()
+    done = run_in_container(tmp_path / "job.sbatch", cluster, "n1", tmp_path)
+    assert done.returncode == 0, done.stderr
+    [launch] = calls(cluster, "accelerate")
+    assert launch["args"][launch["args"].index("-m"):][:4] == ["-m", "smolalign", "sft", "quickstart/sft"]
 
 
 def test_script_to_stdout_and_submit(cli, cluster, sft_recipe, tmp_path, monkeypatch):
@@ -355,6 +510,13 @@ def test_the_recipe_preset_is_the_default(cli, cluster, sft_recipe):
     (["--nodes", "2", "--sbatch", "nodes=3"], "--sbatch nodes: set by --nodes and --vllm-nodes"),
     (["--nodes", "2", "-J", "my job"], "--job-name 'my job'"),
     (["--nodes", "2", "-G", "4", "--sbatch", "gres=gpu:h100:8"], "ask for gpu[:TYPE]:4"),
+    (["--nodes", "1", "--container", " "], "--container: empty image name"),
+    (["--nodes", "1", "--container", "img", "--container-runtime", "docker"], "--container-runtime docker: unknown"),
+    (["--nodes", "1", "--container-runtime", "apptainer"], "--container-runtime needs --container IMAGE"),
+    (["--nodes", "1", "--container-mount", "/data"], "--container-mount needs --container IMAGE"),
+    (["--nodes", "1", "--container", "img", "--container-mount", "/no/such/dir"], "--container-mount /no/such/dir"),
+    (["--nodes", "1", "--container", "img", "--setup", "source venv/bin/activate"], "drop that --setup line"),
+    (["--nodes", "1", "--sbatch", "container-image=img"], "--sbatch container-image: use --container IMAGE"),
 ])
 def test_bad_input_exits_2_before_writing(cli, cluster, sft_recipe, tmp_path, args, message):
     code, out, err = cli("launch", "slurm", sft_recipe, *args)
@@ -398,3 +560,56 @@ def test_plan_notes_an_existing_checkpoint_and_no_saves(cli, cluster, sft_recipe
     assert code == 0, err
     assert f"the job continues from {checkpoint.resolve()}" in out
     assert "train.save_strategy is no: a requeued job has no checkpoint" in out
+
+
+def test_plan_notes_a_time_limit_shorter_than_the_time_between_saves(cli, cluster, write_recipe, tmp_path):
+    """From the plan's time per step (≈ 0.29 s on an H100 for this 1.6B shape and batch): 10,000 steps between saves
+    take ≈ 49 min, longer than a 30-minute run, so each run ends with the save on the time-limit signal."""
+    from safetensors.torch import save_file
+    from tiny_models import build_tokenizer
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
+        "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 8, "vocab_size": 32000,
+        "max_position_embeddings": 4096}))
+    save_file({}, str(model / "model.safetensors"))  # the plan reads the config only
+    build_tokenizer(model)
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
+    recipe = write_recipe({"stage": "sft", "model": {"source": str(model)}, "data": {"sources": [{"path": str(data)}]},
+                           "launch": {"gpu": "H100"},
+                           "train": {"per_device_train_batch_size": 2, "max_length": 4096, "save_steps": 10000,
+                                     "max_steps": 20000}})
+    code, out, err = cli("launch", "slurm", str(recipe), "--nodes", "1", "-t", "30:00", "--signal-before", "60",
+                         "--script", "-")
+    assert code == 0, err
+    [note] = [line for line in err.splitlines() if "between scheduled saves" in line]
+    assert "--time 30:00 gives each run ≈ 29 min before the time-limit signal" in note
+    assert "(train.save_steps 10000 × ≈ 294 ms per step)" in note
+    code, out, err = cli("launch", "slurm", str(recipe), "--nodes", "1", "-t", "2:00:00", "--script", "-")
+    assert code == 0 and "between scheduled saves" not in err, err
+
+
+def test_a_sweep_array_job_runs_its_cells_in_the_image(cli, cluster, write_recipe, tmp_path):
+    """`sweep --slurm container=IMAGE`: the sweep's folder (outside the working directory here) is mounted, where
+    every cell's run directory is."""
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
+    held_out = write_jsonl(tmp_path / "held_out.jsonl", [{"prompt": "what is 1 plus 1", "solution": "2"}])
+    recipe = write_recipe({"stage": "sft", "model": {"source": MODEL}, "data": {"sources": [{"path": str(data)}]},
+                           "train": {"per_device_train_batch_size": 2, "max_length": 256, "max_steps": 2},
+                           "eval": {"data": [{"path": str(held_out)}], "rewards": [{"name": "math_accuracy"}]}},
+                          "sweep.yaml")
+    sweep_dir = tmp_path.parent / f"{tmp_path.name}-sweeps" / "lr"
+    code, out, err = cli("sweep", str(recipe), "--grid", "train.learning_rate=0.05,0.01", "-o", str(sweep_dir),
+                         "--launch", "ddp", "--slurm", "gpus-per-node=1", "--slurm", "script=job.sbatch",
+                         "--slurm", "container=smolalign:1.0")
+    assert code == 0, err
+    (tmp_path / "hf").mkdir()
+    done = run_in_container(tmp_path / "job.sbatch", cluster, "n1", tmp_path, SLURM_ARRAY_TASK_ID="1")
+    assert done.returncode == 0, done.stderr
+    [launch] = calls(cluster, "accelerate")
+    assert launch["env"]["FAKE_IN_IMAGE"] == "smolalign:1.0"
+    assert launch["args"][launch["args"].index("-m"):][:3] == ["-m", "smolalign", "sweep"]
+    [step] = [json.loads(line) for line in (cluster / "containers.jsonl").read_text().splitlines()]
+    assert str(sweep_dir) in step["mounts"] and sweep_dir.is_dir()

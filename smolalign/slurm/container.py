@@ -1,0 +1,86 @@
+"""The container side of `smolalign launch slurm RECIPE --container IMAGE`: which host paths the job's steps need
+inside the image (this directory, the run directory, the recipe's folder, local models and data, an accelerate
+config file, --container-mount), each mounted at the same path, and a shipped preset kept by name so that the image
+resolves it; and the words that put a step of the script in the image."""
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.recipe.schema import Recipe
+from smolalign.slurm.options import CONTAINER_RUNTIMES, UNSAFE_IN_SRUN, SlurmRequest
+
+
+@dataclass(frozen=True)
+class Container:
+    """The image every srun step runs in (training and the vLLM server); the batch script runs on the host, which
+    needs no smolalign."""
+
+    image: str
+    runtime: str
+    """pyxis (`srun --container-image`, enroot) or apptainer (`srun apptainer exec`)."""
+    mounts: tuple[str, ...]
+    """Host paths mounted at the same path in the image; the HF cache ($HF_HOME) is added on the node."""
+    made: tuple[str, ...] = ()
+    """Mounted directories the job creates first (the run directory: a mount's source must exist)."""
+    preset: str = ""
+    """A shipped accelerate preset, by name: its path is the image's, resolved in the image."""
+
+
+
+def container_of(request: SlurmRequest, recipe: Recipe, recipe_file: Path, preset: Path,
+                 served_model: str | None) -> Container | None:
+    """The image's settings for --container: the paths mounted in it (this directory, the run directory, the
+    recipe's folder, local models and data, the accelerate config, --container-mount), each at the same path."""
+    from smolalign.launch import presets
+    from smolalign.stages.lifecycle import run_dir_of
+
+    if request.container is None:
+        return None
+    run_dir = run_dir_of(recipe, request.output_dir).expanduser().resolve()
+    shipped_preset = next((name for name, path in presets().items() if path == preset), "")
+    files = [recipe_file, *([] if shipped_preset else [preset]), *([served_model] if served_model else []),
+             recipe.model.source,
+             *([recipe.teacher.source] if recipe.teacher else []),
+             *(source.path for source in (recipe.data.sources if recipe.data else []))]
+    paths = [Path.cwd(), run_dir, *(Path(p).expanduser().resolve() for p in request.container_mounts)]
+    for file in map(Path, files):
+        if file.is_absolute() and file.exists():
+            paths.append(file.parent if file.is_file() else file)
+    return Container(image=request.container, runtime=request.container_runtime or CONTAINER_RUNTIMES[0],
+                     mounts=outermost(paths), made=(str(run_dir),), preset=shipped_preset)
+
+
+def outermost(paths: list) -> tuple[str, ...]:
+    """The paths to mount: a path inside another is visible through it; each checked for the mount list."""
+    mounts: list[Path] = []
+    for path in sorted(set(map(Path, paths))):
+        if not any(path.is_relative_to(mount) for mount in mounts):
+            mounts.append(path)
+    for mount in mounts:
+        if UNSAFE_IN_SRUN.search(str(mount)) or ":" in str(mount):
+            raise SmolalignError(f"--container: {mount} cannot be mounted (a mount list cannot hold spaces, quotes, "
+                                 "commas or colons); move it, or pass -o to a run directory without them")
+    return tuple(map(str, mounts))
+
+
+def container_mounts(container: Container) -> list[str]:
+    mounts = [f"{path}:{path}" for path in container.mounts] + ["$HF_HOME:$HF_HOME"]
+    return [
+        "# The image sees these host paths at the same place: the run directory, the recipe, the HF cache.",
+        'export HF_HOME="${HF_HOME:-$HOME/.cache/huggingface}"',
+        'mkdir -p "$HF_HOME"' + "".join(f" {shlex.quote(path)}" for path in container.made),
+        "CONTAINER_MOUNTS=" + '"' + ",".join(mounts) + '"',
+    ]
+
+
+def in_container(job) -> tuple[str, str]:
+    """(srun options, words before the command) that run a step in the job's image; empty without one."""
+    container = job.container
+    if container is None:
+        return "", ""
+    image, workdir = shlex.quote(container.image), shlex.quote(job.workdir)
+    if container.runtime == "apptainer":
+        return "", f'apptainer exec --nv --bind "$CONTAINER_MOUNTS" --pwd {workdir} {image} '
+    return f'--container-image={image} --container-mounts="$CONTAINER_MOUNTS" --container-workdir={workdir} ', ""

@@ -1,0 +1,53 @@
+"""SIGUSR1 during training (what a Slurm job forwards before its time limit) saves a checkpoint at the next step end
+and stops the run with exit code 75, well before max_steps and with no scheduled save due; `--resume` then finishes
+the run from that checkpoint. With the save-on-signal callback switched off (its on_step_end made a no-op, or the
+callback not added in stages/lifecycle.py) the run trains to max_steps and exits 0, so this test fails."""
+
+import json
+import os
+import signal
+import threading
+import time
+
+from tiny_models import chat_rows, write_jsonl
+
+from smolalign.runs.metrics import read_metrics
+from smolalign.runs.save_on_signal import SAVED_ON_SIGNAL_EXIT
+
+MAX_STEPS = 40
+
+
+def _signal_at_step(run_dir, step: int, done: threading.Event) -> None:
+    """SIGUSR1 to this process once the run has logged `step` (as srun forwards it to every process of a step)."""
+    while not done.is_set():
+        if any(m.get("step", 0) >= step for m in read_metrics(run_dir) if "loss" in m):
+            os.kill(os.getpid(), signal.SIGUSR1)
+            return
+        time.sleep(0.01)
+
+
+def test_sigusr1_saves_at_the_next_step_and_stops(cli, write_recipe, tiny_dir, tmp_path):
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
+    recipe = write_recipe({"stage": "sft", "model": {"source": str(tiny_dir)},
+                           "data": {"sources": [{"path": str(data)}]},
+                           "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": MAX_STEPS,
+                                     "logging_steps": 1, "save_steps": 1000, "gradient_checkpointing": False}})
+    run_dir = tmp_path / "run"
+    done = threading.Event()
+    sender = threading.Thread(target=_signal_at_step, args=(run_dir, 2, done), daemon=True)
+    sender.start()
+    try:
+        code, out, err = cli("sft", recipe, "-o", run_dir)
+    finally:
+        done.set()
+    assert code == SAVED_ON_SIGNAL_EXIT, err
+    [checkpoint] = run_dir.glob("checkpoint-*")
+    saved_at = json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
+    assert checkpoint.name == f"checkpoint-{saved_at}" and 2 <= saved_at < MAX_STEPS
+    assert max(m["step"] for m in read_metrics(run_dir) if "loss" in m) == saved_at  # no step after the save
+    assert not (run_dir / "model").exists()  # stopped early: no final model, no result
+
+    code, out, err = cli("sft", recipe, "-o", run_dir, "--resume")
+    assert code == 0, err
+    result = json.loads((run_dir / "manifest.json").read_text())["result"]
+    assert result["global_step"] == MAX_STEPS and result["resumed_from"] == str(checkpoint)
