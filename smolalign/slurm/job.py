@@ -82,11 +82,14 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
                              f"nodes; use a {', '.join(MULTI_NODE_TYPES)} config (presets ddp, zero2, zero3, "
                              "zero3_offload, fsdp2)")
     hardware = cluster_hardware(request)
-    from smolalign.preflight import Target, on_target
+    from smolalign.preflight import IMAGE_PACKAGES, Target, on_target
 
-    # The job runs in this environment (environment_activation) on its nodes' GPUs: the preflight checks that target.
-    # Validated for the cluster: launch.global_batch_size is divided over its processes, not this node's.
-    nodes = Target(request.gpus_per_node, "the job's nodes", processes=request.gpus_per_node, server_node=True)
+    # The job runs in this environment (environment_activation), or in the image with --container, on its nodes'
+    # GPUs: the preflight checks that target. Validated for the cluster: launch.global_batch_size is divided over its
+    # processes, not this node's.
+    where = f"the job's nodes ({request.container})" if request.container else "the job's nodes"
+    nodes = Target(request.gpus_per_node, where, processes=request.gpus_per_node, server_node=True,
+                   packages=IMAGE_PACKAGES if request.container else None)
     with on_target(nodes):
         recipe = load_recipe(str(path), overrides, stage, hardware)
         server, notes = vllm_server(recipe, request)
