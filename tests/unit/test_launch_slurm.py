@@ -464,6 +464,17 @@ def test_in_a_container_a_shipped_recipe_stays_a_name(cli, cluster, tmp_path):
     assert launch["args"][launch["args"].index("-m"):][:4] == ["-m", "smolalign", "sft", "quickstart/sft"]
 
 
+def test_in_a_container_the_recipe_is_checked_against_the_images_packages(cli, cluster, tmp_path, monkeypatch):
+    """smollm3/sft uses Liger, which this environment lacks and the image has: the script is written for the image,
+    and refused for this environment."""
+    monkeypatch.setattr("smolalign.preflight.installed", lambda module: module not in ("flash_attn", "liger_kernel"))
+    args = ("launch", "slurm", "smollm3/sft", "--nodes", "1", "--skip-data", "--script", "job.sbatch")
+    code, out, err = cli(*args)
+    assert code == 2 and "train.use_liger_kernel" in err and not (tmp_path / "job.sbatch").exists()
+    code, out, err = cli(*args, "--container", "smolalign:1.0")
+    assert code == 0 and (tmp_path / "job.sbatch").is_file(), err
+
+
 def test_script_to_stdout_and_submit(cli, cluster, sft_recipe, tmp_path, monkeypatch):
     code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "1", "--script", "-", "--preset", "ddp")
     assert code == 0, err
