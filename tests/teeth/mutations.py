@@ -257,6 +257,29 @@ MUTATIONS = [
       "        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG", "        pass",
       ("tests/integration/test_vllm_server.py::test_a_trainer_killed_outright_leaves_no_server",),
       "no parent-death signal: the server outlives its run"),
+    M("server_stopped_at_the_end", "a started server is stopped when the run ends or fails: no process of its "
+      "group (its engine core included) is left and its port is free", "README: On-policy training",
+      "smolalign/generation/server.py", "    finally:\n        stop_server(handle)", "    finally:\n        pass",
+      ("tests/integration/test_vllm_server_lifecycle.py::test_a_run_that_ends_leaves_no_process_of_the_server[normal]",
+       "tests/integration/test_vllm_server_lifecycle.py::test_a_run_that_ends_leaves_no_process_of_the_server[exception]"),
+      "the server and its engine core keep running after the run"),
+    M("server_stopped_on_sigterm", "SIGTERM to a run stops its server through the run's finally blocks",
+      "README: On-policy training", "smolalign/generation/server.py",
+      "    previous = signal.signal(signal.SIGTERM, terminate)", "    previous = signal.getsignal(signal.SIGTERM)",
+      ("tests/integration/test_vllm_server_lifecycle.py::test_a_run_that_is_stopped_or_killed_leaves_no_process_of_the_server[SIGTERM]",),
+      "the run dies at SIGTERM without stopping its server"),
+    M("server_group_reaped", "a run killed outright or ended by the watchdog's hard exit leaves no process of its "
+      "server's group (vLLM's engine core included)", "README: On-policy training", "smolalign/generation/server.py",
+      "if not os.read(0, 1):", "if False:",
+      ("tests/integration/test_vllm_server_lifecycle.py::test_a_run_that_is_stopped_or_killed_leaves_no_process_of_the_server[SIGKILL]",
+       "tests/integration/test_vllm_server_lifecycle.py::test_a_run_that_is_stopped_or_killed_leaves_no_process_of_the_server[watchdog hard exit]"),
+      "no reaper: the parent-death signal kills the server's own process, its engine core is left running"),
+    M("server_group_killed_after_its_server_died", "a server that died mid-run leaves no engine core behind",
+      "README: On-policy training", "smolalign/generation/server.py",
+      "    if process is None:\n        return\n    import signal",
+      "    if process is None or process.poll() is not None:\n        return\n    import signal",
+      ("tests/integration/test_vllm_server_lifecycle.py::test_a_server_that_dies_mid_run_fails_the_run",),
+      "a server whose own process exited is taken as stopped"),
     # ---------------------------------------------------------------------------------------------- model cards
     M("model_card", "every run writes a model card with huggingface_hub (base model, data, tags, what was trained, a "
       "quick start that runs), in the run directory and in model/, pushed with the model", "README: The run "
