@@ -280,6 +280,19 @@ MUTATIONS = [
       "    if process is None or process.poll() is not None:\n        return\n    import signal",
       ("tests/integration/test_vllm_server_lifecycle.py::test_a_server_that_dies_mid_run_fails_the_run",),
       "a server whose own process exited is taken as stopped"),
+    M("driver_checked", "a driver too old for torch's CUDA (13.x: 580, 12.x: 525) is refused before anything loads",
+      "README: What a recipe needs from the machine", "smolalign/preflight.py",
+      '    if needed is None or int(driver.split(".")[0]) >= needed:', "    if True:",
+      ("tests/unit/test_preflight.py::test_a_driver_too_old_for_torchs_cuda_is_refused[cuda13-driver550]",
+       "tests/unit/test_preflight.py::test_a_driver_too_old_for_torchs_cuda_is_refused[cuda13-smi575]",
+       "tests/unit/test_preflight.py::test_a_driver_too_old_for_torchs_cuda_is_refused[cuda12-smi470]",
+       "tests/unit/test_preflight.py::test_a_driver_too_old_refuses_the_dry_run"),
+      "no driver check: the run finds no GPU or fails at the first CUDA call"),
+    M("vllm_really_imports", "an installed vLLM that fails to import is refused at preflight with its error",
+      "README: What a recipe needs from the machine", "smolalign/preflight.py",
+      "    if not for_another_machine() and (problem := vllm_import_problem()):", "    if False:",
+      ("tests/unit/test_preflight.py::test_a_vllm_that_fails_to_import_is_refused_with_its_error",),
+      "only find_spec is asked: a vLLM that does not import passes"),
     # ---------------------------------------------------------------------------------------------- model cards
     M("model_card", "every run writes a model card with huggingface_hub (base model, data, tags, what was trained, a "
       "quick start that runs), in the run directory and in model/, pushed with the model", "README: The run "
