@@ -12,7 +12,12 @@ from smolalign.estimate.time import DEFAULT_UTILIZATION, describe_seconds, step_
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.size import source_parameter_count
 from smolalign.models.sources import source_of
+from smolalign.preflight import for_another_machine
 from smolalign.quantities import describe_bytes, describe_count
+
+MEMORY_REFUSED = 0.95
+"""A plan whose memory peak is above this share of the device's memory is refused (launch.allow_memory_overrun runs
+it anyway): what the estimate does not count (fragmentation, NCCL's buffers) takes the rest."""
 
 SHARDINGS = {"none": "one process", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
              "fsdp": "FSDP"}
@@ -122,6 +127,16 @@ def add_fit_rows(plan, recipe, hardware: Hardware, *, steps: int | None = None, 
         f" (activations at {tokens:,} tokens per micro-batch, gradient checkpointing {checkpointing})"
     if estimate.cpu:
         plan.rows["memory by part"] += f"; {describe_bytes(estimate.cpu)} of CPU memory per node for offloaded states"
+    allowed = recipe.launch is not None and recipe.launch.allow_memory_overrun
+    # A Slurm job's plan is made twice: first as for this machine's launch, then for the job's preset; the second
+    # decides.
+    final = preset is not None or not for_another_machine()
+    if budget is not None and estimate.peak > MEMORY_REFUSED * budget and final and not allowed:
+        knobs = knobs_to_fit(recipe, settings, setup, dims, int(MEMORY_REFUSED * budget))
+        fix = ", ".join(knobs) if knobs else "a larger GPU or LoRA"
+        raise SmolalignError(f"memory per device: the plan's peak ≈ {describe_bytes(estimate.peak)} is above "
+                             f"{MEMORY_REFUSED:.0%} of the {describe_bytes(budget)} available ({device}); use {fix}, "
+                             "or set launch.allow_memory_overrun=true to run anyway")
     if budget is not None and estimate.peak > budget:
         knobs = knobs_to_fit(recipe, settings, setup, dims, budget)
         fix = ("would fit with: " + ", ".join(knobs)) if knobs else \

@@ -293,6 +293,10 @@ MUTATIONS = [
       "    if not for_another_machine() and (problem := vllm_import_problem()):", "    if False:",
       ("tests/unit/test_preflight.py::test_a_vllm_that_fails_to_import_is_refused_with_its_error",),
       "only find_spec is asked: a vLLM that does not import passes"),
+    M("memory_overrun_refused", "a plan whose peak is above 95% of the device's memory is refused (exit 2) unless "
+      "launch.allow_memory_overrun is set", "README: Will it fit, and how long", "smolalign/estimate/fit.py",
+      "and final and not allowed:", "and final and not allowed and False:",
+      ("tests/integration/test_estimate_cli.py::test_a_peak_above_95_percent_of_the_device_is_refused[above]",), "a plan that does not fit runs"),
     # ---------------------------------------------------------------------------------------------- model cards
     M("model_card", "every run writes a model card with huggingface_hub (base model, data, tags, what was trained, a "
       "quick start that runs), in the run directory and in model/, pushed with the model", "README: The run "
