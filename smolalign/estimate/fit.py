@@ -71,7 +71,7 @@ def knobs_to_fit(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: 
     if not settings.get("gradient_checkpointing"):
         ladder.append(("train.gradient_checkpointing=true", {"gradient_checkpointing": True}, {}))
     if setup.processes > 1 and setup.sharding not in ("zero3", "fsdp"):
-        ladder.append((f"--launch zero3 (ZeRO-3 over the {setup.processes} processes)", {}, {"sharding": "zero3"}))
+        ladder.append((f"--launch zero3 (ZeRO-3 over the {setup.processes} processes)", {}, {"sharding": "zero3", "zero_buckets": None}))
     batch = int(settings.get("per_device_train_batch_size") or 1)
     accumulation = int(settings.get("gradient_accumulation_steps") or 1)
     while batch > 1:
@@ -81,7 +81,8 @@ def knobs_to_fit(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: 
                        "same global batch)", {"per_device_train_batch_size": batch}, {}))
     if setup.peft is None:
         ladder.append(("--launch zero3_offload (optimizer states and weights in CPU memory)", {},
-                       {"sharding": "zero3", "offload_optimizer": True, "offload_params": True}))
+                       {"sharding": "zero3", "offload_optimizer": True, "offload_params": True,
+                        "zero_buckets": None}))
     changes: list[str] = []
     current_settings, current_setup = dict(settings), setup
     for label, new_settings, new_setup in ladder:
@@ -94,7 +95,7 @@ def knobs_to_fit(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: 
             return changes
     for processes in (2, 4, 8, 16, 32, 64):
         if processes > setup.processes:
-            wider = replace(current_setup, processes=processes, sharding="zero3")
+            wider = replace(current_setup, processes=processes, sharding="zero3", zero_buckets=None)
             if _estimate(recipe, current_settings, wider, dims, budget).peak <= budget:
                 return [*changes, f"--num-processes {processes} (ZeRO-3 over {processes} GPUs)"]
     return None

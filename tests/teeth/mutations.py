@@ -297,6 +297,19 @@ MUTATIONS = [
       "launch.allow_memory_overrun is set", "README: Will it fit, and how long", "smolalign/estimate/fit.py",
       "and final and not allowed:", "and final and not allowed and False:",
       ("tests/integration/test_estimate_cli.py::test_a_peak_above_95_percent_of_the_device_is_refused[above]",), "a plan that does not fit runs"),
+    M("one_deepspeed_config", "a DeepSpeed preset runs with the same bucket sizes on GPUs and on the CPU, sized from "
+      "the model", "README: Several processes", "smolalign/launch.py",
+      '        if str(settings.get("distributed_type", "NO")) == "DEEPSPEED":\n            deepspeed_file',
+      "        if False:\n            deepspeed_file",
+      ("tests/unit/test_deepspeed_buckets.py::test_gpus_and_the_cpu_get_the_same_buckets_sized_from_the_model[zero2]",
+       "tests/unit/test_deepspeed_buckets.py::test_gpus_and_the_cpu_get_the_same_buckets_sized_from_the_model[zero3]",
+       "tests/unit/test_deepspeed_buckets.py::test_gpus_and_the_cpu_get_the_same_buckets_sized_from_the_model[zero3_offload]"),
+      "on GPUs accelerate gets the preset's own DeepSpeed settings: DeepSpeed's default buckets"),
+    M("plan_counts_zero_buckets", "the plan's memory counts DeepSpeed's buckets under ZeRO", "README: Several processes",
+      "smolalign/estimate/memory.py", "    return elements * b", "    return 0",
+      ("tests/unit/test_deepspeed_buckets.py::test_the_plan_counts_the_zero_buckets[zero3-preset]",
+       "tests/unit/test_deepspeed_buckets.py::test_the_plan_counts_the_zero_buckets[zero2-deepspeed-defaults]"),
+      "the buckets are left out of the estimate"),
     # ---------------------------------------------------------------------------------------------- model cards
     M("model_card", "every run writes a model card with huggingface_hub (base model, data, tags, what was trained, a "
       "quick start that runs), in the run directory and in model/, pushed with the model", "README: The run "
