@@ -310,6 +310,14 @@ MUTATIONS = [
       ("tests/unit/test_deepspeed_buckets.py::test_the_plan_counts_the_zero_buckets[zero3-preset]",
        "tests/unit/test_deepspeed_buckets.py::test_the_plan_counts_the_zero_buckets[zero2-deepspeed-defaults]"),
       "the buckets are left out of the estimate"),
+    M("docker_run_line", "the documented docker run line gives NCCL a large /dev/shm, runs as the caller's uid and "
+      "mounts the HF cache and the working directory where the image expects them", "README: The GPU image",
+      "README.md", "docker run --rm --gpus all --ipc=host", "docker run --rm --gpus all",
+      ("tests/unit/test_dockerfile.py::test_the_documented_docker_run_lines_work_with_this_image",), "Docker's 64 MB /dev/shm"),
+    M("image_any_user", "the image runs as any user: HOME and HF_HOME are writable by every uid",
+      "README: The GPU image", "Dockerfile", "    && chmod 1777 /home/smolalign /cache /cache/huggingface /workspace",
+      "    && true",
+      ("tests/unit/test_dockerfile.py::test_the_image_runs_as_any_user_with_writable_home_and_hf_cache",), "root-only folders"),
     # ---------------------------------------------------------------------------------------------- model cards
     M("model_card", "every run writes a model card with huggingface_hub (base model, data, tags, what was trained, a "
       "quick start that runs), in the run directory and in model/, pushed with the model", "README: The run "
