@@ -30,6 +30,7 @@ from smolalign.generation.server import healthy, served_generation
 from smolalign.preflight import Target, on_target
 from smolalign.recipe.validate import validate_recipe
 from smolalign.runs.watchdog import stall_watchdog
+from tests.processes import assert_gone, group_members
 from tests.tiny_models import write_jsonl
 
 STANDIN = Path(__file__).resolve().parents[1] / "standins" / "vllm_server"
@@ -274,31 +275,6 @@ def test_a_server_smolalign_did_not_start_is_not_taken_for_its_own(standin, reci
     finally:
         os.killpg(foreign.pid, signal.SIGKILL)
         foreign.wait()
-
-
-def group_members(group: int) -> list[int]:
-    """Live processes (zombies aside) of process group `group`, from /proc."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        state, _, pgrp = stat[stat.rindex(")") + 2:].split()[:3]
-        if int(pgrp) == group and state != "Z":
-            found.append(int(entry.name))
-    return found
-
-
-def assert_gone(group: int, port: int, wait: float = 15.0) -> None:
-    """No process of the server's group is left (its engine core included), and its port is free again."""
-    deadline = time.monotonic() + wait
-    while (group_members(group) or lifecycle.port_in_use(port)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not group_members(group), f"processes of the server's group {group} left: {group_members(group)}"
-    assert not lifecycle.port_in_use(port), f"port {port} still held"
 
 
 @pytest.mark.parametrize("ending", ["normal", "exception"])
