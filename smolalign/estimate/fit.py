@@ -12,7 +12,12 @@ from smolalign.estimate.time import DEFAULT_UTILIZATION, describe_seconds, step_
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.size import source_parameter_count
 from smolalign.models.sources import source_of
+from smolalign.preflight import for_another_machine
 from smolalign.quantities import describe_bytes, describe_count
+
+MEMORY_REFUSED = 0.95
+"""A plan whose memory peak is above this share of the device's memory is refused (launch.allow_memory_overrun runs
+it anyway): what the estimate does not count (fragmentation, NCCL's buffers) takes the rest."""
 
 SHARDINGS = {"none": "one process", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
              "fsdp": "FSDP"}
@@ -66,7 +71,7 @@ def knobs_to_fit(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: 
     if not settings.get("gradient_checkpointing"):
         ladder.append(("train.gradient_checkpointing=true", {"gradient_checkpointing": True}, {}))
     if setup.processes > 1 and setup.sharding not in ("zero3", "fsdp"):
-        ladder.append((f"--launch zero3 (ZeRO-3 over the {setup.processes} processes)", {}, {"sharding": "zero3"}))
+        ladder.append((f"--launch zero3 (ZeRO-3 over the {setup.processes} processes)", {}, {"sharding": "zero3", "zero_buckets": None}))
     batch = int(settings.get("per_device_train_batch_size") or 1)
     accumulation = int(settings.get("gradient_accumulation_steps") or 1)
     while batch > 1:
@@ -76,7 +81,8 @@ def knobs_to_fit(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: 
                        "same global batch)", {"per_device_train_batch_size": batch}, {}))
     if setup.peft is None:
         ladder.append(("--launch zero3_offload (optimizer states and weights in CPU memory)", {},
-                       {"sharding": "zero3", "offload_optimizer": True, "offload_params": True}))
+                       {"sharding": "zero3", "offload_optimizer": True, "offload_params": True,
+                        "zero_buckets": None}))
     changes: list[str] = []
     current_settings, current_setup = dict(settings), setup
     for label, new_settings, new_setup in ladder:
@@ -89,7 +95,7 @@ def knobs_to_fit(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: 
             return changes
     for processes in (2, 4, 8, 16, 32, 64):
         if processes > setup.processes:
-            wider = replace(current_setup, processes=processes, sharding="zero3")
+            wider = replace(current_setup, processes=processes, sharding="zero3", zero_buckets=None)
             if _estimate(recipe, current_settings, wider, dims, budget).peak <= budget:
                 return [*changes, f"--num-processes {processes} (ZeRO-3 over {processes} GPUs)"]
     return None
@@ -122,6 +128,16 @@ def add_fit_rows(plan, recipe, hardware: Hardware, *, steps: int | None = None, 
         f" (activations at {tokens:,} tokens per micro-batch, gradient checkpointing {checkpointing})"
     if estimate.cpu:
         plan.rows["memory by part"] += f"; {describe_bytes(estimate.cpu)} of CPU memory per node for offloaded states"
+    allowed = recipe.launch is not None and recipe.launch.allow_memory_overrun
+    # A Slurm job's plan is made twice: first as for this machine's launch, then for the job's preset; the second
+    # decides.
+    final = preset is not None or not for_another_machine()
+    if budget is not None and estimate.peak > MEMORY_REFUSED * budget and final and not allowed:
+        knobs = knobs_to_fit(recipe, settings, setup, dims, int(MEMORY_REFUSED * budget))
+        fix = ", ".join(knobs) if knobs else "a larger GPU or LoRA"
+        raise SmolalignError(f"memory per device: the plan's peak ≈ {describe_bytes(estimate.peak)} is above "
+                             f"{MEMORY_REFUSED:.0%} of the {describe_bytes(budget)} available ({device}); use {fix}, "
+                             "or set launch.allow_memory_overrun=true to run anyway")
     if budget is not None and estimate.peak > budget:
         knobs = knobs_to_fit(recipe, settings, setup, dims, budget)
         fix = ("would fit with: " + ", ".join(knobs)) if knobs else \

@@ -35,6 +35,10 @@ class Setup:
     gpu: bool = True
     peft: Mapping | None = None
     quantization: str | None = None
+    zero_buckets: Mapping | None = None
+    """Under ZeRO: the DeepSpeed config's bucket settings (reduce_bucket_size, stage3_prefetch_bucket_size,
+    stage3_param_persistence_threshold), each a number of elements or "auto", one that is missing being DeepSpeed's
+    default; None: the config `--launch` runs (all "auto")."""
 
 
 @dataclass
@@ -178,7 +182,33 @@ def _deepspeed_states(dims: ModelDims, optim: str, setup: Setup) -> MemoryEstima
         est.parts[label] = sharded
     if setup.offload_optimizer:
         est.cpu = int(cpu + extra_states / nodes)
+    est.parts["ZeRO buckets"] = zero_bucket_bytes(dims, setup, DTYPE_BYTES.get(setup.dtype, 4))
     return est
+
+
+def zero_bucket_bytes(dims: ModelDims, setup: Setup, b: int) -> int:
+    """Bytes DeepSpeed holds beside the model states under ZeRO, in the weights' dtype: the gradient reduce bucket
+    (one: smolalign's configs leave overlap_comm off) and, under ZeRO-3, the prefetched parameters and the ones under
+    the persistence threshold, which stay whole on every rank (the norms' weights in a Llama-style model). "auto" is
+    what transformers fills in (HfTrainerDeepSpeedConfig.trainer_config_finalize): hidden², 0.9·hidden², 10·hidden."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    fields = {"reduce_bucket_size": "reduce_bucket_size", "stage3_prefetch_bucket_size": "prefetch_bucket_size",
+              "stage3_param_persistence_threshold": "param_persistence_threshold"}  # DeepSpeed's names for them
+    auto = {"reduce_bucket_size": dims.hidden ** 2, "stage3_prefetch_bucket_size": int(0.9 * dims.hidden ** 2),
+            "stage3_param_persistence_threshold": 10 * dims.hidden}
+    stated = dict.fromkeys(fields, "auto") if setup.zero_buckets is None else dict(setup.zero_buckets)
+
+    def size(key: str) -> int:
+        value = stated.get(key, int(DeepSpeedZeroConfig.model_fields[fields[key]].default))
+        return auto[key] if value == "auto" else int(value)
+
+    elements = size("reduce_bucket_size")
+    if setup.sharding == "zero3":
+        norms = (2 * dims.layers + 1) * dims.hidden  # two per decoder layer and the final one
+        persistent = norms if dims.hidden <= size("stage3_param_persistence_threshold") else 0
+        elements += size("stage3_prefetch_bucket_size") + persistent
+    return elements * b
 
 
 def estimate_memory(dims: ModelDims, settings: Mapping, setup: Setup, *, extra: Mapping[str, int] | None = None

@@ -49,9 +49,9 @@ def preset_setup(settings: dict, processes: int, per_node: int | None = None) ->
         if ds.get("deepspeed_config_file"):
             return _zero_setup(json.loads(Path(ds["deepspeed_config_file"]).expanduser().read_text())
                                .get("zero_optimization", {}), processes, per_node)
-        return {"sharding": f"zero{int(ds.get('zero_stage', 2))}", "processes": processes, "per_node": per_node,
-                "offload_optimizer": ds.get("offload_optimizer_device", "none") not in (None, "none"),
-                "offload_params": ds.get("offload_param_device", "none") not in (None, "none")}
+        from smolalign.launch import deepspeed_config
+
+        return _zero_setup(deepspeed_config(settings)["zero_optimization"], processes, per_node)  # what it runs
     if kind == "FSDP":
         return {"sharding": "fsdp", "processes": processes, "per_node": per_node}
     return {"sharding": "ddp" if processes > 1 else "none", "processes": processes, "per_node": per_node}
@@ -59,9 +59,12 @@ def preset_setup(settings: dict, processes: int, per_node: int | None = None) ->
 
 def _zero_setup(zero: dict, processes: int, per_node: int | None) -> dict:
     offloaded = [(zero.get(f"offload_{k}") or {}).get("device") not in (None, "none") for k in ("optimizer", "param")]
+    from smolalign.launch import ZERO_BUCKETS
+
+    buckets = {k: zero[k] for k in ZERO_BUCKETS[3] if k in zero}
     return {"sharding": f"zero{int(zero.get('stage', 0))}" if int(zero.get("stage", 0)) else "ddp",
             "processes": processes, "per_node": per_node, "offload_optimizer": offloaded[0],
-            "offload_params": offloaded[1]}
+            "offload_params": offloaded[1], "zero_buckets": buckets}
 
 
 def launch_fields(recipe, hardware: Hardware, preset: Path | None = None) -> dict:

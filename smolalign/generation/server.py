@@ -11,8 +11,10 @@ process's CUDA_VISIBLE_DEVICES, set before CUDA starts). On a CPU it shares the 
 the work. Health is vLLM's `/health` answering 200, as TRL's client probes it (a redirect is not an answer), and the
 server must then name the model smolalign gave it (`--served-model-name`, unique per start): a server smolalign did
 not start, on the same port, is never used. The port must be free before it starts. The server dies with the
-process that started it: stopped at the end whatever happens (SIGTERM to the run included), and killed by the kernel
-if that process is killed outright (the parent-death signal).
+process that started it, its whole process group with it (vLLM's engine core and workers are child processes that
+watch no parent of their own): stopped at the end whatever happens (SIGTERM to the run included), and, when that
+process ends without running its `finally` blocks (SIGKILL, the watchdog's `os._exit`), killed by a reaper process
+that waits on a pipe only the starting process holds open (the kernel closes it however that process dies).
 """
 
 import contextlib
@@ -40,8 +42,9 @@ STOP_GRACE = 30.0
 
 
 class ServerHandle:
-    def __init__(self, base_url: str, process: subprocess.Popen | None = None, log: Path | None = None):
-        self.base_url, self.process, self.log = base_url, process, log
+    def __init__(self, base_url: str, process: subprocess.Popen | None = None, log: Path | None = None,
+                 reaper: "Reaper | None" = None):
+        self.base_url, self.process, self.log, self.reaper = base_url, process, log, reaper
 
     def alive(self) -> bool:
         return self.process is None or self.process.poll() is None
@@ -165,7 +168,7 @@ def served_generation(recipe: Recipe, state, dtype: str = "auto") -> Iterator[Se
         with _stopped_on_sigterm():
             yield handle
     finally:
-        stop_server(handle.process)
+        stop_server(handle)
 
 
 @contextlib.contextmanager
@@ -208,7 +211,12 @@ def start_server(recipe: Recipe, dtype: str) -> ServerHandle:
     with log.open("w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                    preexec_fn=_die_with_parent)
-    handle = ServerHandle(f"http://127.0.0.1:{server.port}", process, log)
+    try:
+        reaper = Reaper(process.pid)
+    except BaseException:
+        stop_server(ServerHandle("", process))
+        raise
+    handle = ServerHandle(f"http://127.0.0.1:{server.port}", process, log, reaper)
     deadline = time.monotonic() + server.startup_timeout
     try:
         while time.monotonic() < deadline:
@@ -223,13 +231,13 @@ def start_server(recipe: Recipe, dtype: str) -> ServerHandle:
         raise SmolalignError(f"the vLLM server did not answer {HEALTH} within {server.startup_timeout:g} s "
                              f"(generation.server.startup_timeout); see {log}")
     except BaseException:
-        stop_server(process)
+        stop_server(handle)
         raise
 
 
 def _die_with_parent() -> None:
     """In the server's process before it runs: the kernel sends it SIGKILL when the process that started it dies,
-    even by SIGKILL (Linux's parent-death signal), so a killed run leaves no server holding its port and memory."""
+    even by SIGKILL (Linux's parent-death signal). Its own children are the reaper's."""
     import ctypes
     import signal
 
@@ -237,20 +245,67 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-def stop_server(process: subprocess.Popen | None) -> None:
-    """SIGTERM to the server's process group (vLLM's engine and workers with it), SIGKILL after STOP_GRACE."""
-    if process is None or process.poll() is not None:
+REAPER = """import os, signal, sys
+if not os.read(0, 1):
+    try:
+        os.killpg(int(sys.argv[1]), signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+"""
+"""Reads its stdin until a byte arrives (the server was stopped: nothing to do) or the end of file (the process
+holding the other end died without stopping it: SIGKILL to the server's process group)."""
+
+
+class Reaper:
+    """A process of its own session (signals to the run's group do not reach it) that kills the server's process
+    group once the process that started the server is gone, however it went."""
+
+    def __init__(self, group: int):
+        read, self._write = os.pipe()  # not inherited by the server or any other child started with exec
+        try:
+            self.process = subprocess.Popen([sys.executable, "-c", REAPER, str(group)], stdin=read,
+                                            start_new_session=True)
+        except BaseException:
+            os.close(self._write)
+            raise
+        finally:
+            os.close(read)
+
+    def release(self) -> None:
+        """The server is stopped: the reaper exits without killing anything."""
+        if self._write is None:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._write, b"\0")
+        os.close(self._write)
+        self._write = None
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def stop_server(handle: ServerHandle) -> None:
+    """SIGTERM to the server's process group (vLLM's engine and workers with it), SIGKILL after STOP_GRACE, and
+    SIGKILL to whatever of the group outlives the server's own process (an engine whose server died first)."""
+    process = handle.process
+    if process is None:
         return
     import signal
 
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=STOP_GRACE)
-    except subprocess.TimeoutExpired:
+    if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    if handle.reaper is not None:
+        handle.reaper.release()
 
 
 def _tail(path: Path, lines: int = 15) -> str:

@@ -186,6 +186,8 @@ class LaunchSection:
     """Share of the GPU's bf16 peak the step-time estimate assumes (default 0.4)."""
     calibrate: bool = False
     """Time a few steps of a 1- and 2-layer slice of the model on this machine for the plan's time per step."""
+    allow_memory_overrun: bool = False
+    """Run even when the plan's memory peak is above MEMORY_REFUSED of the device's memory (refused otherwise)."""
 
     def __post_init__(self) -> None:
         if self.num_processes < 1 or (self.global_batch_size is not None and self.global_batch_size < 1):

@@ -108,3 +108,43 @@ def test_calibration_times_real_steps_on_this_machine(recipe, tiny_dir):
                              Setup(gpu=False, dtype="float32"))
     assert 0 < seconds < 60
     assert json.dumps(how)
+
+
+def planned_peak(path: str) -> int:
+    """The estimate's peak for the recipe on its target, from the estimate's own functions."""
+    from smolalign.estimate.dims import read_dims
+    from smolalign.estimate.fit import _estimate
+    from smolalign.estimate.settings import setup_for, target_device
+    from smolalign.hardware import detect_hardware
+    from smolalign.models.sources import source_of
+    from smolalign.recipe.validate import load_recipe
+
+    hardware = detect_hardware()
+    loaded = load_recipe(path, [], "sft", hardware)
+    gpu, budget = target_device(loaded, hardware)
+    return _estimate(loaded, loaded.settings, setup_for(loaded, hardware, gpu), read_dims(source_of(loaded)),
+                     budget).peak
+
+
+@pytest.mark.parametrize(("share", "allow", "refused"), [(0.97, False, True), (0.97, True, False),
+                                                           (0.93, False, False)], ids=["above", "above-allowed", "below"])
+def test_a_peak_above_95_percent_of_the_device_is_refused(cli, recipe, tmp_path, share, allow, refused):
+    """A stand-in device (an H100 with launch.gpu_memory as its memory) that the plan's peak fills to 97% or 93%:
+    above 95% the dry run exits 2 with one line naming both sizes and the override, and writes nothing;
+    launch.allow_memory_overrun runs it anyway. Fails with the refusal switched off."""
+    from smolalign.quantities import describe_bytes
+
+    path = recipe(gpu="H100")
+    peak = planned_peak(path)
+    budget = peak / share
+    run = tmp_path / "run"
+    overrides = ["--set", f"launch.gpu_memory={budget / 1e9!r}"]
+    if allow:
+        overrides += ["--set", "launch.allow_memory_overrun=true"]
+    code, _, err = cli("sft", path, "--dry-run", "-o", run, *overrides)
+    if refused:
+        one_line(code, err, "memory per device", describe_bytes(peak), describe_bytes(int(budget)),
+                 "launch.allow_memory_overrun=true")
+    else:
+        assert code == 0, err
+    assert not run.exists()

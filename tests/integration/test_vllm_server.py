@@ -4,8 +4,10 @@ from the stand-in the lifecycle tests use (so that stand-in stays faithful); a G
 weights into the server (on a CPU through the filesystem, NCCL being CUDA-only: smolalign/generation/trl_on_cpu.py),
 after which the server's log-probs of a fixed completion are the trainer's; and the failure modes with real
 processes: a port already in use is exit 2 naming it, a model the engine cannot load is exit 2 in the dry run, and
-a trainer killed with SIGKILL leaves no server behind."""
+a trainer killed with SIGKILL leaves no server behind, nor, with the engine core in a process of its own (as vLLM runs
+it on GPUs), any engine process."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -17,6 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from processes import assert_gone, group_members
 from tiny_models import write_jsonl
 
 from smolalign.runs.metrics import read_metrics
@@ -156,3 +159,52 @@ def test_a_trainer_killed_outright_leaves_no_server(write_recipe, vllm_tiny_dir,
     finally:
         if trainer.poll() is None:
             os.killpg(trainer.pid, signal.SIGKILL)
+
+
+ENGINE_IN_ITS_OWN_PROCESS = """
+import pickle, sys, time
+from types import SimpleNamespace
+from smolalign.generation import server as lifecycle
+
+on_cpu = lifecycle.server_env
+lifecycle.server_env = lambda hardware: {name: value for name, value in on_cpu(hardware).items()
+                                         if name != "VLLM_ENABLE_V1_MULTIPROCESSING"}
+with open(sys.argv[1], "rb") as stream:
+    recipe = pickle.load(stream)
+with lifecycle.served_generation(recipe, SimpleNamespace(is_main_process=True), "float32") as server:
+    print("SERVER", server.process.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_trainer_killed_outright_leaves_no_engine_process(write_recipe, vllm_tiny_dir, tmp_path):
+    """The real server with vLLM's engine core and worker in processes of their own (vLLM's default, and how it runs
+    on GPUs): after SIGKILL to the process that started it, nothing of the server's process group is left and the
+    port is free. Fails with the reaper switched off: the parent-death signal kills the server's own process, and
+    VLLM::EngineCore, its VLLM::Worker and multiprocessing's resource tracker keep running."""
+    import pickle
+
+    from smolalign.recipe.validate import load_recipe
+
+    port = free_port()
+    recipe = load_recipe(str(server_recipe(write_recipe, vllm_tiny_dir, tmp_path, port)), [], "rl")
+    (tmp_path / "recipe.pickle").write_bytes(pickle.dumps(recipe))
+    run = subprocess.Popen([sys.executable, "-c", ENGINE_IN_ITS_OWN_PROCESS, str(tmp_path / "recipe.pickle")],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    group = None
+    try:
+        for line in run.stdout:
+            if line.startswith("SERVER "):
+                group = int(line.split()[1])
+                break
+        assert group is not None, f"the server never came up (exit code {run.wait()})"
+        names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in group_members(group)}
+        assert "VLLM::EngineCor" in names, names  # the engine core runs in a process of its own
+        run.kill()
+        assert run.wait(timeout=30) == -signal.SIGKILL
+        assert_gone(group, port, wait=30)
+    finally:
+        for leader in filter(None, (run.pid, group)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(leader, signal.SIGKILL)
+        run.wait()

@@ -30,6 +30,7 @@ from smolalign.generation.server import healthy, served_generation
 from smolalign.preflight import Target, on_target
 from smolalign.recipe.validate import validate_recipe
 from smolalign.runs.watchdog import stall_watchdog
+from tests.processes import assert_gone, group_members
 from tests.tiny_models import write_jsonl
 
 STANDIN = Path(__file__).resolve().parents[1] / "standins" / "vllm_server"
@@ -147,12 +148,17 @@ def test_a_server_that_crashes_at_start_is_reported_with_its_log(standin, recipe
 
 
 def test_a_server_that_dies_mid_run_fails_the_run(standin, recipe_for):
+    """...and the engine core its process left behind is killed with the server's group (fails when a server whose
+    own process has exited is taken as stopped)."""
+    recipe = recipe_for("die:2")
     with pytest.raises(RunFailure, match="the vLLM server exited") as info:
-        with served_generation(recipe_for("die:2"), MAIN, "float32") as server, stall_watchdog(None, server):
+        with served_generation(recipe, MAIN, "float32") as server, stall_watchdog(None, server):
+            group = server.process.pid
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:  # training steps
                 time.sleep(0.05)
     assert "EngineDeadError" in str(info.value)
+    assert_gone(group, recipe.generation.server.port, wait=1.0)
 
 
 def test_a_stalled_generation_fails_the_run_and_stops_the_server(standin, recipe_for):
@@ -269,3 +275,80 @@ def test_a_server_smolalign_did_not_start_is_not_taken_for_its_own(standin, reci
     finally:
         os.killpg(foreign.pid, signal.SIGKILL)
         foreign.wait()
+
+
+@pytest.mark.parametrize("ending", ["normal", "exception"])
+def test_a_run_that_ends_leaves_no_process_of_the_server(standin, recipe_for, ending):
+    """Normal end and a training error: the server and its engine core are gone and the port is free. Fails with the
+    stop in served_generation's `finally` switched off (the server and its engine keep running)."""
+    recipe = recipe_for()
+    with contextlib.suppress(ValueError):
+        with served_generation(recipe, MAIN, "float32") as server:
+            group = server.process.pid
+            [started] = recorded(standin)
+            assert sorted(group_members(group)) == sorted([group, started["engine"]])
+            if ending == "exception":
+                raise ValueError("a training error")
+    assert recorded(standin)[-1] == {"stopped": True}
+    assert_gone(group, recipe.generation.server.port)
+
+
+RUN = """
+import os, pickle, sys, time
+from types import SimpleNamespace
+from smolalign.generation.server import served_generation
+from smolalign.runs import watchdog
+
+with open(sys.argv[1], "rb") as stream:
+    recipe = pickle.load(stream)
+with served_generation(recipe, SimpleNamespace(is_main_process=True), "float32") as server:
+    print("SERVER", server.process.pid, flush=True)
+    if sys.argv[2] == "stuck":
+        watchdog.GRACE_AFTER_INTERRUPT = 1.0
+        with watchdog.stall_watchdog(1, server):
+            os.read(os.pipe()[0], 1)  # blocked in a C call: the watchdog's interrupt never lands, it exits hard
+    time.sleep(600)
+"""
+
+
+def run_with_server(recipe, tmp_path, how: str) -> tuple[subprocess.Popen, int]:
+    """A run (its own process, as `smolalign rl` is) holding a started server; returns it and the server's group."""
+    import pickle
+
+    (tmp_path / "recipe.pickle").write_bytes(pickle.dumps(recipe))
+    run = subprocess.Popen([sys.executable, "-c", RUN, str(tmp_path / "recipe.pickle"), how], stdout=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    for line in run.stdout:
+        if line.startswith("SERVER "):
+            return run, int(line.split()[1])
+    raise AssertionError(f"the run ended before its server was healthy (exit code {run.wait()})")
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL", "watchdog hard exit"])
+def test_a_run_that_is_stopped_or_killed_leaves_no_process_of_the_server(standin, recipe_for, tmp_path, how):
+    """SIGTERM to the run: the server is stopped through the run's `finally` blocks (it sees SIGTERM, so vLLM shuts
+    down its engine) and the run exits 143; fails with the SIGTERM handler switched off (the run dies at once and the
+    server is killed, never stopped). SIGKILL to the run, and the watchdog's `os._exit` when the main thread is stuck
+    in a C call (no `finally` runs): the reaper kills the server's whole group; fails with the reaper switched off
+    (the parent-death signal kills the server's own process only; its engine core is left running)."""
+    recipe = recipe_for()
+    run, group = run_with_server(recipe, tmp_path, "stuck" if how == "watchdog hard exit" else "wait")
+    try:
+        [started] = recorded(standin)
+        assert sorted(group_members(group)) == sorted([group, started["engine"]])
+        if how == "SIGTERM":
+            run.send_signal(signal.SIGTERM)
+            assert run.wait(timeout=30) == 128 + signal.SIGTERM
+            assert recorded(standin)[-1] == {"stopped": True}
+        elif how == "SIGKILL":
+            run.kill()
+            assert run.wait(timeout=30) == -signal.SIGKILL
+        else:
+            assert run.wait(timeout=30) == 1  # the watchdog's exit code for a failed run
+        assert_gone(group, recipe.generation.server.port)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+        run.wait()

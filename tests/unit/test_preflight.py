@@ -2,6 +2,7 @@
 optional package), naming the key and the fix; `--dry-run` exits 2 on them and writes nothing."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,93 @@ def test_the_eval_command_checks_its_backend_and_chart_before_loading(cli, tmp_p
     code, _, err = cli("eval", "no/such-model", "--data", prompts, "--reward", "math_accuracy",
                        "--chart", tmp_path / "c.png")
     assert code == 2 and "--chart needs matplotlib" in err and not (tmp_path / "c.png").exists()
+
+
+OPEN_MODULE_580 = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  "
+                   "(dvs-builder@U16-I3-B03-4-3)  Sun Jul 27 06:54:38 UTC 2025\nGCC version:  gcc version 13.3.0\n")
+MODULE_550 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+
+
+@pytest.fixture
+def driver(tmp_path, monkeypatch):
+    """Stand-ins for this machine's driver (its /proc file, else an nvidia-smi first on PATH) and torch's CUDA."""
+    import torch
+
+    from smolalign import preflight as module
+
+    def set_up(cuda: str | None, proc: str | None = None, smi: str | None = None):
+        monkeypatch.setattr(torch.version, "cuda", cuda)
+        path = tmp_path / "version"
+        path.unlink(missing_ok=True)
+        if proc is not None:
+            path.write_text(proc)
+        monkeypatch.setattr(module, "DRIVER_VERSION_FILE", path)
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        if smi is not None:
+            (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho '{smi}'\n")
+            (bin_dir / "nvidia-smi").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+    return set_up
+
+
+@pytest.mark.parametrize(("cuda", "proc", "smi", "refused_for"), [
+    ("13.0", MODULE_550, None, ("550.54.15", "CUDA 13.0", ">= 580")),
+    ("13.0", None, "575.57.08", ("575.57.08", "CUDA 13.0", ">= 580")),
+    ("12.8", None, "470.256.02", ("470.256.02", "CUDA 12.8", ">= 525")),
+    ("13.0", OPEN_MODULE_580, None, None),
+    ("12.8", MODULE_550, None, None),
+    (None, MODULE_550, None, None),  # a CPU build of torch needs no driver
+    ("13.0", None, None, None),  # no driver: a machine without NVIDIA GPUs
+], ids=["cuda13-driver550", "cuda13-smi575", "cuda12-smi470", "cuda13-driver580", "cuda12-driver550", "cpu-torch",
+        "no-driver"])
+def test_a_driver_too_old_for_torchs_cuda_is_refused(driver, cuda, proc, smi, refused_for):
+    """CUDA 13 needs driver 580 and CUDA 12 needs 525 (NVIDIA's CUDA release notes); the version is read from the
+    kernel module's line, else from nvidia-smi. Fails with the check switched off."""
+    recipe = sft()
+    driver(cuda, proc, smi)
+    if refused_for is None:
+        preflight(recipe, CPU)
+        return
+    message = refused(recipe, CPU)
+    assert message.startswith("NVIDIA driver ") and "\n" not in message and "update the driver" in message
+    for fragment in refused_for:
+        assert fragment in message, message
+
+
+def test_a_driver_too_old_refuses_the_dry_run(cli, driver, write_recipe, tiny_dir, tmp_path):
+    driver("13.0", MODULE_550)
+    (tmp_path / "chat.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    recipe = write_recipe({"model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": "chat.jsonl"}]}})
+    code, _, err = cli("sft", recipe, "--dry-run", "-o", tmp_path / "run")
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("warning")]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert "NVIDIA driver 550.54.15" in lines[0] and "CUDA 13.0" in lines[0] and ">= 580" in lines[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_vllm_that_fails_to_import_is_refused_with_its_error(write_recipe, tiny_dir, tmp_path):
+    """A vLLM package that is there (find_spec finds it) but raises on import, first on the path of a real
+    `smolalign rl --dry-run`: exit 2, one line with the import error's first line. Fails when only find_spec is
+    asked."""
+    import subprocess
+    import sys
+
+    broken = tmp_path / "broken" / "vllm"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text(
+        'raise ImportError("libcudart.so.13: cannot open shared object file: No such file or directory\\n'
+        'while importing vllm._C")\n')
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "1+1?", "solution": "2"}\n')
+    recipe = write_recipe({"model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": "prompts.jsonl"}]},
+                           "rewards": [{"name": "math_accuracy"}], "generation": {"backend": "vllm_colocate"}})
+    path = os.pathsep.join(filter(None, [str(broken.parent), str(REPO), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "smolalign", "rl", str(recipe), "--dry-run", "-o",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path})
+    lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("warning")]
+    assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith("error: generation.backend vllm_colocate: vLLM is installed but does not import "
+                               "(libcudart.so.13: cannot open shared object file: No such file or directory)")
+    assert not (tmp_path / "run").exists()

@@ -8,7 +8,11 @@ tests/integration/test_vllm_server.py drives the client against both with the sa
 `/get_world_size` (with VLLM_SERVER_DEV_MODE=1), `/v1/completions` (token ids, logprobs, prompt logprobs),
 `/reset_prefix_cache`, `/collective_rpc`, and the weight-update lifecycle. The NCCL transfer itself is not here.
 
-STANDIN_RECORD: a file that receives this process's argv and environment as JSON, then `stopped` on SIGTERM.
+Like vLLM on a GPU, it starts its engine core as a child process in its own process group, which watches no parent
+(a process that sleeps): a server whose own process dies leaves it running unless its group is killed.
+
+STANDIN_RECORD: a file that receives this process's argv, environment and pid and its engine core's pid as JSON,
+then `stopped` on SIGTERM.
 STANDIN_BEHAVIOUR: ok | slow:SECONDS (listens late) | never (always 503) | die:SECONDS (exits 1 after serving that
 long) | stall (completions never answer) | crash (exits 1 at once) | ignore-term (ignores SIGTERM).
 """
@@ -18,6 +22,7 @@ import json
 import math
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -48,12 +53,15 @@ for flag in ("--enable-prefix-caching", "--no-enable-prefix-caching", "--enforce
     parser.add_argument(flag, action="store_true")
 args = parser.parse_args()
 served = args.served_model_name or args.model
+engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
 note(argv=sys.argv[1:], env={k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "VLLM_SERVER_DEV_MODE")},
-     pid=os.getpid())
+     pid=os.getpid(), engine=engine.pid)
 
 
 def on_term(signum, frame):
     note(stopped=True)
+    engine.terminate()
+    engine.wait()
     os._exit(0)
 
 
