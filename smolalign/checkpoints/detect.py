@@ -82,8 +82,8 @@ def _nanotron_run(path: Path) -> Detected:
     step = read_text(path / "latest.txt").strip()
     step_dir = path / step
     if not re.fullmatch(r"[\w.-]+", step) or not (step_dir / "checkpoint_metadata.json").is_file():
-        raise SmolalignError(f"nanotron run {path}: latest.txt names step {step!r}, but {step_dir} is not a "
-                             "checkpoint (no checkpoint_metadata.json); point at a step folder instead")
+        raise SmolalignError(f"nanotron run {path}: latest.txt names step {step!r}, which is not a checkpoint "
+                             f"folder of it (no {step!r}/checkpoint_metadata.json); point at a step folder instead")
     return Detected("nanotron", step_dir, notes=(f"latest.txt -> step {step}",))
 
 
