@@ -30,7 +30,7 @@ def test_nanotron_step_and_run_folders(tmp_path):
     found = detect(tmp_path / "run")
     assert (found.format, found.path.name, found.notes) == ("nanotron", "4720000", ("latest.txt -> step 4720000",))
     (tmp_path / "run" / "latest.txt").write_text("5000000")
-    with pytest.raises(SmolalignError, match="latest.txt names step '5000000', but .* is not a checkpoint"):
+    with pytest.raises(SmolalignError, match="latest.txt names step '5000000', which is not a checkpoint"):
         detect(tmp_path / "run")
 
 
