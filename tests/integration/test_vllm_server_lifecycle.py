@@ -25,6 +25,7 @@ import pytest
 
 from smolalign.errors import RunFailure, SmolalignError
 from smolalign.generation import server as lifecycle
+from smolalign.generation import server_process
 from smolalign.generation.gpu_partition import SERVER_GPUS, claim_training_gpus, partition
 from smolalign.generation.server import healthy, served_generation
 from smolalign.preflight import Target, on_target
@@ -186,7 +187,7 @@ def test_the_server_is_stopped_when_training_fails_and_killed_when_it_ignores_th
         with served_generation(recipe_for(), MAIN, "float32"):
             raise ValueError("a training error")
     assert recorded(standin)[-1] == {"stopped": True}
-    monkeypatch.setattr(lifecycle, "STOP_GRACE", 1.0)
+    monkeypatch.setattr(server_process, "STOP_GRACE", 1.0)
     recipe = recipe_for("ignore-term")
     with served_generation(recipe, MAIN, "float32") as server:
         process = server.process

