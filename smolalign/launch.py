@@ -199,6 +199,21 @@ def temporary_config(preset: Path, text: str, suffix: str) -> Path:
     return Path(path)
 
 
+def written_accelerate_config(preset: Path, num_processes: int) -> tuple[Path, Path | None]:
+    """(the accelerate config `preset` launches with on GPUs, the DeepSpeed JSON it names for a DeepSpeed preset),
+    written for one launch: smolalign's own and a Slurm job's nodes (`python -m smolalign.accelerate_config`) run
+    the DeepSpeed config the CPU path runs, its buckets sized from the model."""
+    import yaml
+
+    settings = read_preset(preset)
+    deepspeed_file = None
+    if str(settings.get("distributed_type", "NO")) == "DEEPSPEED":
+        deepspeed_file = temporary_config(preset, json.dumps(deepspeed_config(settings), indent=2), ".json")
+    config = temporary_config(preset, yaml.safe_dump(accelerate_settings(settings, num_processes, deepspeed_file)),
+                              ".yaml")
+    return config, deepspeed_file
+
+
 def launch_command(config: Path, argv: list[str]) -> list[str]:
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config),
             "--main_process_port", str(free_port()), "-m", "smolalign", *strip_launch_options(argv)]
@@ -236,12 +251,7 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
     config_file = deepspeed_file = None
     if detect_hardware().on_gpu:
         check_processes_fit(num_processes, training_gpus(_recipe_sections(argv)[1]))
-        import yaml
-
-        if str(settings.get("distributed_type", "NO")) == "DEEPSPEED":
-            deepspeed_file = temporary_config(preset, json.dumps(deepspeed_config(settings), indent=2), ".json")
-        config_file = temporary_config(
-            preset, yaml.safe_dump(accelerate_settings(settings, num_processes, deepspeed_file)), ".yaml")
+        config_file, deepspeed_file = written_accelerate_config(preset, num_processes)
         command = launch_command(config_file, argv)
         print(f"launching {num_processes} process(es) with {preset.name}: accelerate launch {' '.join(command[3:])}",
               file=sys.stderr)

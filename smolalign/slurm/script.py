@@ -239,7 +239,11 @@ def _vllm_server(job: SlurmJob, server: VllmServer) -> str:
 
 def _training(job: SlurmJob) -> str:
     config = shlex.quote(job.accelerate_config)
-    if job.container is not None and job.container.preset:
+    in_image = job.container is not None and job.container.preset
+    if job.deepspeed:  # the DeepSpeed config --launch runs (buckets sized from the model), written on each node
+        preset = job.container.preset if in_image else job.accelerate_config
+        config = f'"$(python -m smolalign.accelerate_config {shlex.quote(preset)} {job.num_processes})"'
+    elif in_image:
         config = ('"$(python -c ' + shlex.quote(f'from smolalign.launch import preset_path; '
                                                 f'print(preset_path("{job.container.preset}"))') + ')"')
     launcher = [

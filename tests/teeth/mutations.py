@@ -300,8 +300,8 @@ MUTATIONS = [
       ("tests/integration/test_estimate_cli.py::test_a_peak_above_95_percent_of_the_device_is_refused[above]",), "a plan that does not fit runs"),
     M("one_deepspeed_config", "a DeepSpeed preset runs with the same bucket sizes on GPUs and on the CPU, sized from "
       "the model", "README: Several processes", "smolalign/launch.py",
-      '        if str(settings.get("distributed_type", "NO")) == "DEEPSPEED":\n            deepspeed_file',
-      "        if False:\n            deepspeed_file",
+      '    if str(settings.get("distributed_type", "NO")) == "DEEPSPEED":\n        deepspeed_file',
+      "    if False:\n        deepspeed_file",
       ("tests/unit/test_deepspeed_buckets.py::test_gpus_and_the_cpu_get_the_same_buckets_sized_from_the_model[zero2]",
        "tests/unit/test_deepspeed_buckets.py::test_gpus_and_the_cpu_get_the_same_buckets_sized_from_the_model[zero3]",
        "tests/unit/test_deepspeed_buckets.py::test_gpus_and_the_cpu_get_the_same_buckets_sized_from_the_model[zero3_offload]"),
@@ -437,6 +437,48 @@ MUTATIONS = [
       ("tests/unit/test_launch_slurm.py::test_with_pyxis_every_training_node_runs_smolalign_in_the_image",
        "tests/unit/test_launch_slurm.py::test_with_apptainer_the_vllm_server_and_training_run_in_the_image"),
       "srun runs the steps on the host, where accelerate and trl are not installed"),
+    M("one_process_per_gpu", "on a machine with several GPUs the train verbs run one process per GPU by default (a "
+      "started vLLM server's GPUs left out), and --launch without --num-processes takes the same count",
+      "README: Several processes", "smolalign/launch.py",
+      '    preset = launch or section.get("preset") or ("ddp" if gpus > 1 else None)',
+      '    preset = launch or section.get("preset")',
+      ("tests/unit/test_launch_processes.py::test_one_process_per_gpu_by_default",
+       "tests/unit/test_launch_processes.py::test_the_cli_launches_one_process_per_gpu"),
+      "one process sees every GPU: TRL refuses DataParallel after the data is prepared and the model loaded"),
+    M("processes_fit_gpus", "more processes than GPUs for training is exit 2 naming --num-processes, before anything "
+      "starts", "README: Several processes", "smolalign/launch.py", "    if gpus and processes > gpus:",
+      "    if False:",
+      ("tests/unit/test_launch_processes.py::test_more_processes_than_gpus_is_refused_before_anything_starts",),
+      "nine processes start on eight GPUs"),
+    M("no_data_parallel", "a process that sees several GPUs alone is refused before anything loads, with the command "
+      "that runs one process per GPU", "README: Several processes", "smolalign/launch.py",
+      "    if processes > 1 or gpus < 2:", "    if True:",
+      ("tests/unit/test_launch_processes.py::test_one_process_that_sees_several_gpus_is_refused_with_the_command",),
+      "TRL refuses DataParallel after the data is prepared and the model loaded"),
+    M("ddp_timeout_reaches_the_group", "train.ddp_timeout is the timeout of the process group the run creates",
+      "README: Several processes", "smolalign/stages/lifecycle.py",
+      '    state = PartialState(cpu=not hardware.on_gpu, timeout=timedelta(seconds=recipe.settings["ddp_timeout"]))',
+      "    state = PartialState(cpu=not hardware.on_gpu)",
+      ("tests/integration/test_process_group_timeout.py::test_the_recipes_ddp_timeout_is_the_process_groups",),
+      "torch's 30-minute default: ranks waiting on a long data preparation time out"),
+    M("plan_under_any_launcher", "under accelerate launch or torchrun the plan is that launcher's processes and "
+      "sharding, as under smolalign's own --launch", "README: Several processes", "smolalign/launch.py",
+      '    return is_launched() or "WORLD_SIZE" in os.environ or launched_sharding() is not None',
+      "    return is_launched()",
+      ("tests/unit/test_launched_sharding.py::test_the_plan_is_the_same_under_accelerate_launch_and_smolaligns_own",),
+      "ZeRO-3 printed, memory sized for one unsharded process"),
+    M("validate_for_the_image", "recipes validate --for NxGPU (and launch slurm --container) check the image's "
+      "packages, and what only this machine lacks is a note", "README: What a recipe needs from the machine",
+      "smolalign/preflight.py",
+      "        return installed(module) if self.packages is None else module in self.packages",
+      "        return installed(module)",
+      ("tests/unit/test_launch_slurm.py::test_in_a_container_the_recipe_is_checked_against_the_images_packages",),
+      "a cluster recipe is refused for what the laptop lacks"),
+    M("gpu_tests_pin_one_gpu", "in the GPU tier in-process tests see the node's first GPU, and a test needing two "
+      "gets the node's first two in a child process", "README: Tests", "tests/node_gpus.py",
+      '        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]', "        pass",
+      ("tests/integration/test_node_gpus.py::test_each_test_sees_the_gpus_it_needs[0,1,2,3,4,5,6,7-2]",),
+      "every in-process GPU test sees all the node's GPUs and is launched per GPU or refused"),
 ]
 
 

@@ -145,7 +145,7 @@ def cluster(tmp_path, monkeypatch):
     fake = tmp_path / "fake"
     bin_dir = fake / "venv" / "bin"
     bin_dir.mkdir(parents=True)
-    # venv/bin: this environment, all tools; host/bin: a cluster's login and compute nodes (Slurm, curl, apptainer,
+    # venv/bin: this environment, all tools and python with smolalign; host/bin: a cluster's login and compute nodes (Slurm, curl, apptainer,
     # no smolalign); image/bin: the container image (accelerate, trl, python with smolalign).
     tools = {bin_dir: ("scontrol", "srun", "accelerate", "trl", "curl", "sbatch"),
              fake / "host" / "bin": ("scontrol", "srun", "curl", "sbatch", "apptainer"),
@@ -159,8 +159,9 @@ def cluster(tmp_path, monkeypatch):
         # is tested.
         (directory / "sleep").write_text(f"#!{sys.executable}\nimport sys, time\ntime.sleep(float(sys.argv[1]) / 10)\n")
         (directory / "sleep").chmod(0o755)
-    (fake / "image" / "bin" / "python").write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} "$@"\n')
-    (fake / "image" / "bin" / "python").chmod(0o755)
+    for directory in (fake / "image" / "bin", bin_dir):  # the image's python and this environment's hold smolalign
+        (directory / "python").write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} "$@"\n')
+        (directory / "python").chmod(0o755)
     (bin_dir / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
     monkeypatch.setattr("smolalign.slurm.job.environment_activation",
                         lambda: f"set +u; source {bin_dir / 'activate'}; set -u")
@@ -184,6 +185,21 @@ def calls(fake: Path, tool: str) -> list[dict]:
 
 def option(args: list[str], name: str) -> str:
     return args[args.index(name) + 1]
+
+
+def assert_runs_the_deepspeed_config_of_launch(config_file: str, preset: str) -> None:
+    """A node's accelerate config names the DeepSpeed JSON that `--launch` and the CPU path run (buckets "auto",
+    sized from the model by the trainer), not the preset's own settings (DeepSpeed's fixed default buckets)."""
+    import yaml
+
+    from smolalign.deepspeed_settings import deepspeed_config
+    from smolalign.launch import preset_path, read_preset
+
+    config = yaml.safe_load(Path(config_file).read_text())
+    assert config["distributed_type"] == "DEEPSPEED"
+    written = json.loads(Path(config["deepspeed_config"]["deepspeed_config_file"]).read_text())
+    assert written == deepspeed_config(read_preset(preset_path(preset)))
+    assert written["zero_optimization"]["reduce_bucket_size"] == "auto"
 
 
 def torchrun_settings(accelerate_args: list[str]) -> dict:
@@ -278,7 +294,7 @@ def test_training_nodes_meet_at_a_c10d_rendezvous_on_the_first_node(cli, cluster
     for launch in launches:
         args, env = launch["args"], launch["env"]
         assert args[0] == "launch"
-        assert option(args, "--config_file") == str(REPO / "recipes" / "accelerate" / "zero3.yaml")
+        assert_runs_the_deepspeed_config_of_launch(option(args, "--config_file"), "zero3")
         assert option(args, "--num_machines") == "2" and option(args, "--num_processes") == "8"  # 2 nodes × 4 GPUs
         assert option(args, "--machine_rank") == env["SLURM_PROCID"]
         assert option(args, "--main_process_ip") == "gpu-a" and option(args, "--main_process_port") == "29555"
@@ -423,8 +439,8 @@ def test_with_pyxis_every_training_node_runs_smolalign_in_the_image(cli, cluster
     for launch in launches:
         args = launch["args"]
         assert launch["env"]["FAKE_IN_IMAGE"] == "smolalign:1.0" and launch["env"]["HF_HOME"] == str(tmp_path / "hf")
-        # the shipped preset, found by the image's smolalign (here: this checkout)
-        assert option(args, "--config_file") == str(REPO / "recipes" / "accelerate" / "zero3.yaml")
+        # the shipped preset, found and written out by the image's smolalign (here: this checkout)
+        assert_runs_the_deepspeed_config_of_launch(option(args, "--config_file"), "zero3")
         assert args[args.index("-m"):] == ["-m", "smolalign", "sft", sft_recipe, "--output-dir", str(run_dir),
                                            "--resume"]
     [step] = [json.loads(line) for line in (cluster / "containers.jsonl").read_text().splitlines()]
