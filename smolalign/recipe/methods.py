@@ -122,9 +122,11 @@ def stage_module(recipe) -> ModuleType:
 
 def run_stage(recipe, **options):
     """Run a validated recipe with its method's stage module; returns the saved model's directory (None for a dry
-    run). The launcher's variables are as they were before, whatever the run's vLLM engine wrote."""
+    run). The launcher's variables are as they were before, whatever the run's vLLM engine wrote; the time-limit
+    signal is caught from the start (smolalign.runs.save_on_signal)."""
     from smolalign.launch import check_not_data_parallel, kept_process_variables
+    from smolalign.runs.save_on_signal import listening
 
     check_not_data_parallel(recipe)
-    with kept_process_variables():
+    with kept_process_variables(), listening():  # the time-limit signal, kept from the stage's start
         return stage_module(recipe).run(recipe, **options)

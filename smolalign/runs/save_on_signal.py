@@ -2,6 +2,10 @@
 nears) the run writes a checkpoint at the next step boundary, stops, and exits with SAVED_ON_SIGNAL_EXIT, after
 which the job requeues itself and the next run resumes from that checkpoint.
 
+The handler is installed for the whole stage (`listening`, around every stage run), not only while training runs: a
+signal that arrives while the data is prepared or the models load is kept, and the run saves at its first step end,
+where without a handler the signal's default action would end the process and the job would wait out its time limit.
+
 The signal handler only sets a flag. Every rank gets the signal (srun delivers it to every process of the step), but
 not at the same instant: a rank that sees it just before a step ends and one that sees it just after would save at
 different steps, and a ZeRO-3 or FSDP save on one rank alone waits forever for the others. So at each step end the
@@ -23,37 +27,46 @@ class SavedOnSignal(Exception):
     """The run saved a checkpoint on the signal and stopped before its end."""
 
 
+_RECEIVED = threading.Event()
+_DEPTH = [0]
+
+
+@contextlib.contextmanager
+def listening() -> Iterator[None]:
+    """Catch SAVE_SIGNAL while the block runs, for the callback's next step end (main thread only; elsewhere signals
+    cannot be handled). The outermost block starts with no signal received."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if _DEPTH[0] == 0:
+        _RECEIVED.clear()
+
+    def handler(signum, frame):
+        _RECEIVED.set()
+
+    previous = signal.signal(SAVE_SIGNAL, handler)
+    _DEPTH[0] += 1
+    try:
+        yield
+    finally:
+        _DEPTH[0] -= 1
+        signal.signal(SAVE_SIGNAL, previous)
+
+
 def save_on_signal_callback():
     """A TrainerCallback that saves and stops at the first step end after SAVE_SIGNAL arrived on any rank."""
     from transformers import TrainerCallback
 
     class SaveOnSignal(TrainerCallback):
         def __init__(self):
-            self.signalled = False
             self.stopped_at: int | None = None
 
         def on_step_end(self, args, state, control, **kwargs):
-            if _any_rank(self.signalled, args.device):
+            if _any_rank(_RECEIVED.is_set(), args.device):
                 control.should_save = True
                 control.should_training_stop = True
                 self.stopped_at = state.global_step
             return control
-
-        @contextlib.contextmanager
-        def listening(self) -> Iterator[None]:
-            """Catch SAVE_SIGNAL while the block runs (main thread only; elsewhere signals cannot be handled)."""
-            if threading.current_thread() is not threading.main_thread():
-                yield
-                return
-
-            def handler(signum, frame):
-                self.signalled = True
-
-            previous = signal.signal(SAVE_SIGNAL, handler)
-            try:
-                yield
-            finally:
-                signal.signal(SAVE_SIGNAL, previous)
 
     return SaveOnSignal()
 

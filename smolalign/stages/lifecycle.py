@@ -118,13 +118,13 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
     checkpoint at the next step end and raises SavedOnSignal instead (smolalign.runs.save_on_signal)."""
     from smolalign.models.load import save_for_inference
     from smolalign.runs.manifest import write_manifest
-    from smolalign.runs.save_on_signal import SavedOnSignal, save_on_signal_callback
+    from smolalign.runs.save_on_signal import SavedOnSignal, listening, save_on_signal_callback
 
     if checkpoint is not None:
         _plain_cpu_device(trainer.args)
     on_signal = save_on_signal_callback()
     trainer.add_callback(on_signal)
-    with on_signal.listening():
+    with listening():  # already listening when run through run_stage, from the stage's start
         result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     if on_signal.stopped_at is not None:
         # A rank that exits first gets the others killed (torchrun, srun --kill-on-bad-exit): not before every rank,

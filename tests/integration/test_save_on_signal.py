@@ -51,3 +51,33 @@ def test_sigusr1_saves_at_the_next_step_and_stops(cli, write_recipe, tiny_dir, t
     assert code == 0, err
     result = json.loads((run_dir / "manifest.json").read_text())["result"]
     assert result["global_step"] == MAX_STEPS and result["resumed_from"] == str(checkpoint)
+
+
+def test_a_signal_before_training_starts_is_kept_for_the_first_step(cli, write_recipe, tiny_dir, tmp_path,
+                                                                    monkeypatch):
+    """SIGUSR1 while the run is still being set up (here: just before the run directory is written, the data
+    prepared and the model loaded) is kept: the run saves at its first step end and exits 75. A handler of this test
+    stands in for the signal's default action (which would end the test process): without the stage-wide handler
+    (listening() around run_stage made a no-op) it takes the signal, and the run trains to max_steps."""
+    import smolalign.stages.sft as sft
+
+    lost = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: lost.append(signum))
+    start_run = sft.start_run
+
+    def signalled_then_start(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGUSR1)
+        return start_run(*args, **kwargs)
+
+    monkeypatch.setattr(sft, "start_run", signalled_then_start)
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    recipe = write_recipe({"stage": "sft", "model": {"source": str(tiny_dir)},
+                           "data": {"sources": [{"path": str(data)}]},
+                           "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": 6,
+                                     "logging_steps": 1, "save_steps": 1000, "gradient_checkpointing": False}})
+    try:
+        code, out, err = cli("sft", recipe, "-o", tmp_path / "run")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert lost == [] and code == SAVED_ON_SIGNAL_EXIT, err
+    assert [p.name for p in (tmp_path / "run").glob("checkpoint-*")] == ["checkpoint-1"]
