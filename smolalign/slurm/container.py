@@ -1,6 +1,6 @@
 """The container side of `smolalign launch slurm RECIPE --container IMAGE`: which host paths the job's steps need
-inside the image (this directory, the run directory, the recipe's folder, local models and data, an accelerate
-config file, --container-mount), each mounted at the same path, and a shipped preset kept by name so that the image
+inside the image (this directory, the run directory, the recipe's folder, local models, data, templates and reward
+files, an accelerate config file, --container-mount), each mounted at the same path, and a shipped preset kept by name so that the image
 resolves it; and the words that put a step of the script in the image."""
 
 import shlex
@@ -41,15 +41,28 @@ def container_of(request: SlurmRequest, recipe: Recipe, recipe_file: Path, prese
     run_dir = run_dir_of(recipe, request.output_dir).expanduser().resolve()
     shipped_preset = next((name for name, path in presets().items() if path == preset), "")
     files = [recipe_file, *([] if shipped_preset else [preset]), *([served_model] if served_model else []),
-             recipe.model.source,
-             *([recipe.teacher.source] if recipe.teacher else []),
-             *(source.path for source in (recipe.data.sources if recipe.data else []))]
+             recipe.model.source, *recipe_files(recipe)]
     paths = [Path.cwd(), run_dir, *(Path(p).expanduser().resolve() for p in request.container_mounts)]
     for file in map(Path, files):
         if file.is_absolute() and file.exists():
             paths.append(file.parent if file.is_file() else file)
     return Container(image=request.container, runtime=request.container_runtime or CONTAINER_RUNTIMES[0],
                      mounts=outermost(paths), made=(str(run_dir),), preset=shipped_preset)
+
+
+def recipe_files(recipe: Recipe) -> list[str]:
+    """Paths the recipe names besides the policy: a teacher or reference model, training and evaluation data, a
+    template file, and the files of rewards (`model:PATH`, `file.py:function`) of rl, graded pairs and eval. Those
+    that are existing absolute paths are mounted (relative ones live in the recipe's folder, mounted too)."""
+    rewards = [*recipe.rewards, *(recipe.evaluation.rewards if recipe.evaluation else []),
+               *(recipe.pairs.graded.scorer if recipe.pairs is not None and recipe.pairs.graded is not None else [])]
+    named = [reward.name.removeprefix("model:").partition(".py:")[0] + (".py" if ".py:" in reward.name else "")
+             for reward in rewards]
+    return [*([recipe.teacher.source] if recipe.teacher else []),
+            *([recipe.reference.source] if recipe.reference is not None and recipe.reference.source else []),
+            *(source.path for source in (recipe.data.sources if recipe.data else [])),
+            *(source.path for source in (recipe.evaluation.data if recipe.evaluation else [])),
+            recipe.template.name, *named]
 
 
 def outermost(paths: list) -> tuple[str, ...]:

@@ -469,6 +469,33 @@ def test_with_apptainer_the_vllm_server_and_training_run_in_the_image(cli, clust
     assert len(steps) == 2 and all(str(elsewhere) in step["mounts"] for step in steps) and elsewhere.is_dir()
 
 
+def test_in_a_container_template_and_reward_files_elsewhere_are_mounted(cli, cluster, write_recipe, tmp_path,
+                                                                        tmp_path_factory):
+    """A team's template file and reward file outside this directory and the recipe's folder: their folders are in
+    the job's mount list (without them the image would not find the files the recipe names)."""
+    from paths import REPO as repo
+
+    team = tmp_path_factory.mktemp("team-files")
+    template = team / "templates" / "chatml.jinja"
+    template.parent.mkdir()
+    template.write_text((repo / "chat_templates" / "chatml.jinja").read_text())
+    reward = team / "rewards" / "always.py"
+    reward.parent.mkdir()
+    reward.write_text("def always(completions, **kwargs):\n    return [1.0 for _ in completions]\n")
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    held_out = write_jsonl(tmp_path / "held_out.jsonl", [{"prompt": "1 plus 1", "solution": "2"}])
+    recipe = write_recipe({"stage": "sft", "model": {"source": MODEL}, "template": {"name": str(template)},
+                           "data": {"sources": [{"path": str(data)}]}, "train": {"max_length": 256},
+                           "eval": {"data": [{"path": str(held_out)}], "rewards": [{"name": f"{reward}:always"}]}},
+                          "team.yaml")
+    code, out, err = cli("launch", "slurm", str(recipe), "--nodes", "1", "--skip-data", "--script", "job.sbatch",
+                         "--container", "smolalign:1.0", "--preset", "ddp")
+    assert code == 0, err
+    [line] = [x for x in (tmp_path / "job.sbatch").read_text().splitlines() if x.startswith("CONTAINER_MOUNTS=")]
+    mounts = {m.split(":")[0] for m in line.removeprefix("CONTAINER_MOUNTS=").strip('"').split(",")}
+    assert {str(template.parent), str(reward.parent)} <= mounts or str(team) in mounts, mounts
+
+
 def test_in_a_container_a_shipped_recipe_stays_a_name(cli, cluster, tmp_path):
     code, out, err = cli("launch", "slurm", "quickstart/sft", "--nodes", "1", "-G", "1", "--skip-data", "--script",
                          "job.sbatch", "--container", "smolalign:1.0", "--preset", "ddp")
