@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file
 from tiny_models import pair_rows, write_jsonl
 
-from smolalign.runs.metrics import read_metrics
+from smolalign.runs.metrics import LOGGED_AT, read_metrics
 
 
 @pytest.fixture
@@ -131,7 +131,8 @@ def test_the_run_directory_recipe_reruns_as_written(cli, po_recipe, tmp_path, ti
 def _same_training(a, b) -> bool:
     """The same logged training values, ignoring timings."""
     def values(run):
-        return [{k: v for k, v in m.items() if "runtime" not in k and "per_second" not in k and k != "step_time"}
+        return [{k: v for k, v in m.items()
+                 if "runtime" not in k and "per_second" not in k and k not in ("step_time", LOGGED_AT)}
                 for m in read_metrics(run)]
 
     return values(a) == values(b)
