@@ -253,10 +253,11 @@ MUTATIONS = [
       ("tests/integration/test_vllm_server_lifecycle.py::test_a_server_smolalign_did_not_start_is_not_taken_for_its_own",),
       "any healthy server on the port is taken"),
     M("server_dies_with_its_run", "a run killed outright (SIGKILL) leaves no vLLM server behind", "README: On-policy "
-      "training", "smolalign/generation/server_process.py",
-      "        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG", "        pass",
+      "training", "smolalign/generation/server.py",
+      "                                   preexec_fn=die_with_parent)\n    try:\n        reaper = Reaper(process.pid)",
+      "                                   )\n    try:\n        reaper = None",
       ("tests/integration/test_vllm_server.py::test_a_trainer_killed_outright_leaves_no_server",),
-      "no parent-death signal: the server outlives its run"),
+      "neither the parent-death signal nor the reaper: the server outlives its run"),
     M("server_stopped_at_the_end", "a started server is stopped when the run ends or fails: no process of its "
       "group (its engine core included) is left and its port is free", "README: On-policy training",
       "smolalign/generation/server.py", "    finally:\n        stop_server(handle)", "    finally:\n        pass",
