@@ -54,6 +54,24 @@ exit $status
 """
 
 
+def fake_slurm(tmp_path: Path) -> Path:
+    """A folder holding the fake `scontrol` and `srun`, to put first on the job's PATH."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    for name, text in (("scontrol", SCONTROL), ("srun", SRUN)):
+        (fake / name).write_text(text)
+        (fake / name).chmod(0o755)
+    return fake
+
+
+def job_env(fake: Path, **extra: str) -> dict[str, str]:
+    """The environment Slurm gives the batch script of a two-node job, with the fakes first on PATH."""
+    return {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "FAKE_DIR": str(fake),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "tiny",
+            "SLURM_CPUS_ON_NODE": "1", **extra}
+
+
 @pytest.mark.slow  # about 40 s on 2 CPU cores
 @pytest.mark.skipif(torch.cuda.is_available(), reason="two processes on the CPU (gloo); one GPU cannot host both")
 def test_two_nodes_train_through_the_generated_script(cli, write_recipe, tiny_dir, tmp_path, monkeypatch):
@@ -67,14 +85,8 @@ def test_two_nodes_train_through_the_generated_script(cli, write_recipe, tiny_di
     code, out, err = cli("launch", "slurm", recipe, "--nodes", "2", "--gpus-per-node", "1", "--preset", "ddp",
                          "--script", "job.sbatch", "-o", "run", "--main-process-port", str(free_port()))
     assert code == 0, err
-    fake = tmp_path / "fake"
-    fake.mkdir()
-    for name, text in (("scontrol", SCONTROL), ("srun", SRUN)):
-        (fake / name).write_text(text)
-        (fake / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "FAKE_DIR": str(fake),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-           "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "tiny", "SLURM_CPUS_ON_NODE": "1"}
+    fake = fake_slurm(tmp_path)
+    env = job_env(fake)
     job = subprocess.Popen(["bash", "job.sbatch"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
     try:
@@ -119,18 +131,11 @@ def test_a_job_signalled_before_its_time_limit_saves_requeues_and_progresses(cli
     code, out, err = cli("launch", "slurm", recipe, "--nodes", "2", "--gpus-per-node", "1", "--preset", "ddp",
                          "--script", "job.sbatch", "-o", "run", "--main-process-port", str(free_port()))
     assert code == 0, err
-    fake = tmp_path / "fake"
-    fake.mkdir()
-    for name, text in (("scontrol", SCONTROL), ("srun", SRUN)):
-        (fake / name).write_text(text)
-        (fake / name).chmod(0o755)
+    fake = fake_slurm(tmp_path)
     run_dir = tmp_path / "run"
     saved = [0]
     for restart in range(3):
-        env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "FAKE_DIR": str(fake),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-               "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "tiny",
-               "SLURM_CPUS_ON_NODE": "1", "SLURM_RESTART_COUNT": str(restart)}
+        env = job_env(fake, SLURM_RESTART_COUNT=str(restart))
         job = subprocess.Popen(["bash", "job.sbatch"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
         try:
