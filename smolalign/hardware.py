@@ -42,6 +42,11 @@ def detect_hardware() -> Hardware:
     return Hardware("cpu", 0, platform.processor() or platform.machine(), False, world_size, os.cpu_count() or 1)
 
 
+def processes_on_this_node() -> int:
+    """Training processes the launcher started on this node (LOCAL_WORLD_SIZE, else WORLD_SIZE, else 1)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+
+
 def visible_gpu_count() -> int:
     """CUDA devices visible to this process, counted without initialising CUDA (NVML; honours CUDA_VISIBLE_DEVICES)."""
     import torch

@@ -99,7 +99,9 @@ def check_not_data_parallel(recipe) -> None:
     """A training process must see one GPU: one process that sees several runs torch's DataParallel, which TRL's
     trainers refuse, and only after the data is prepared and the model loaded. Refused here with the command that
     runs one process per GPU."""
-    processes = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+    from smolalign.hardware import processes_on_this_node
+
+    processes = processes_on_this_node()
     gpus = training_gpus(recipe.generation)
     if processes > 1 or gpus < 2:
         return

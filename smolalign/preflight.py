@@ -97,7 +97,7 @@ def for_another_machine() -> bool:
 
 def this_machine() -> Target:
     gpus = hardware.visible_gpu_count()
-    processes = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+    processes = hardware.processes_on_this_node()
     return Target(gpus, THIS_MACHINE, bf16=None, processes=processes)
 
 
