@@ -1,70 +1,31 @@
 """Math accuracy with math-verify: 1.0 when the completion's final answer equals the gold answer, else 0.0.
 
 The gold answer is parsed once per distinct string; a gold answer that does not parse gives None (the sample is
-skipped, not punished). Only the answer is scored: reasoning inside think tags is ignored. Within the answer, an
-explicit anchor decides what is scored, the first that is present of:
-1. the last `\boxed{...}`:                      "\boxed{42}. Check: 41" -> 42;
-2. the last "answer is" / "answer:", up to the end of its sentence, asides in parentheses left out:
-   "The answer is 5 (since 2 + 2 = 4)" -> 5 (against gold 4: 0.0);
-3. the last `=` of the last line that has one:    "First 3 + 4 = 7, then 7 × 6 = 42." -> 42;
-and without any, the whole answer with asides in parentheses left out, where math-verify takes the last expression:
-"The sum is 42. (12 + 30)" -> 42, "We get 42. No wait: 41." -> 41. Scoring the last number of the text (what
-math-verify alone does) rewarded an answer whose justification ends with the gold number, and punished a right
-answer followed by its working: an invitation to reward hacking under GRPO. open-r1 scores only boxed / LaTeX
-answers; rule 1 agrees with it wherever it gives a score.
+skipped, not punished), and `row_problem` lets the data check refuse such rows before training. Only the answer is
+scored: reasoning inside think tags is ignored. Within the answer, math-verify reads what `rewards.final_answer`
+picks: the whole answer, as math-verify alone would, except where one of its rules (final statement, boxes, asides)
+is better. Scoring the last expression of the whole text (what math-verify alone does) rewards an answer whose
+justification ends with the gold number ("The answer is 5 (since 2 + 2 = 4)" against 4) and lets a boxed result of
+the working outrank the answer stated after it: invitations to reward hacking under GRPO. open-r1 scores only boxed
+/ LaTeX answers; its verdicts are kept wherever it gives one (every box read as a set when the gold is a set).
 """
 
-import re
 from typing import Any
 
+from rewards.final_answer import THINK, Reading, read
 from rewards.text import answer_part, column, completion_text
 
-_ANSWER_IS = re.compile(r"answer\s*(?:is|:)\s*", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"[.;!?](?:\s|$)|\n")
-_ASIDE = re.compile(r"\s*\([^()]*\s[^()]*\)")
-"""A parenthesised remark with a space in it ("(since 2 + 2 = 4)"); "(1,2)" or "f(x)" stay."""
+_PARSED_CACHE = 4096
+"""Distinct answer texts whose parse is kept: the generations of one prompt often end in the same `\\boxed{}`."""
 
 
-def _last_boxed(text: str) -> str | None:
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth = 0
-    for index in range(start + len("\\boxed"), len(text)):
-        depth += {"{": 1, "}": -1}.get(text[index], 0)
-        if depth == 0:
-            return text[start:index + 1]
-    return None
+def is_set(parsed: list) -> bool:
+    """Whether a parsed gold answer is a set of several values ({1, 2}, "1, 2", "x = 1, 2")."""
+    from sympy import FiniteSet
 
-
-def _without_asides(text: str) -> str:
-    stripped = _ASIDE.sub("", text)
-    return stripped if re.search(r"\w", stripped) else text
-
-
-def scored_part(answer: str) -> str:
-    """The part of an answer that is scored, by the anchors in the module docstring.
-
-    Examples:
-        >>> scored_part("The answer is 5 (since 2 + 2 = 4)")
-        '5'
-        >>> scored_part("The sum is 42. (12 + 30)")
-        'The sum is 42.'
-    """
-    boxed = _last_boxed(answer)
-    if boxed is not None:
-        return boxed
-    anchors = list(_ANSWER_IS.finditer(answer))
-    if anchors:
-        rest = _without_asides(answer[anchors[-1].end():])
-        end = _SENTENCE_END.search(rest)
-        return (rest[:end.start()] if end else rest).strip()
-    lines = [line for line in answer.splitlines() if "=" in line.replace("==", "")]
-    if lines:
-        rest = _without_asides(lines[-1].rsplit("=", 1)[1])
-        end = _SENTENCE_END.search(rest)
-        return (rest[:end.start()] if end else rest).strip()
-    return _without_asides(answer).strip()
+    value = parsed[0] if parsed else None
+    value = getattr(value, "rhs", value) if getattr(value, "is_Relational", False) else value
+    return isinstance(value, FiniteSet) and len(value) > 1
 
 
 class MathAccuracy:
@@ -76,6 +37,7 @@ class MathAccuracy:
         self.required_columns = (gold_column,)
         self.__name__ = "math_accuracy"
         self._gold: dict[str, Any] = {}
+        self._parsed: dict[str, list] = {}
 
     def gold(self, value: Any):
         key = str(value)
@@ -83,14 +45,51 @@ class MathAccuracy:
             self._gold[key] = self._parse(key) or None
         return self._gold[key]
 
+    def row_problem(self, row: dict) -> str:
+        """Why a data row's gold answer cannot be scored ("" when it can, or when it is blank: a row with no math
+        answer, scored None like any unparseable gold)."""
+        value = row.get(self.gold_column)
+        if value is None or not str(value).strip() or self.gold(value) is not None:
+            return ""
+        return f"its gold answer {str(value)!r:.60} (column {self.gold_column!r}) does not parse with math-verify"
+
     def _parse(self, text: str):
         from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
+        if text in self._parsed:
+            return self._parsed[text]
         try:
-            return parse(text, extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],
-                         parsing_timeout=max(1, int(self.timeout_seconds)))
+            parsed = parse(text, extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],
+                           parsing_timeout=max(1, int(self.timeout_seconds)))
         except Exception:  # math-verify raises its own timeout and parsing errors
+            parsed = []
+        if len(self._parsed) >= _PARSED_CACHE:
+            self._parsed.clear()
+        self._parsed[text] = parsed
+        return parsed
+
+    def reading(self, completion: Any, gold_parsed: list) -> Reading:
+        """What is read of a completion: rewards.final_answer.read of its answer, with the class THINK when a think
+        block was left out; nothing when there is no answer (a think block never closed, or nothing after it)."""
+        text = completion_text(completion)
+        answer = answer_part(completion_text(completion))
+        think = (THINK,) if answer != text else ()
+        if not answer or not answer.strip():
+            return Reading((), think)
+        found = read(answer, is_set(gold_parsed))
+        return Reading(found.parts, (*think, *found.rules), found.fallback)
+
+    def _answer(self, found: Reading) -> list:
+        """The parsed answer: one parse, or the set of every box's value."""
+        from latex2sympy2_extended.sets import FiniteSet
+
+        parsed = [self._parse(part) for part in found.parts]
+        if len(parsed) == 1:
+            return parsed[0] or (self._parse(found.fallback) if found.fallback else [])
+        if not parsed or not all(parsed):
             return []
+        values = [v for p in parsed for v in (p[0].args if isinstance(p[0], FiniteSet) else (p[0],))]
+        return [FiniteSet(*values)]
 
     def score(self, completion: Any, gold: Any) -> float | None:
         from math_verify import verify
@@ -98,10 +97,7 @@ class MathAccuracy:
         gold_parsed = self.gold(gold)
         if gold_parsed is None:
             return None
-        answer = answer_part(completion_text(completion))
-        if not answer or not answer.strip():
-            return 0.0
-        parsed = self._parse(scored_part(answer))
+        parsed = self._answer(self.reading(completion, gold_parsed))
         if not parsed:
             return 0.0
         try:

@@ -1,0 +1,152 @@
+"""Where a completion states its final answer: the text that math_accuracy hands to math-verify, and the rules that
+chose it. math-verify reads a whole answer well (LaTeX delimiters, tuples, intervals, sets, relations, equations, the
+last expression wins); a rule changes what it reads only where that is wrong, and each is named by its class in
+RULES (docs/math-answers.md gives the examples):
+
+- think: the reasoning in a think block is never read (`rewards.text.answer_part`);
+- final statement: the last "the (final) answer is" / "answer:" is read to the end of its sentence (or of a clause
+  after a comma), over the working before it (boxed or not) and the checks after it, unless a `\\boxed{}` follows it;
+- boxes: of several `\\boxed{}` after the last statement, the last one, or all of them as one set when the gold
+  answer is a set;
+- asides: a parenthesised remark in prose ("(since 2 + 2 = 4)") is left out.
+Math (`$…$`, `$$…$$`, `\\(…\\)`, `\\[…\\]`, `\\begin…\\end`, `{…}`) is never cut: no sentence ends and no aside
+is taken inside it."""
+
+import re
+from dataclasses import dataclass
+
+THINK, STATEMENT, BOXES, ASIDES = "think", "final statement", "boxes", "asides"
+RULES = (THINK, STATEMENT, BOXES, ASIDES)
+
+_MATH = re.compile(
+    r"\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|\\begin\{([a-z]+\*?)\}.*?\\end\{\1\}"
+    r"|(?<![\\$])\$(?=[^\s$])(?:\\.|[^$\\\n])*?(?<=\S)\$(?!\d)",  # inline $…$; "$5 and $6" are prices
+    re.DOTALL)
+_HIDDEN = "\0"
+_STATEMENT = re.compile(r"\b(?:final\s+)?answers?\b[*\s]*(?::|[^.?;:\n]{0,50}?\b(?:is|are|be)\b)[\s*:]*",
+                        re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.?;](?=\s|$)|\n|,\s+(?!(?:and|or)\b)[A-Za-z]{2,}")
+"""A sentence ends at a full stop, a newline, or a comma opening a clause ("25, since …"; "1, 2 and 3" goes on)."""
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+_CALCULATION = re.compile(r"^[^,]*(?:(?<![<>!])=|\s[-+*/×÷]\s)[^,]*$")
+_PUNCTUATION = ".,;:!?"
+_MATH_LEFT = re.compile(r"[\d\\$]")
+
+
+@dataclass(frozen=True)
+class Reading:
+    parts: tuple[str, ...]
+    """What math-verify reads: one text, or several boxes that form one set."""
+    rules: tuple[str, ...] = ()
+    """The classes (RULES) that made `parts` differ from the whole answer; () when math-verify reads it all."""
+    fallback: str = ""
+    """For a statement whose sentence holds no math ("The answer is as follows:"): all that follows it."""
+
+
+def masked(text: str) -> str:
+    """`text` with every math span and brace group hidden (same length), so that prose rules never cut math."""
+    chars = list(text)
+    for match in _MATH.finditer(text):
+        chars[match.start():match.end()] = _HIDDEN * (match.end() - match.start())
+    depth, start = 0, 0
+    for index, char in enumerate(text):
+        if char == "{" and (index == 0 or text[index - 1] != "\\"):
+            start = index if depth == 0 else start
+            depth += 1
+        elif char == "}" and depth and text[index - 1] != "\\":
+            depth -= 1
+            if depth == 0:
+                chars[start:index + 1] = _HIDDEN * (index + 1 - start)
+    return "".join(chars)
+
+
+def boxes(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every `\\boxed{…}`, braces balanced."""
+    found, index = [], text.find("\\boxed{")
+    while index >= 0:
+        depth = 0
+        for end in range(index + len("\\boxed"), len(text)):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                found.append((index, end + 1))
+                break
+        else:
+            break
+        index = text.find("\\boxed{", end + 1)
+    return found
+
+
+def _closing(hidden: str, start: int) -> int:
+    depth = 0
+    for index in range(start, len(hidden)):
+        depth += {"(": 1, ")": -1}.get(hidden[index], 0)
+        if depth == 0:
+            return index
+    return -1
+
+
+def _apart(hidden: str, start: int, end: int) -> bool:
+    before = hidden[start - 1] if start else " "
+    after = hidden[end + 1] if end + 1 < len(hidden) else " "
+    return (before.isspace() or before in _PUNCTUATION) and (after.isspace() or after in _PUNCTUATION)
+
+
+def without_asides(text: str) -> str:
+    """Class asides: `text` without its parenthesised remarks in prose: outside math, a group opened after a space
+    or punctuation and closed before one (not a call "f(x + 1)", a product "(x + 1)(x - 1)", `\\left(` or `\\(`),
+    holding a word ("(since …)", "(in cm)"), or, without a comma, an "=" or a spaced operator ("(2+2=4)",
+    "(12 + 30)"); tuples, intervals and signed numbers ("(1, 2)", "(0, 1]", "(-3)") stay. The text is kept whole when
+    nothing mathematical would be left."""
+    hidden, cuts, index = masked(text), [], 0
+    while (index := hidden.find("(", index)) >= 0:
+        end = _closing(hidden, index)
+        inner = hidden[index + 1:end]
+        if end > 0 and _apart(hidden, index, end) and (_WORD.search(inner) or _CALCULATION.search(inner)):
+            start = len(text[:index].rstrip())
+            cuts.append((start, end + 1))
+            index = end + 1
+        else:
+            index += 1
+    if not cuts:
+        return text
+    kept, last = [], 0
+    for start, end in cuts:
+        kept.append(text[last:start])
+        last = end
+    stripped = "".join(kept) + text[last:]
+    return stripped if _MATH_LEFT.search(stripped) else text
+
+
+def _sentence(text: str) -> str:
+    """The first sentence of `text` (leading space skipped), never cut inside math."""
+    text = text.lstrip()
+    end = _SENTENCE_END.search(masked(text))
+    return text[:end.start() if end else len(text)].strip()
+
+
+def read(answer: str, gold_is_set: bool = False) -> Reading:
+    """What math-verify reads of an answer (the text after the think block), by the rules of this module: the last
+    boxes after the last answer statement, else that statement's sentence, else the whole answer; asides left out.
+
+    Examples:
+        >>> read("The answer is 5 (since 2 + 2 = 4)").parts
+        ('5',)
+        >>> read(r"First \\boxed{255}. The final answer is $10,455$.").parts
+        ('$10,455$',)
+    """
+    hidden = masked(answer)
+    statements = list(_STATEMENT.finditer(hidden))
+    statement = statements[-1] if statements else None
+    every_box = boxes(answer)
+    final = [box for box in every_box if statement is None or box[0] >= statement.start()]
+    if final:
+        chosen = final if gold_is_set else final[-1:]
+        return Reading(tuple(answer[s:e] for s, e in chosen), (BOXES,) if len(every_box) > 1 else ())
+    if statement is not None:
+        rest = answer[statement.end():]
+        kept = without_asides(rest)
+        sentence = _sentence(kept)
+        rules = (STATEMENT, ASIDES) if sentence != _sentence(rest) else (STATEMENT,)
+        return Reading((sentence,), rules, kept.strip())
+    text = without_asides(answer)
+    return Reading((text.strip(),), (ASIDES,) if text != answer else ())
