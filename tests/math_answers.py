@@ -27,6 +27,8 @@ DELIMITERS = [
     A("aside-after-inline-paren", r"Thus \(x = \frac{3}{4}\) (after simplifying the fraction).", r"$\frac{3}{4}$", 1.0),
     # "(not \( 8 \))" is a remark: the answer given is 7.
     A("aside-holding-delimiters-is-dropped", r"The answer is \( 7 \) (not \( 8 \)).", "8", 0.0),
+    # Inside math, "(x + 1)" is a factor, not a remark.
+    A("display-math-product-with-spaces", "So the line is\n\\[ y = 3 (x + 1) \\]", "$y = 3x + 3$", 1.0),
     A("boxed-in-display-bracket", r"\[\boxed{42}\]", "42", 1.0),
     A("tfrac-negative", r"The slope is $-\tfrac{1}{2}$.", "-1/2", 1.0),
     # "$18" is a price, not an opening math delimiter.
@@ -117,6 +119,10 @@ FINAL_AFTER_WORKING = [
       "36", 1.0),
     A("check-after-the-answer-not-read", "The answer is 36.\n\nCheck: 3 boxes × 12 pens = 36, and 36 - 1 = 35 after "
       "one is used.", "35", 0.0),
+    # math-verify alone reads an "answer" anchor on to the last "=" of its line: here 35 and 24.
+    A("check-on-the-same-line", "The answer is 36. Check: 3 × 12 = 36, and 36 - 1 = 35 remain after one is used.",
+      "35", 0.0),
+    A("answer-colon-then-working", "Answer: 12. Since 3 × 4 = 12 and 12 × 2 = 24 for both groups.", "24", 0.0),
     A("restated-answer-wins", "The answer is 5. Wait, let me recheck: 2 + 4 = 6. So the answer is 6.", "6", 1.0),
     A("markdown-answer-then-explanation", "**Answer:** 12\n\nExplanation: 3 × 4 = 12, and two groups make 24.", "12",
       1.0),
