@@ -83,6 +83,7 @@ class CosineScaled:
         self.max_length = max_length
         self.wrong, self.correct = (min_value_wrong, max_value_wrong), (min_value_correct, max_value_correct)
         self.accuracy = MathAccuracy(gold_column)
+        self.row_problem = self.accuracy.row_problem  # the same gold answers: refused by the same data check
         self.counter = TokenCounter(tokenizer)
         self.required_columns = (gold_column,)
         self.__name__ = "cosine_length"

@@ -8,6 +8,8 @@ FIELD_CHECK_LIMIT rows; the sample is what is rendered and tokenized. The plan s
 took.
 """
 
+import json
+import os
 import time
 from dataclasses import dataclass
 
@@ -56,6 +58,52 @@ def check_fields(dataset, problem_of) -> int:
             if problem:
                 raise SmolalignError(f"data row {row[ORIGIN]}: {problem}")
     return len(dataset)
+
+
+BAD_ROWS_NAMED = 5
+"""A reward's refusal names this many rows; the count says how many more there are."""
+PARALLEL_ABOVE = 2_000
+"""Distinct values checked in one process up to this many (a gold answer takes 1-3 ms to parse); above, on every
+core."""
+
+
+def check_reward_rows(named_rewards: list, rows) -> None:
+    """Every row against each built-in reward that checks rows (`row_problem(row)`, reading only its
+    `required_columns`: math_accuracy's gold answer must parse with math-verify), so that a row no completion can be
+    scored on is refused now rather than scored None for the whole run; `rows` are dicts with the `_origin` column.
+    Each distinct value is checked once. Refused naming the reward, the problem and the first BAD_ROWS_NAMED rows."""
+    for name, reward in named_rewards:
+        problem_of = getattr(reward, "row_problem", None)
+        if not callable(problem_of) or not type(reward).__module__.startswith("rewards."):
+            continue
+        read = list(getattr(reward, "required_columns", ()))
+        table = rows.select_columns([ORIGIN, *read]) if hasattr(rows, "select_columns") else rows
+        positions: dict[str, list[tuple[int, str]]] = {}
+        distinct = []
+        for index, row in enumerate(table):
+            key = json.dumps([row.get(c) for c in read], default=str)
+            if key not in positions:
+                positions[key] = []
+                distinct.append({c: row.get(c) for c in read})
+            positions[key].append((index, row[ORIGIN]))
+        bad = sorted((at, problem) for problem, places in zip(_problems(problem_of, distinct), positions.values(),
+                                                               strict=True) if problem for at in places)
+        if bad:
+            others = ", ".join(origin for (_, origin), _ in bad[1:BAD_ROWS_NAMED])
+            more = f"; also {others}" if others else ""
+            total = f" ({len(bad)} rows in all)" if len(bad) > BAD_ROWS_NAMED else ""
+            raise SmolalignError(f"reward {name}: data row {bad[0][0][1]}: {bad[0][1]}{more}{total}; fix or drop "
+                                 "these rows")
+
+
+def _problems(problem_of, rows: list[dict]) -> list[str]:
+    cores = len(os.sched_getaffinity(0))
+    if len(rows) <= PARALLEL_ABOVE or cores == 1:
+        return [problem_of(row) for row in rows]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(cores, 32)) as pool:
+        return list(pool.map(problem_of, rows, chunksize=256))
 
 
 def sample(dataset, seed: int):

@@ -100,10 +100,11 @@ def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None,
 
 def read_prompts(section: EvalSection, rewards: list) -> list[EvalPrompt]:
     """The prompts of the data sources (weighted and seeded like `data:` sources), checked for the columns the
-    rewards read."""
+    rewards read and for rows a reward cannot score (math_accuracy: a gold answer that does not parse)."""
     from rewards.registry import check_reward_columns, check_team_reward
     from smolalign.data.mixture import ORIGIN
     from smolalign.data.prompts import as_messages, source_prompts
+    from smolalign.data.sample import check_reward_rows
 
     rows = source_prompts(section.data, section.seed).train
     try:
@@ -120,6 +121,7 @@ def read_prompts(section: EvalSection, rewards: list) -> list[EvalPrompt]:
             break
     if not prompts:
         raise SmolalignError("eval: the data holds no prompts")
+    check_reward_rows([(r.name, fn) for r, fn in rewards], [{**p.columns, ORIGIN: p.origin} for p in prompts])
     columns = [*(c for c in rows.column_names if c != ORIGIN), "chat_template_kwargs"]
     for reward, function in rewards:
         check_team_reward(reward.name, function, columns, {"prompt": prompts[0].messages, **prompts[0].columns},

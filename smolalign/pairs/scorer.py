@@ -25,14 +25,18 @@ class Scorer:
         return [{"name": s.name, "weight": s.weight, "params": s.params} for s in self.sections]
 
     def check(self, prompts: list) -> None:
-        """The columns every reward reads are in the prompts' rows, and a team's reward takes what it will be passed
-        and scores the first prompt's row (the checks training makes of it)."""
+        """The columns every reward reads are in the prompts' rows, every row a reward checks can be scored (a gold
+        answer that parses), and a team's reward takes what it will be passed and scores the first prompt's row (the
+        checks training makes of it)."""
         from rewards.registry import check_reward_columns, check_team_reward
+        from smolalign.data.mixture import ORIGIN
+        from smolalign.data.sample import check_reward_rows
 
         columns = [*sorted({c for p in prompts for c in p.columns}), "prompts", "chat_template_kwargs"]
         named = list(zip(self.sections, self.rewards, strict=True))
         try:
             check_reward_columns([(s.name, r) for s, r in named], columns)
+            check_reward_rows([(s.name, r) for s, r in named], [{**p.columns, ORIGIN: p.origin} for p in prompts])
             if prompts:
                 first = {"prompt": prompts[0].messages, **prompts[0].columns}
                 for section, reward in named:

@@ -55,18 +55,22 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
 
 def check_prompts_and_rewards(recipe: Recipe, rendered_kwargs: dict | None = None):
     """What every generating method checks before a model loads: the prompt rows (read, a sample rendered and
-    tokenized with the generation prompt), the rewards (built, the columns they read present, a team's function's
-    signature and one call on the first row). Returns (prompts, rewards, the data check)."""
+    tokenized with the generation prompt), the rewards (built, the columns they read present, every row a reward
+    checks (math_accuracy: its gold answer parses), a team's function's signature and one call on the first row).
+    Returns (prompts, rewards, the data check)."""
     from rewards.registry import check_reward_columns, check_team_reward
     from smolalign.data.prompts import read_prompt_rows, recipe_prompts
-    from smolalign.data.sample import check_prompt_rows
+    from smolalign.data.sample import check_prompt_rows, check_reward_rows
 
     rewards = build_rewards(recipe)
     rows = read_prompt_rows(recipe.data)
     checked = check_prompt_rows(recipe, rows.train, recipe.data.seed, recipe.template.kwargs)
     prompts = recipe_prompts(recipe, rows, rendered_kwargs)
-    check_reward_columns([(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)],
-                         prompts.train.column_names)
+    named = [(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)]
+    check_reward_columns(named, prompts.train.column_names)
+    for split in (rows.train, rows.eval):
+        if split is not None:
+            check_reward_rows(named, split)
     for spec, reward in zip(recipe.rewards, rewards, strict=True):
         check_team_reward(spec.name, reward, prompts.train.column_names, prompts.train[0])
     return prompts, rewards, checked

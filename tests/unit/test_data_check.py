@@ -68,3 +68,30 @@ def test_ranges_admit_the_edges_trl_accepts(key, good, bad):
 def test_every_float_must_be_finite():
     with pytest.raises(SmolalignError, match="train.beta must be a finite number"):
         check_ranges({"beta": float("nan")})
+
+
+@pytest.mark.parametrize("parallel_above", [10_000, 0])
+def test_reward_rows_are_checked_once_per_value_in_order_and_on_every_core(parallel_above, monkeypatch):
+    """math_accuracy's gold answers, in one process and in a pool of processes (as for large data): the rows whose
+    gold does not parse are named in file order, each distinct gold parsed once, blank golds left alone."""
+    from datasets import Dataset
+
+    from rewards.math import MathAccuracy
+    from smolalign.data import sample as sample_module
+
+    monkeypatch.setattr(sample_module, "PARALLEL_ABOVE", parallel_above)
+    golds = ["4", "", "a moose?", r"\frac{1}{2}", "4", "a moose?", "no idea"] + ["7"] * 5 + ["x?"] * 4
+    rows = Dataset.from_dict({ORIGIN: [f"p.jsonl#{i}" for i in range(len(golds))], "solution": golds,
+                              "prompt": ["q"] * len(golds)})
+    reward = MathAccuracy()
+    calls = []
+    if parallel_above:  # counted in this process only
+        monkeypatch.setattr(reward, "_parse", lambda text, parse=reward._parse: calls.append(text) or parse(text))
+    with pytest.raises(SmolalignError) as refused:
+        sample_module.check_reward_rows([("math_accuracy", reward), ("think_format", object())], rows)
+    message = str(refused.value)
+    assert message.startswith("reward math_accuracy: data row p.jsonl#2: its gold answer 'a moose?'")
+    assert "also p.jsonl#5, p.jsonl#6, p.jsonl#12, p.jsonl#13 (7 rows in all)" in message
+    if parallel_above:
+        assert sorted(calls) == sorted({"4", "a moose?", r"\frac{1}{2}", "no idea", "7", "x?"})
+    sample_module.check_reward_rows([("math_accuracy", reward)], rows.select(range(2)))  # "4" and "": no problem

@@ -31,6 +31,7 @@ def test_best_random_rejects_only_answers_at_least_the_margin_below_the_best():
 
 
 _PROMPTS = "".join(json.dumps({"prompt": f"what is {i} plus 1", "solution": str(i + 1)}) + "\n" for i in range(3))
+_BAD_GOLD = _PROMPTS + json.dumps({"prompt": "what is a moose plus 1", "solution": "a moose?"}) + "\n"
 _NO_SOLUTION = "".join(json.dumps({"prompt": f"what is {i} plus 1"}) + "\n" for i in range(3))
 
 
@@ -64,6 +65,10 @@ CASES = [
     _case("graded-scorer-column-missing", ("pairs.graded.scorer", "solution"), _recipe(), prompts=_NO_SOLUTION),
     _case("graded-scorer-column-missing-dry-run", ("pairs.graded.scorer", "solution"), _recipe(),
           argv=("po", "{dir}/r.yaml", "--dry-run"), prompts=_NO_SOLUTION),
+    _case("graded-scorer-gold-does-not-parse", ("pairs.graded.scorer", "{dir}/prompts.jsonl#3", "math-verify"),
+          _recipe(), prompts=_BAD_GOLD),
+    _case("graded-scorer-gold-does-not-parse-dry-run", ("pairs.graded.scorer", "{dir}/prompts.jsonl#3", "math-verify"),
+          _recipe(), argv=("po", "{dir}/r.yaml", "--dry-run"), prompts=_BAD_GOLD),
     _case("graded-unpaired-for-a-pairs-method", ("unpaired", "kto"), _recipe({"unpaired": True}),
           argv=("po", "{dir}/r.yaml", "--dry-run")),
 ]

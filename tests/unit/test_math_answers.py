@@ -53,3 +53,14 @@ def test_differences_from_math_verify_are_documented_rules(reward):
             assert rules and set(rules) <= set(DOCUMENTED), f"{case.id}: differs from math-verify for no listed rule"
             explained.update(rules)
     assert explained == set(DOCUMENTED)
+
+
+def test_a_gold_answer_that_cannot_be_scored_is_named(reward):
+    """The data check's question (smolalign.data.sample.check_reward_rows; through the CLI in the bad-input corpus):
+    a gold answer math-verify cannot parse is a problem naming its column; a blank one is a row without a math
+    answer, unscored (None) rather than refused."""
+    assert reward.row_problem({"solution": r"\frac{1}{2}"}) == ""
+    assert reward.row_problem({"solution": ""}) == reward.row_problem({"solution": None}) == ""
+    assert reward([msg("4")], solution=[""]) == [None]
+    problem = reward.row_problem({"solution": "a moose?"})
+    assert "'a moose?'" in problem and "'solution'" in problem and "math-verify" in problem
