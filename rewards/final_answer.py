@@ -125,8 +125,8 @@ def _sentence(text: str) -> str:
 
 
 def read(answer: str, gold_is_set: bool = False) -> Reading:
-    """What math-verify reads of an answer (the text after the think block), by the rules of this module: the last
-    boxes after the last answer statement, else that statement's sentence, else the whole answer; asides left out.
+    """What math-verify reads of an answer (the text after the think block): the boxes after the last answer
+    statement, else that statement's sentence, else the whole answer; asides left out of prose.
 
     Examples:
         >>> read("The answer is 5 (since 2 + 2 = 4)").parts
@@ -134,19 +134,38 @@ def read(answer: str, gold_is_set: bool = False) -> Reading:
         >>> read(r"First \\boxed{255}. The final answer is $10,455$.").parts
         ('$10,455$',)
     """
-    hidden = masked(answer)
-    statements = list(_STATEMENT.finditer(hidden))
+    statements = list(_STATEMENT.finditer(masked(answer)))
     statement = statements[-1] if statements else None
+    found = final_boxes(answer, statement.start() if statement else 0, gold_is_set)
+    if found is None and statement is not None:
+        found = stated(answer[statement.end():])
+    return found or whole(answer)
+
+
+def final_boxes(answer: str, after: int, gold_is_set: bool) -> Reading | None:
+    """Class boxes: the `\\boxed{}` from `after` (the start of the last answer statement) on, the model's own mark of
+    its answer: the last one, or every one as one set when the gold is a set ("\\boxed{1}, \\boxed{2} and \\boxed{3}"
+    against {1, 2, 3}, as open-r1 reads them); None without one. Boxes before the statement are working (class final
+    statement)."""
     every_box = boxes(answer)
-    final = [box for box in every_box if statement is None or box[0] >= statement.start()]
-    if final:
-        chosen = final if gold_is_set else final[-1:]
-        return Reading(tuple(answer[s:e] for s, e in chosen), (BOXES,) if len(every_box) > 1 else ())
-    if statement is not None:
-        rest = answer[statement.end():]
-        kept = without_asides(rest)
-        sentence = _sentence(kept)
-        rules = (STATEMENT, ASIDES) if sentence != _sentence(rest) else (STATEMENT,)
-        return Reading((sentence,), rules, kept.strip())
+    final = [box for box in every_box if box[0] >= after]
+    if not final:
+        return None
+    chosen = final if gold_is_set else final[-1:]
+    return Reading(tuple(answer[s:e] for s, e in chosen), (BOXES,) if len(every_box) > 1 else ())
+
+
+def stated(rest: str) -> Reading:
+    """Class final statement: what follows the last "the (final) answer is" / "answer:" (`rest`) up to the end of its
+    sentence, asides left out: not the working before it, boxed or not, nor the checks after it ("Answer: 7. Because
+    3 + 4 = 7 and 7 + 1 = 8" reads 7). A sentence without math falls back to all of `rest`."""
+    kept = without_asides(rest)
+    sentence = _sentence(kept)
+    rules = (STATEMENT, ASIDES) if sentence != _sentence(rest) else (STATEMENT,)
+    return Reading((sentence,), rules, kept.strip())
+
+
+def whole(answer: str) -> Reading:
+    """No statement and no box: the whole answer, as math-verify reads it (its last expression), asides left out."""
     text = without_asides(answer)
     return Reading((text.strip(),), (ASIDES,) if text != answer else ())

@@ -20,7 +20,8 @@ _PARSED_CACHE = 4096
 
 
 def is_set(parsed: list) -> bool:
-    """Whether a parsed gold answer is a set of several values ({1, 2}, "1, 2", "x = 1, 2")."""
+    """Whether a parsed gold answer is a set of several values ({1, 2}, "1, 2", "x = 1, 2"): then several boxes are
+    read as one set (class boxes)."""
     from sympy import FiniteSet
 
     value = parsed[0] if parsed else None
@@ -69,8 +70,9 @@ class MathAccuracy:
         return parsed
 
     def reading(self, completion: Any, gold_parsed: list) -> Reading:
-        """What is read of a completion: rewards.final_answer.read of its answer, with the class THINK when a think
-        block was left out; nothing when there is no answer (a think block never closed, or nothing after it)."""
+        """What is read of a completion: rewards.final_answer.read of its answer, with the class think when a think
+        block was left out (its reasoning is never read); nothing when there is no answer (a think block never
+        closed, or nothing after it)."""
         text = completion_text(completion)
         answer = answer_part(completion_text(completion))
         think = (THINK,) if answer != text else ()
@@ -80,7 +82,8 @@ class MathAccuracy:
         return Reading(found.parts, (*think, *found.rules), found.fallback)
 
     def _answer(self, found: Reading) -> list:
-        """The parsed answer: one parse, or the set of every box's value."""
+        """The parsed answer: one parse (a statement's sentence without math: what follows it), or, class boxes, the set
+        of every box's value."""
         from latex2sympy2_extended.sets import FiniteSet
 
         parsed = [self._parse(part) for part in found.parts]

@@ -147,7 +147,7 @@ MUTATIONS = [
     M("math_accuracy_final_statement", "math_accuracy reads an answer stated after the working over the boxed results "
       "before it (a boxed 255 in the working, then \"The final answer is 10,455\": 10455 is read)", "README: Rewards; docs/math-answers.md",
       "rewards/final_answer.py",
-      "    final = [box for box in every_box if statement is None or box[0] >= statement.start()]",
+      "    final = [box for box in every_box if box[0] >= after]",
       "    final = every_box",
       ("tests/unit/test_math_answers.py::test_reads_the_final_answer[boxed-working-then-final-statement]",
        "tests/unit/test_math_answers.py::test_reads_the_final_answer[answer-is-after-a-box]",
