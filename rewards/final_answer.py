@@ -18,8 +18,8 @@ from dataclasses import dataclass
 THINK, STATEMENT, BOXES, ASIDES = "think", "final statement", "boxes", "asides"
 RULES = (THINK, STATEMENT, BOXES, ASIDES)
 
-_MATH = re.compile(
-    r"\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|\\begin\{([a-z]+\*?)\}.*?\\end\{\1\}"
+_MATH = re.compile(  # a span is at most 4,000 characters, so that a run of openers costs no more than their text
+    r"\$\$.{1,4000}?\$\$|\\\[.{1,4000}?\\\]|\\\(.{1,4000}?\\\)|\\begin\{([a-z]+\*?)\}.{0,4000}?\\end\{\1\}"
     r"|(?<![\\$])\$(?=[^\s$])(?:\\.|[^$\\\n])*?(?<=\S)\$(?!\d)",  # inline $…$; "$5 and $6" are prices
     re.DOTALL)
 _HIDDEN = "\0"
@@ -28,8 +28,10 @@ _STATEMENT = re.compile(r"\b(?:final\s+)?answers?\b[*\s]*(?::|[^.?;:\n]{0,50}?\b
 _SENTENCE_END = re.compile(r"[.?;](?=\s|$)|\n|,\s+(?!(?:and|or)\b)[A-Za-z]{2,}")
 """A sentence ends at a full stop, a newline, or a comma opening a clause ("25, since …"; "1, 2 and 3" goes on)."""
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
-_CALCULATION = re.compile(r"^[^,]*(?:(?<![<>!])=|\s[-+*/×÷]\s)[^,]*$")
+_CALCULATION = re.compile(r"(?<![<>!])=|\s[-+*/×÷]\s")
 _PUNCTUATION = ".,;:!?"
+_LONGEST_ASIDE = 400
+"""Characters: a longer parenthesised passage is not a remark."""
 _MATH_LEFT = re.compile(r"[\d\\$]")
 
 
@@ -76,13 +78,16 @@ def boxes(text: str) -> list[tuple[int, int]]:
     return found
 
 
-def _closing(hidden: str, start: int) -> int:
-    depth = 0
-    for index in range(start, len(hidden)):
-        depth += {"(": 1, ")": -1}.get(hidden[index], 0)
-        if depth == 0:
-            return index
-    return -1
+def _pairs(hidden: str) -> list[tuple[int, int]]:
+    """(open, close) of every matched pair of parentheses, in order of the opening one (one pass: a degenerate
+    generation full of "(" costs no more than any other text)."""
+    stack, pairs = [], []
+    for index, char in enumerate(hidden):
+        if char == "(":
+            stack.append(index)
+        elif char == ")" and stack:
+            pairs.append((stack.pop(), index))
+    return sorted(pairs)
 
 
 def _apart(hidden: str, start: int, end: int) -> bool:
@@ -97,16 +102,17 @@ def without_asides(text: str) -> str:
     holding a word ("(since …)", "(in cm)"), or, without a comma, an "=" or a spaced operator ("(2+2=4)",
     "(12 + 30)"); tuples, intervals and signed numbers ("(1, 2)", "(0, 1]", "(-3)") stay. The text is kept whole when
     nothing mathematical would be left."""
-    hidden, cuts, index = masked(text), [], 0
-    while (index := hidden.find("(", index)) >= 0:
-        end = _closing(hidden, index)
-        inner = hidden[index + 1:end]
-        if end > 0 and _apart(hidden, index, end) and (_WORD.search(inner) or _CALCULATION.search(inner)):
-            start = len(text[:index].rstrip())
-            cuts.append((start, end + 1))
-            index = end + 1
-        else:
-            index += 1
+    hidden, cuts, done = masked(text), [], 0
+    for start, end in _pairs(hidden):
+        if start < done or end - start > _LONGEST_ASIDE or not _apart(hidden, start, end):
+            continue
+        inner = hidden[start + 1:end]
+        if _WORD.search(inner) or ("," not in inner and _CALCULATION.search(inner)):
+            begin = start
+            while begin and text[begin - 1].isspace():
+                begin -= 1
+            cuts.append((begin, end + 1))
+            done = end + 1
     if not cuts:
         return text
     kept, last = [], 0
