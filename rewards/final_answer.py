@@ -23,6 +23,7 @@ _MATH = re.compile(  # a span is at most 4,000 characters, so that a run of open
     r"|(?<![\\$])\$(?=[^\s$])(?:\\.|[^$\\\n])*?(?<=\S)\$(?!\d)",  # inline $…$; "$5 and $6" are prices
     re.DOTALL)
 _HIDDEN = "\0"
+_BRACE = re.compile(r"(?<!\\)[{}]")
 _STATEMENT = re.compile(r"\b(?:final\s+)?answers?\b[*\s]*(?::|[^.?;:\n]{0,50}?\b(?:is|are|be)\b)[\s*:]*",
                         re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.?;](?=\s|$)|\n|,\s+(?!(?:and|or)\b)[A-Za-z]{2,}")
@@ -51,14 +52,14 @@ def masked(text: str) -> str:
     for match in _MATH.finditer(text):
         chars[match.start():match.end()] = _HIDDEN * (match.end() - match.start())
     depth, start = 0, 0
-    for index, char in enumerate(text):
-        if char == "{" and (index == 0 or text[index - 1] != "\\"):
-            start = index if depth == 0 else start
+    for brace in _BRACE.finditer(text):
+        if brace.group() == "{":
+            start = brace.start() if depth == 0 else start
             depth += 1
-        elif char == "}" and depth and text[index - 1] != "\\":
+        elif depth:
             depth -= 1
             if depth == 0:
-                chars[start:index + 1] = _HIDDEN * (index + 1 - start)
+                chars[start:brace.end()] = _HIDDEN * (brace.end() - start)
     return "".join(chars)
 
 
