@@ -27,7 +27,8 @@ def msg(text: str) -> list[dict]:
     ("<think>\nit is 42, but I keep thinking", "42", 0.0),                 # never answered
     ("", "42", 0.0),
     ("It is 42.", "a moose?", None),                                       # gold does not parse: skipped
-    # An explicit anchor decides; the last number counts only without one (asides in parentheses left out).
+    # A stated answer is read to the end of its sentence, asides in parentheses left out; without one, the last
+    # expression counts (docs/math-answers.md; tests/unit/test_math_answers.py has the full table).
     ("The answer is 5 (since 2 + 2 = 4)", "4", 0.0),
     ("The answer is 5 (since 2 + 2 = 4)", "5", 1.0),
     ("The sum is 42. (12 + 30)", "42", 1.0),
@@ -36,7 +37,7 @@ def msg(text: str) -> list[dict]:
     (r"\boxed{\frac{64}{400}}", r"\frac{63}{400}", 0.0),
     (r"The answer is $\boxed{\frac{63}{400}}$", r"\frac{63}{400}", 1.0),
     ("Final answer: 7. Because 3 + 4 = 7 and 7 + 1 = 8", "7", 1.0),
-    ("x = 3\ny = 4", "4", 1.0),                                             # the last line with an = sign
+    ("x = 3\ny = 4", "4", 1.0),                                             # the last expression
 ])
 def test_math_accuracy(completion, gold, expected):
     reward = resolve_reward("math_accuracy")
