@@ -13,6 +13,8 @@ class GeneratorSection:
     source: str
     """A model source (as model.source) for transformers/vllm; the served model's name for openai."""
     backend: Literal["transformers", "vllm", "openai"] = "transformers"
+    """transformers (CPU or GPU, batched), vllm (in-process engine; on a CPU its CPU build) or openai (a vLLM or TGI
+    server already running, at `base_url`)."""
     base_url: str | None = None
     """openai backend: the server's API root, e.g. http://127.0.0.1:8000/v1."""
     api_key_env: str | None = None
@@ -22,8 +24,11 @@ class GeneratorSection:
     think: bool | None = None
     """enable_thinking for the template (true: /think, false: /no_think); null leaves the template's default."""
     temperature: float = 0.7
+    """Sampling temperature (0: greedy)."""
     top_p: float = 1.0
+    """Nucleus sampling (1.0: the whole distribution)."""
     max_new_tokens: int = 512
+    """Answer budget in tokens; an answer cut off there is dropped from the pairs and counted."""
     batch_size: int = 8
     """Prompts per generate call (transformers, vllm) or concurrent requests (openai)."""
     timeout: float = 300.0
@@ -46,8 +51,11 @@ class RewardSection:
     `path/to/file.py:function`, its parameters and weight."""
 
     name: str
+    """A built-in reward, `model:PATH` (a reward model) or `path/to/file.py:function` (params make it a factory)."""
     weight: float = 1.0
+    """The reward's weight in the sum (TRL's reward_weights for GRPO)."""
     params: dict[str, Any] = field(default_factory=dict)
+    """The reward's parameters (see the rewards reference); an unknown or missing one is refused."""
 
 
 @dataclass(frozen=True)
