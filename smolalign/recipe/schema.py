@@ -4,7 +4,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from smolalign.recipe.generation_schema import GeneratorSection, GradedSection, RewardSection
+from smolalign.recipe.generation_schema import GenerationSection, GeneratorSection, GradedSection, RewardSection
 
 STAGES = ("sft", "po", "rl")
 
@@ -137,36 +137,6 @@ class Method:
     trainer: Literal["dpo", "kto", "orpo", "reward", "grpo", "online_dpo", "distill", "gold", "auto"]
     losses: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None
-
-
-@dataclass(frozen=True)
-class VllmServerSection:
-    """A vLLM server for generation: one already running (base_url), or one smolalign starts and stops."""
-
-    base_url: str | None = None
-    """A running server (http://host:8000); unset: smolalign starts `vllm serve` itself."""
-    gpus: list[int] = field(default_factory=list)
-    """GPUs the started server uses (CUDA_VISIBLE_DEVICES); training keeps the others."""
-    port: int = 8000
-    """The port a started server listens on (it must be free: a port in use is refused, naming it)."""
-    tensor_parallel: int = 1
-    """GPUs a started server splits the model across (without `gpus`, the last ones visible)."""
-    startup_timeout: float = 600.0
-    """Seconds to wait for a started server to answer /health."""
-
-
-@dataclass(frozen=True)
-class GenerationSection:
-    """How `rl` generates: transformers `generate`, vLLM in the training process (colocate), or a vLLM server."""
-
-    backend: Literal["transformers", "vllm_colocate", "vllm_server"] = "transformers"
-    """transformers `generate` in the training process, a vLLM engine in it (`vllm_colocate`), or a vLLM server
-    (`vllm_server`: `server.base_url`, or one smolalign starts)."""
-    server: VllmServerSection = field(default_factory=VllmServerSection)
-    """The server of `vllm_server`."""
-    stall_timeout: float | None = None
-    """Fail the run when no training step finishes for this many seconds (a stalled generation or weight sync);
-    default: none with transformers, 1800 with vLLM."""
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ def test_every_page_is_built(site):
 
 def test_the_recipe_keys_page_holds_every_field_with_its_docstring(site):
     from smolalign.recipe.eval_schema import EvalSection
-    from smolalign.recipe.schema import DataSection, GenerationSection, LaunchSection, SourceSection
+    from smolalign.recipe.generation_schema import GenerationSection
+    from smolalign.recipe.schema import DataSection, LaunchSection, SourceSection
 
     text = text_of(site, "reference/recipe")
     for prefix, cls in (("data", DataSection), ("data.sources[]", SourceSection), ("generation", GenerationSection),
