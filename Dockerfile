@@ -1,4 +1,4 @@
-# The pinned GPU image: smolalign with vLLM and DeepSpeed on CUDA. How to build and run it: README, "The GPU image"
+# The pinned GPU image: smolalign with vLLM and DeepSpeed on CUDA. How to build and run it: docs/scaling/containers.md
 # (tests/unit/test_dockerfile.py checks that run line against this file).
 # CUDA 13.0: torch 2.13.0's Linux wheels on PyPI require cuda-toolkit 13.0.3 and nvidia-cudnn-cu13 (their metadata),
 # and vLLM 0.31.0 requires torch==2.13.0; hosts need a driver for CUDA 13, and JIT-built kernels (DeepSpeed ops,

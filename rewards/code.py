@@ -85,9 +85,17 @@ def score_assert_tests(code: str, asserts: list[str], pool: Pool) -> float | Non
 
 
 class CodeReward:
-    """`code`: params `workers` (parallel sandboxes), `limits` (a Limits or a mapping of its fields), `level` (sandbox
-    level) and `test_column`, the column with each row's tests: a list of {"input", "output"} dicts or of assert
-    strings, or a JSON string of either."""
+    """`code`: the fraction of the row's tests that the answer's last fenced code block passes, run in the sandbox;
+    None when a sandbox fails or the row has no tests.
+
+    Args:
+        workers: sandbox workers running executions in parallel; default two per CPU core this process may use.
+        limits: each execution's limits, a mapping of `rewards.sandbox.Limits` fields (cpu_seconds 5, wall_seconds 12,
+            memory_mb 512, processes 32, output_bytes, file_bytes, dir_bytes).
+        level: the sandbox level, auto (bubblewrap, else unshare), bwrap, unshare or rlimits (docs/sandbox.md).
+        test_column: the column with each row's tests: a list of {"input", "output"} mappings or of assert
+            statements, a JSON string of either, or open-r1's verification_info.
+    """
 
     def __init__(self, workers: int | None = None, limits: Limits | dict = Limits(),  # noqa: B008 -- frozen
                  level: str = "auto", test_column: str = "test_cases"):

@@ -24,8 +24,14 @@ def think_shape_ok(text: str, mode: str) -> bool:
 
 
 class ThinkFormat:
-    """`think_format`: param `mode` = auto (from the row: system /think or /no_think, chat_template_kwargs, else
-    `default_mode`), think or no_think."""
+    """`think_format`: 1.0 when the completion has the shape its row's mode asks for (think: one closed, non-empty
+    think block, then an answer; no_think: an answer with no reasoning), else 0.0.
+
+    Args:
+        mode: auto reads each row's mode (a /think or /no_think flag in its system message, else its
+            chat_template_kwargs.enable_thinking, else `default_mode`); think or no_think scores every row in that mode.
+        default_mode: the mode of a row that states none, when `mode` is auto.
+    """
 
     def __init__(self, mode: str = "auto", default_mode: str = "think"):
         if mode not in ("auto", "think", "no_think") or default_mode not in ("think", "no_think"):
@@ -46,7 +52,12 @@ class ThinkFormat:
 
 class TagCount:
     """`tag_count`: an equal share of 1.0 for each tag that appears exactly once (open-r1's partial-credit format
-    reward). Param `tags` (default the think tags, with the newlines open-r1 expects)."""
+    reward).
+
+    Args:
+        tags: the strings counted; default the think tags with the newlines open-r1 expects (`"<think>\\n"`,
+            `"\\n</think>\\n"`).
+    """
 
     def __init__(self, tags: list[str] | None = None):
         self.tags = list(tags or ["<think>\n", "\n</think>\n"])
@@ -62,7 +73,12 @@ class TagCount:
 class AnswerFormat:
     """`answer_format`: 1.0 when the completion is laid out as open-r1's format reward asks,
     `<think>\\n...\\n</think>\\n<answer>\\n...\\n</answer>`, else 0.0. With param `language` (open-r1's code_format), the
-    answer must also hold a fenced ```language block; a row's `language` column overrides it."""
+    answer must also hold a fenced ```language block; a row's `language` column overrides it.
+
+    Args:
+        language: open-r1's code_format: the answer must also hold a fenced code block of this language (a row's
+            `language` column overrides it); none checks the layout only.
+    """
 
     def __init__(self, language: str | None = None):
         self.language = language

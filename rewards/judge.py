@@ -41,9 +41,23 @@ def default_cache_dir() -> Path:
 
 
 class Judge:
-    """params: `base_url` (API root, e.g. http://127.0.0.1:8000/v1), `model` (the served name), `rubric` (with
-    `{prompt}` and `{completion}`), `pattern` (regex, group 1 = score), `system`, `temperature`, `max_tokens`,
-    `timeout` (seconds per request), `concurrency`, `cache_dir`, `api_key_env`."""
+    """`judge`: an LLM judge's score for each completion (None on a timeout, an error or an answer with no score).
+
+    Args:
+        base_url: the server's API root, e.g. http://127.0.0.1:8000/v1.
+        model: the judge's served model name.
+        rubric: the user message sent to the judge, with `{completion}` (required) and `{prompt}` filled in.
+        pattern: a regular expression whose group 1 captures the score in the judge's answer; default the last
+            number after "score".
+        system: a system message sent before the rubric; none by default.
+        temperature: the judge's sampling temperature.
+        max_tokens: the judge's answer budget.
+        timeout: seconds to wait for one answer.
+        concurrency: requests in flight at once.
+        cache_dir: where answers are cached by request content; default ~/.cache/smolalign/judge (beside
+            SMOLALIGN_CACHE when set).
+        api_key_env: the environment variable holding the API key, sent as a bearer token; none sends no key.
+    """
 
     def __init__(self, base_url: str, model: str, rubric: str, pattern: str = DEFAULT_PATTERN,
                  system: str | None = None, temperature: float = 0.0, max_tokens: int = 256, timeout: float = 60.0,

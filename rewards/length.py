@@ -44,8 +44,19 @@ class TokenCounter:
 
 
 class SoftOverlong:
-    """`soft_overlong`: params max_length and cache (no_think rows, or all rows), think_max_length and think_cache
-    (think rows; default: the same), mode (auto from the row, think, no_think), tokenizer."""
+    """`soft_overlong`: DAPO's soft overlong punishment, 0 up to `max_length - cache` tokens, then falling linearly
+    to -1 at `max_length`, -1 beyond; think rows can have limits of their own.
+
+    Args:
+        max_length: tokens at which the penalty reaches -1 (no_think rows, and think rows without their own limit).
+        cache: the width of the linear window before `max_length`, in tokens (at most `max_length`).
+        think_max_length: `max_length` for think rows; default: `max_length`.
+        think_cache: `cache` for think rows; default: `cache`.
+        mode: auto reads each row's mode (system flag, else chat_template_kwargs); think or no_think applies that
+            mode's limits to every row.
+        tokenizer: a tokenizer directory or hub id that counts the tokens when the caller passes no completion ids
+            (`smolalign rewards test` on a file of texts); training passes them.
+    """
 
     def __init__(self, max_length: int, cache: int, think_max_length: int | None = None,
                  think_cache: int | None = None, mode: str = "auto", tokenizer: str | None = None):
@@ -75,7 +86,17 @@ class SoftOverlong:
 
 class CosineScaled:
     """`cosine_length`: accuracy scaled by length along a cosine (open-r1): short right answers score most, long
-    wrong ones are punished least. Params max_length, the four bounds, gold_column, tokenizer."""
+    wrong ones are punished least; None when the gold answer does not parse.
+
+    Args:
+        max_length: the length in tokens at which the cosine ends (longer answers score as this length).
+        min_value_wrong: the score of a wrong answer of length 0 (the harshest).
+        max_value_wrong: the score of a wrong answer of `max_length` tokens or more.
+        min_value_correct: the score of a right answer of `max_length` tokens or more.
+        max_value_correct: the score of a right answer of length 0 (the best).
+        gold_column: the dataset column holding the gold answer (scored as math_accuracy scores it).
+        tokenizer: a tokenizer directory or hub id that counts the tokens when the caller passes no completion ids.
+    """
 
     def __init__(self, max_length: int, min_value_wrong: float = -1.0, max_value_wrong: float = -0.5,
                  min_value_correct: float = 0.5, max_value_correct: float = 1.0, gold_column: str = "solution",
@@ -103,7 +124,12 @@ class CosineScaled:
 
 
 class Repetition:
-    """`repetition`: max_penalty × the share of repeated word n-grams (0 for text without repeats)."""
+    """`repetition`: max_penalty × the share of repeated word n-grams (0 for text without repeats).
+
+    Args:
+        ngram_size: the number of words in each n-gram compared.
+        max_penalty: the score when every n-gram is a repeat (at most 0).
+    """
 
     def __init__(self, ngram_size: int = 3, max_penalty: float = -1.0):
         if max_penalty > 0:

@@ -30,7 +30,15 @@ def is_set(parsed: list) -> bool:
 
 
 class MathAccuracy:
-    """`math_accuracy`: params `gold_column` (default "solution") and `timeout_seconds` (per parse or verify)."""
+    """`math_accuracy`: 1.0 when the answer the completion states (rewards.final_answer: after the last `</think>`,
+    its final statement or boxes) is math-verify-equivalent to the row's gold answer, 0.0 when not, None when the gold
+    answer is blank or does not parse (one that does not parse is refused before training: smolalign.data.sample).
+
+    Args:
+        gold_column: the dataset column holding the gold answer.
+        timeout_seconds: the time limit of each math-verify parse or comparison (a whole number of seconds, at
+            least 1, is used for parsing).
+    """
 
     def __init__(self, gold_column: str = "solution", timeout_seconds: float = 5.0):
         self.gold_column = gold_column

@@ -39,6 +39,20 @@ REWARDS = ("math_accuracy", "think_format", "tag_count", "soft_overlong", "cosin
            "answer_format", "judge")
 
 
+def reward_class(name: str) -> type:
+    """The class of a built-in reward (or of `model:PATH`): its `__init__` takes the reward's parameters and its
+    docstring's `Args:` documents them (the reference page is written from both)."""
+    if is_reward_model(name):
+        from rewards.reward_model import RewardModel
+
+        return RewardModel
+    if name == "code":  # its factory turns a missing sandbox into a parameter error; the class takes the parameters
+        from rewards.code import CodeReward
+
+        return CodeReward
+    return _builtin()[name]
+
+
 def resolve_reward(name: str, params: dict | None = None) -> Callable:
     """The reward callable for `name` with `params`; every problem is a RewardError naming the reward."""
     params = params or {}
@@ -52,11 +66,9 @@ def resolve_reward(name: str, params: dict | None = None) -> Callable:
             raise RewardError(f"reward {reward_hint(name)}")
         raise RewardError(f"unknown reward {name!r}{suggest(name, REWARDS)}; built in: {', '.join(REWARDS)}, "
                           "model:PATH (a reward model) or path/to/file.py:function")
-    factory = factories[name]
-    target = factory.__init__ if inspect.isclass(factory) else _code_signature()
-    _check_params(name, target, params)
+    _check_params(name, reward_class(name).__init__, params)
     try:
-        return factory(**params)
+        return factories[name](**params)
     except (TypeError, ValueError) as exc:
         raise RewardError(f"reward {name}: {exc}") from None
 
@@ -64,19 +76,13 @@ def resolve_reward(name: str, params: dict | None = None) -> Callable:
 def _reward_model(name: str, params: dict) -> Callable:
     from rewards.reward_model import PREFIX, RewardModel
 
-    _check_params(name, RewardModel.__init__, {"location": None, **params})
+    _check_params(name, reward_class(name).__init__, {"location": None, **params})
     try:
         return RewardModel(name[len(PREFIX):], **params)
     except (TypeError, ValueError) as exc:
         if isinstance(exc, RewardError):
             raise
         raise RewardError(f"reward {name}: {exc}") from None
-
-
-def _code_signature():
-    from rewards.code import CodeReward
-
-    return CodeReward.__init__
 
 
 def _check_params(name: str, function: Callable, params: dict) -> None:

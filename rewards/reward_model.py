@@ -20,8 +20,15 @@ def is_reward_model(name: str) -> bool:
 
 
 class RewardModel:
-    """params: `batch_size` (sequences per forward pass), `max_length` (tokens kept, from the left), `dtype`
-    (auto: bfloat16 on a GPU, float32 on a CPU)."""
+    """`model:PATH`: the single logit of a sequence-classification reward model's head on the prompt and completion,
+    rendered with the model's own tokenizer and chat template.
+
+    Args:
+        location: the model (PATH in `model:PATH`): a directory or a hub id.
+        batch_size: sequences per forward pass.
+        max_length: tokens kept per sequence, cut from the left (the head reads the last token).
+        dtype: auto (bfloat16 on a GPU, float32 on a CPU), float32, bfloat16 or float16.
+    """
 
     def __init__(self, location: str, batch_size: int = 8, max_length: int = 2048, dtype: str = "auto"):
         if batch_size < 1 or max_length < 1:

@@ -58,7 +58,7 @@ def _recipe_sections(argv: list[str]) -> tuple[dict, object]:
         return {}, None
     try:
         raw = apply_overrides(read_recipe(recipe_path(argv[1])), overrides)
-        from smolalign.recipe.schema import GenerationSection
+        from smolalign.recipe.generation_schema import GenerationSection
         from smolalign.recipe.typecheck import build
 
         generation = build(GenerationSection, raw["generation"], "generation") if raw.get("generation") else None

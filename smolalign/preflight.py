@@ -2,7 +2,7 @@
 validated, so `--dry-run` and a real run refuse it before any weight loads, with exit 2 and one line naming the key
 and the fix.
 
-The checks are one table, `CHECKS` (the README lists the same table). Each takes the recipe and the `Target` (this
+The checks are one table, `CHECKS` (docs/scaling/preflight.md lists the same table). Each takes the recipe and the `Target` (this
 machine, or the nodes of a Slurm job) and returns the problem and its fix, or None. Nothing here initialises CUDA:
 GPUs are counted through NVML, so that a later `CUDA_VISIBLE_DEVICES` (the vLLM server's GPU partition) still
 applies to this process.
@@ -73,7 +73,7 @@ IMAGE_PACKAGES = frozenset({"torch.nn.attention.flex_attention",
 class Check:
     key: str
     needs: str
-    """One line for the README's table."""
+    """What the check requires, in one line (docs/scaling/preflight.md says it at length)."""
     run: Callable[[Recipe, Target], str | None]
 
 

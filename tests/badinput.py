@@ -1,5 +1,5 @@
 """The bad-input corpus's harness: each case writes its files into a fresh folder, runs one smolalign command there
-in-process, and must be refused the way the README's exit-code contract says: exit 2, exactly one line on stderr
+in-process, and must be refused the way the exit-code contract (docs/verbs/index.md) says: exit 2, exactly one line on stderr
 starting with `error: ` and naming the culprit, no traceback, and no file created or changed in the folder.
 
 A case's texts may hold placeholders, filled in before it runs:

@@ -10,24 +10,15 @@ from smolalign.cli.options import RecipeArg, SetOption
 app = typer.Typer(help="List, show and validate recipes.", no_args_is_help=True)
 
 
-def _first_comment(path) -> str:
-    for line in path.read_text().splitlines():
-        if line.startswith("#"):
-            return line.lstrip("# ").strip()
-        if line.strip():
-            break
-    return ""
-
-
 @app.command("list")
 def list_() -> None:
     """Shipped recipes, with the first line of each one's header comment."""
-    from smolalign.recipe.load import shipped_recipes
+    from smolalign.recipe.load import header_comment, shipped_recipes
 
     shipped = shipped_recipes()
     width = max((len(n) for n in shipped), default=0)
     for name, path in shipped.items():
-        typer.echo(f"{name.ljust(width)}  {_first_comment(path)}")
+        typer.echo(f"{name.ljust(width)}  {next(iter(header_comment(path)), '').strip()}")
 
 
 @app.command()

@@ -61,7 +61,8 @@ def sft(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption =
 PoTarget = Annotated[str, typer.Argument(
     metavar="RECIPE | pairs RECIPE",
     help="A recipe file or shipped name (quickstart/po). `pairs RECIPE` only generates the recipe's pairs.")]
-PairsRecipe = Annotated[str | None, typer.Argument(metavar="", show_default=False, hidden=True)]
+PairsRecipe = Annotated[str | None, typer.Argument(metavar="", show_default=False, hidden=True,
+                                                   help="The recipe of `po pairs RECIPE`.")]
 Regenerate = Annotated[bool, typer.Option("--regenerate", help="pairs: generate again even if the pairs are cached.")]
 
 

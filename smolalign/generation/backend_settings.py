@@ -1,7 +1,7 @@
 """What a run's `generation:` section means for TRL's config and the plan: the vLLM fields of the trainer's config,
 the plan's `generation` row, and how long a generating run may go without a finished step."""
 
-from smolalign.recipe.schema import GenerationSection
+from smolalign.recipe.generation_schema import GenerationSection
 
 DEFAULT_VLLM_STALL_TIMEOUT = 1800.0
 """Seconds without a finished step before a run that generates with vLLM is failed (a hung engine or server)."""

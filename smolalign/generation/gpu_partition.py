@@ -5,7 +5,8 @@ set before CUDA starts in it)."""
 import os
 
 from smolalign.errors import SmolalignError
-from smolalign.recipe.schema import Recipe, VllmServerSection
+from smolalign.recipe.generation_schema import VllmServerSection
+from smolalign.recipe.schema import Recipe
 
 SERVER_GPUS = "SMOLALIGN_VLLM_SERVER_GPUS"
 """Set by the GPU partition for this process: the devices (in the launcher's numbering) the server gets."""

@@ -13,7 +13,9 @@ class EvalRewardSection:
     """One reward an evaluation scores with: a built-in name or `path/to/file.py:function`, and its parameters."""
 
     name: str
+    """A built-in reward, `model:PATH` (a reward model) or `path/to/file.py:function`."""
     params: dict[str, Any] = field(default_factory=dict)
+    """The reward's parameters (see the rewards reference)."""
     threshold: float = 1.0
     """A sample counts as solved (avg@K, pass@K) when its reward is at least this: 1.0 for a 0/1 reward."""
 
@@ -25,15 +27,20 @@ class EvalSection:
     data: list[SourceSection]
     """Prompts (`prompt`: a string or messages, or `messages`) and the columns the rewards read (e.g. solution)."""
     rewards: list[EvalRewardSection]
+    """The rewards each answer is scored with (at least one)."""
     modes: list[str] = field(default_factory=lambda: list(EVAL_MODES))
     """Reasoning modes to generate in: think, no_think (the template's enable_thinking)."""
     samples: int = 1
     """K: answers per prompt and mode (avg@K, pass@K)."""
     max_new_tokens: int = 256
+    """Generation budget per answer, in tokens (answers cut off there count in `truncation`)."""
     temperature: float = 0.6
     """SmolLM3's recommended sampling (0.6, top_p 0.95); 0 is greedy (then K > 1 repeats the same answer)."""
     top_p: float = 0.95
+    """Nucleus sampling: the smallest set of tokens whose probability reaches top_p is sampled from."""
     backend: Literal["transformers", "vllm", "openai"] = "transformers"
+    """transformers (batched generate), vllm (in-process engine; on a CPU its CPU build) or openai (a running
+    OpenAI-compatible server at `base_url`)."""
     base_url: str | None = None
     """openai backend: the server's API root (http://127.0.0.1:8000/v1); the models are its served names."""
     batch_size: int = 16

@@ -1,5 +1,6 @@
-"""The sections of what smolalign generates and scores: a generator (a model and how to sample from it), a reward
-(of an rl recipe or a graded-pairs scorer) and the graded-pairs options; `schema.PairsSection` holds them."""
+"""The sections of what smolalign generates and scores: how an rl recipe generates (`generation:`: transformers, a
+vLLM engine or a vLLM server), a generator of pairs (a model and how to sample from it), a reward (of an rl recipe or
+a graded-pairs scorer) and the graded-pairs options; `schema.PairsSection` and `schema.Recipe` hold them."""
 
 import math
 from dataclasses import dataclass, field
@@ -13,6 +14,8 @@ class GeneratorSection:
     source: str
     """A model source (as model.source) for transformers/vllm; the served model's name for openai."""
     backend: Literal["transformers", "vllm", "openai"] = "transformers"
+    """transformers (CPU or GPU, batched), vllm (in-process engine; on a CPU its CPU build) or openai (a vLLM or TGI
+    server already running, at `base_url`)."""
     base_url: str | None = None
     """openai backend: the server's API root, e.g. http://127.0.0.1:8000/v1."""
     api_key_env: str | None = None
@@ -22,8 +25,11 @@ class GeneratorSection:
     think: bool | None = None
     """enable_thinking for the template (true: /think, false: /no_think); null leaves the template's default."""
     temperature: float = 0.7
+    """Sampling temperature (0: greedy)."""
     top_p: float = 1.0
+    """Nucleus sampling (1.0: the whole distribution)."""
     max_new_tokens: int = 512
+    """Answer budget in tokens; an answer cut off there is dropped from the pairs and counted."""
     batch_size: int = 8
     """Prompts per generate call (transformers, vllm) or concurrent requests (openai)."""
     timeout: float = 300.0
@@ -46,8 +52,11 @@ class RewardSection:
     `path/to/file.py:function`, its parameters and weight."""
 
     name: str
+    """A built-in reward, `model:PATH` (a reward model) or `path/to/file.py:function` (params make it a factory)."""
     weight: float = 1.0
+    """The reward's weight in the sum (TRL's reward_weights for GRPO)."""
     params: dict[str, Any] = field(default_factory=dict)
+    """The reward's parameters (see the rewards reference); an unknown or missing one is refused."""
 
 
 @dataclass(frozen=True)
@@ -77,3 +86,33 @@ class GradedSection:
             raise ValueError(f"n must be at least 2 (a pair needs two candidates), got {self.n}")
         if not math.isfinite(self.margin) or self.margin < 0:
             raise ValueError(f"margin must be a number >= 0, got {self.margin}")
+
+
+@dataclass(frozen=True)
+class VllmServerSection:
+    """A vLLM server for generation: one already running (base_url), or one smolalign starts and stops."""
+
+    base_url: str | None = None
+    """A running server (http://host:8000); unset: smolalign starts `vllm serve` itself."""
+    gpus: list[int] = field(default_factory=list)
+    """GPUs the started server uses (CUDA_VISIBLE_DEVICES); training keeps the others."""
+    port: int = 8000
+    """The port a started server listens on (it must be free: a port in use is refused, naming it)."""
+    tensor_parallel: int = 1
+    """GPUs a started server splits the model across (without `gpus`, the last ones visible)."""
+    startup_timeout: float = 600.0
+    """Seconds to wait for a started server to answer /health."""
+
+
+@dataclass(frozen=True)
+class GenerationSection:
+    """How `rl` generates: transformers `generate`, vLLM in the training process (colocate), or a vLLM server."""
+
+    backend: Literal["transformers", "vllm_colocate", "vllm_server"] = "transformers"
+    """transformers `generate` in the training process, a vLLM engine in it (`vllm_colocate`), or a vLLM server
+    (`vllm_server`: `server.base_url`, or one smolalign starts)."""
+    server: VllmServerSection = field(default_factory=VllmServerSection)
+    """The server of `vllm_server`."""
+    stall_timeout: float | None = None
+    """Fail the run when no training step finishes for this many seconds (a stalled generation or weight sync);
+    default: none with transformers, 1800 with vLLM."""

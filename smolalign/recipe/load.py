@@ -27,6 +27,18 @@ def shipped_recipes() -> dict[str, Path]:
     return found
 
 
+def header_comment(path: Path) -> list[str]:
+    """The comment lines that open a recipe file (what it trains, the hardware, the command), without their `#`."""
+    lines: list[str] = []
+    for line in path.read_text().splitlines():
+        if not line.strip() and not lines:
+            continue
+        if not line.startswith("#"):
+            break
+        lines.append(line[1:].removeprefix(" ").rstrip())
+    return lines
+
+
 def recipe_path(name_or_path: str | Path, relative_to: Path | None = None) -> Path:
     """A recipe file: an existing path (tried next to `relative_to` first), else a shipped recipe name."""
     candidate = Path(name_or_path).expanduser()

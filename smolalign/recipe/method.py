@@ -9,9 +9,9 @@ A `po` `method:` is a name (`apo_zero`, `dpo`, `kto`, `orpo`, `reward`), a list 
 from typing import Any
 
 from smolalign.errors import USER_ERRORS, SmolalignError
-from smolalign.recipe.generation_schema import RewardSection
+from smolalign.recipe.generation_schema import GenerationSection, RewardSection
 from smolalign.recipe.methods import METHODS
-from smolalign.recipe.schema import GenerationSection, Method, ReferenceSection, TeacherSection
+from smolalign.recipe.schema import Method, ReferenceSection, TeacherSection
 from smolalign.recipe.typecheck import build, suggest
 
 DPO_LOSSES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot",

@@ -4,7 +4,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from smolalign.recipe.generation_schema import GeneratorSection, GradedSection, RewardSection
+from smolalign.recipe.generation_schema import GenerationSection, GeneratorSection, GradedSection, RewardSection
 
 STAGES = ("sft", "po", "rl")
 
@@ -27,6 +27,8 @@ class ModelSection:
     quantization: Literal["4bit", "8bit"] | None = None
     """Load the base in 4 or 8 bits with bitsandbytes (QLoRA when a `peft:` section is present)."""
     trust_remote_code: bool = False
+    """Run the modelling code a hub repository ships (transformers' `trust_remote_code`; also passed to a vLLM server
+    smolalign starts and to `launch slurm`'s vLLM node)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class SourceSection:
     name: str | None = None
     """Hub dataset configuration name."""
     split: str = "train"
+    """The split of a hub dataset to read; local files are read whole."""
     weight: float = 1.0
     """Share of the source kept: 0.5 keeps a random half, 2.0 repeats it twice, 1.5 once plus a random half."""
     columns: list[str] | dict[str, str] | None = None
@@ -57,6 +60,7 @@ class SourceSection:
 @dataclass(frozen=True)
 class DataSection:
     sources: list[SourceSection]
+    """The datasets, mixed by their weights (at least one; a `pairs:` section adds its generated pairs file)."""
     format: Literal["auto", "messages", "prompt_completion", "text", "preference", "unpaired"] = "auto"
     """auto detects it from the columns: messages, prompt+completion, text, preference (prompt/chosen/rejected)
     or unpaired (prompt/completion/label)."""
@@ -84,8 +88,11 @@ class PairsSection:
     prompts: list[SourceSection]
     """Datasets with a `prompt` column (a string or messages) or `messages` (trailing assistant turns dropped)."""
     strong: GeneratorSection | None = None
+    """The model whose answers are chosen (strong-vs-weak pairs; give `weak` with it)."""
     weak: GeneratorSection | None = None
+    """The model whose answers are rejected."""
     graded: GradedSection | None = None
+    """Instead of strong and weak: one model samples several answers per prompt and a scorer picks the pair."""
     output: str | None = None
     """Where the pairs are written (.jsonl); default: the smolalign cache, keyed by this section."""
     max_prompt_tokens: int | None = None
@@ -93,6 +100,7 @@ class PairsSection:
     max_prompts: int | None = None
     """Use only the first N distinct prompts."""
     seed: int = 0
+    """Seeds the generators' sampling (and graded pairs' random pick), so a rerun writes the same pairs."""
 
     def __post_init__(self) -> None:
         if not self.prompts:
@@ -132,38 +140,17 @@ class Method:
 
 
 @dataclass(frozen=True)
-class VllmServerSection:
-    """A vLLM server for generation: one already running (base_url), or one smolalign starts and stops."""
-
-    base_url: str | None = None
-    """A running server (http://host:8000); unset: smolalign starts `vllm serve` itself."""
-    gpus: list[int] = field(default_factory=list)
-    """GPUs the started server uses (CUDA_VISIBLE_DEVICES); training keeps the others."""
-    port: int = 8000
-    tensor_parallel: int = 1
-    startup_timeout: float = 600.0
-    """Seconds to wait for a started server to answer /health."""
-
-
-@dataclass(frozen=True)
-class GenerationSection:
-    """How `rl` generates: transformers `generate`, vLLM in the training process (colocate), or a vLLM server."""
-
-    backend: Literal["transformers", "vllm_colocate", "vllm_server"] = "transformers"
-    server: VllmServerSection = field(default_factory=VllmServerSection)
-    stall_timeout: float | None = None
-    """Fail the run when no training step finishes for this many seconds (a stalled generation or weight sync);
-    default: none with transformers, 1800 with vLLM."""
-
-
-@dataclass(frozen=True)
 class TeacherSection:
     """The teacher of on-policy distillation: any model source, loaded for inference in its own dtype."""
 
     source: str
+    """Any model source, as `model.source` (HF directory, hub id, GGUF file, converted checkpoint)."""
     revision: str | None = None
+    """Hub revision (branch, tag or commit) for a hub id."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """The teacher's own dtype; auto follows the hardware (float32 on CPU, bfloat16 on a GPU that supports it)."""
     trust_remote_code: bool = False
+    """Run the modelling code the teacher's hub repository ships."""
     max_memory_gb: float | None = None
     """Refuse a teacher whose weights (parameters × dtype) need more than this."""
 
@@ -175,6 +162,7 @@ class LaunchSection:
     preset: str | None = None
     """An accelerate preset (ddp, zero2, zero3, zero3_offload, fsdp2) or config file; --launch overrides it."""
     num_processes: int = 1
+    """Processes to run on (one per GPU); --num-processes overrides it."""
     global_batch_size: int | None = None
     """Sequences per optimizer step over all processes: gradient accumulation is derived from it, so the batch
     stays the same on 1 or 64 processes."""
@@ -227,37 +215,56 @@ class HubSection:
 
 @dataclass(frozen=True)
 class Recipe:
-    """A validated recipe; `raw` is the resolved mapping written to the run directory."""
+    """A validated recipe; `raw` is the resolved mapping written to the run directory. Each field documents the
+    recipe section it is built from (the recipe-keys reference page is written from these docstrings)."""
 
     stage: str
+    """sft, po or rl: the verb the recipe is for (another verb refuses it). Without it, the train verbs take the
+    recipe as theirs, and `launch slurm`, `sweep` and `data preview` read rl from `rewards:`, `generation:` or
+    `teacher:`, po from `method:` or `pairs:`, else sft."""
     model: ModelSection
+    """Required: the model to train (the policy) and how to load it."""
     template: TemplateSection
+    """The chat template every row is rendered with; default: smollm3 with its own defaults."""
     data: DataSection
+    """The training data (required unless `pairs:` generates it), or an rl recipe's prompts."""
     peft: dict[str, Any] | None
+    """Optional: train LoRA adapters; the keys are `peft.LoraConfig` fields (r, lora_alpha, target_modules, ...),
+    passed as they are."""
     train: dict[str, Any]
+    """The method's TRL config fields (SFTConfig, DPOConfig, GRPOConfig, ...), checked against that dataclass and
+    passed as they are; see the method table below."""
     raw: dict[str, Any]
+    """The merged recipe mapping after overrides, with the effective `train:` (what the run writes as recipe.yaml)."""
     source: str
     """Where the recipe came from (a path or a shipped name), for messages and the manifest."""
     description: str = ""
+    """One line saying what the recipe trains; kept in the run directory's resolved recipe.yaml."""
     method: Method | None = None
-    """`po` only: the preference method."""
+    """`po`: a method name (apo_zero, dpo, ipo, kto, orpo, reward, ... any DPO loss term), a list of DPO loss terms
+    summed (`[sigmoid, sft]`) or a mapping of terms to weights (`{sigmoid: 1.0, sft: 0.5}`); required. `rl`: grpo
+    (default), online_dpo, or on-policy distillation from a teacher: distill, gold or auto."""
     reference: ReferenceSection | None = None
-    """`po`, and `rl` online_dpo (always the policy's copy, or the adapter disabled): where reference
-    log-probabilities come from."""
+    """`po`: where reference log-probabilities come from: policy (a frozen copy of the policy's source; the default),
+    adapter (the base with the LoRA adapter disabled; the default with `peft:`), precomputed (computed once before
+    training, no reference weights held) or `{source: MODEL}` (another model with the same tokenizer). orpo and reward
+    take none; rl online_dpo always uses the policy's copy (or the adapter disabled)."""
     pairs: PairsSection | None = None
-    """`po` only: generate the training pairs from a strong and a weak model first."""
+    """`po` only: generate the training pairs first, from a strong and a weak model or graded by a scorer."""
     rewards: tuple[RewardSection, ...] = ()
-    """`rl` (grpo, online_dpo) only: the rewards, weighted."""
+    """`rl` (grpo, online_dpo) only, required there: the rewards, summed with their weights."""
     generation: GenerationSection | None = None
-    """`rl` only: the generation backend."""
+    """`rl` only: how the policy (or the distilled student) generates."""
     teacher: TeacherSection | None = None
-    """`rl` distillation (distill, gold, auto) only: the teacher."""
+    """`rl` distillation (distill, gold, auto) only, required there: the teacher."""
     launch: LaunchSection | None = None
+    """Any stage: the processes, the global batch, and the GPU the plan checks memory and time against."""
     hub: HubSection | None = None
     """Any stage: push the final model to the hub when the run ends."""
     evaluation: Any = None
-    """An `EvalSection` (recipe.eval_schema) or None. Any stage: evaluate the saved model (and its input) when the stage ends (the recipe's `eval:` section)."""
+    """An `EvalSection` (recipe.eval_schema) or None. Any stage: evaluate the saved model (and its input) when the
+    stage ends (the recipe's `eval:` section)."""
     settings: Any = None
+    """The effective training settings (`recipe.settings.TrainSettings`): `train:` over the TRL config's defaults."""
     sources: dict[str, Any] = field(default_factory=dict)
     """The model sources (`models.sources.ModelSource`) by role, classified at validation; read with `source_of`."""
-    """The effective training settings (`recipe.settings.TrainSettings`): `train:` over the TRL config's defaults."""

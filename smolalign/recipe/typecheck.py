@@ -29,19 +29,21 @@ def _join(where: str, key: Any) -> str:
     return f"{where}.{key}" if where else str(key)
 
 
-def _describe(annotation: Any) -> str:
+def describe(annotation: Any) -> str:
+    """What an annotation accepts, in words ("one of 'a', 'b'", "a string or null"): for error messages and the
+    recipe-keys reference page."""
     origin = typing.get_origin(annotation)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
     if origin in (Union, types.UnionType):
-        return " or ".join(_describe(a) for a in typing.get_args(annotation))
+        return " or ".join(describe(a) for a in typing.get_args(annotation))
     if annotation is type(None):
         return "null"
     if isinstance(annotation, type):
         return {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
                 "dict": "a mapping", "list": "a list"}.get(annotation.__name__, annotation.__name__)
     if origin is not None:
-        return _describe(origin)
+        return describe(origin)
     return str(annotation)
 
 
@@ -80,7 +82,7 @@ def matches(value: Any, annotation: Any) -> bool:
 
 def check_value(value: Any, annotation: Any, where: str) -> None:
     if not matches(value, annotation):
-        raise SmolalignError(f"{where} must be {_describe(annotation)}, got {value!r}")
+        raise SmolalignError(f"{where} must be {describe(annotation)}, got {value!r}")
 
 
 def field_types(cls: type) -> dict[str, Any]:

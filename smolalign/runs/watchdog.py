@@ -4,7 +4,7 @@ server dies.
 
 The interrupt surfaces as `RunFailure` with the reason. If the main thread is stuck where Python cannot deliver the
 interrupt (inside a blocking C call), the process exits with code 1 after a grace period, printing the reason: the
-same code as a `RunFailure`, since it is the same failure (README's exit-code contract).
+same code as a `RunFailure`, since it is the same failure (the exit-code contract, docs/verbs/index.md).
 """
 
 import _thread

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TOLERANCE = 0.10
-"""The error stated in the README (Will it fit, and how long): measured 0.3-4.3% on these six cases."""
+"""The error stated in docs/scaling/memory.md (Will it fit, and how long): measured 0.3-4.3% on these six cases."""
 
 
 @pytest.mark.parametrize("options", [

@@ -1,6 +1,7 @@
 """What `make quickstart` starts from, in the default tier: the bundled SmolLM2 loads (from the package the README's
 set-up installs: this test fails when that step is dropped) and answers, and every shipped quickstart recipe passes
-its dry run from a directory outside the repository, the earlier stages' outputs standing in as the bundled model."""
+its dry run from a directory outside the repository, the earlier stages' outputs standing in as the bundled model; so
+does every command the README and the documentation show on a quickstart recipe."""
 
 import json
 import subprocess
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from documented import quickstart_commands
 from paths import REPO
 
 QUICKSTART = sorted(p.stem for p in (REPO / "recipes" / "quickstart").glob("*.yaml"))
@@ -73,6 +75,24 @@ def test_every_shipped_quickstart_recipe_passes_its_dry_run(cli, workdir, monkey
         code, out, err = cli(VERBS[name], f"quickstart/{name}", "--dry-run")
     assert code == 0, err[-3000:]
     assert sorted(str(p) for p in workdir.rglob("*")) == before  # a dry run writes nothing
+
+
+DOCUMENTED = quickstart_commands()
+RUN_ABOVE = {(VERBS[name], f"quickstart/{name}", "--dry-run") for name in VERBS}
+"""The plain dry runs the test above runs already: a documented command that is one of them is not run twice."""
+
+
+@pytest.mark.parametrize("where", [pytest.param(w, id=w) for w, argv in DOCUMENTED.items()
+                                   if tuple(argv) not in RUN_ABOVE])
+def test_every_documented_command_on_a_quickstart_recipe_passes_its_dry_run(cli, workdir, monkeypatch, where):
+    monkeypatch.chdir(workdir)
+    code, out, err = cli(*DOCUMENTED[where])
+    assert code == 0, err[-3000:]
+    assert "data check" in out  # the plan was printed: the recipe, its data and its models passed
+
+
+def test_the_documentation_shows_every_train_verb_on_a_quickstart_recipe():
+    assert {argv[0] for argv in DOCUMENTED.values()} == {"sft", "po", "rl", "sweep"}
 
 
 def test_every_quickstart_recipe_is_covered():

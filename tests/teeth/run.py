@@ -121,7 +121,8 @@ def table_text() -> str:
             "| claim | stated in | tests | mutation (switches it off) |", "|---|---|---|---|"]
     for m in MUTATIONS:
         tests = "<br>".join(f"`{t}`" for t in m.tests)
-        rows.append(f"| **{m.claim}**: {m.says} | {m.where} | {tests} | `{m.file}`: {m.why} |")
+        where = "<br>".join(f"[{page}]({page})" for page in m.where.split("; "))
+        rows.append(f"| **{m.claim}**: {m.says} | {where} | {tests} | `{m.file}`: {m.why} |")
     rows += ["", "## Figures measured by benchmarks", "",
              "Speed and size figures are measured by scripts in `benchmarks/` against a baseline in the same run, "
              "never by timed tests; their latest results, with the machine, are in `benchmarks/RESULTS.md`.", "",

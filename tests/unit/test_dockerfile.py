@@ -10,10 +10,13 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from documented import fenced_blocks, pages
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = (REPO / "Dockerfile").read_text()
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+CONTAINERS_PAGE = REPO / "docs" / "scaling" / "containers.md"
+"""The documentation page that builds the image and runs it."""
 GPU_STACK = ("torch", "vllm", "deepspeed", "liger-kernel", "matplotlib")
 TORCH_WHEEL_CUDA = (13, 0)
 """The CUDA of torch 2.13.0's Linux wheels on PyPI: their metadata requires cuda-toolkit==13.0.3 and
@@ -92,27 +95,13 @@ def test_hadolint_finds_nothing():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def fenced_blocks(markdown: str) -> list[str]:
-    blocks, current = [], None
-    for line in markdown.splitlines(keepends=True):
-        if line.lstrip().startswith("```"):
-            if current is None:
-                current = []
-            else:
-                blocks.append("".join(current))
-                current = None
-        elif current is not None:
-            current.append(line)
-    return blocks
-
-
 def documented_runs() -> list[tuple[str, str, list[str]]]:
-    """(where, the shell block it is in, argv) of every `docker run` line in the README, docs/*.md and the
-    Dockerfile's comments, continuation lines joined."""
+    """(where, the shell block it is in, argv) of every `docker run` line in the README, the documentation pages and
+    the Dockerfile's comments, continuation lines joined."""
     import shlex
 
     found = []
-    for path in [REPO / "README.md", REPO / "Dockerfile", *sorted((REPO / "docs").glob("*.md"))]:
+    for path in [*pages(), REPO / "Dockerfile"]:
         text = path.read_text()
         blocks = fenced_blocks(text) if path.suffix == ".md" else [text]
         for block in blocks:
@@ -120,7 +109,7 @@ def documented_runs() -> list[tuple[str, str, list[str]]]:
             for line in joined.splitlines():
                 line = line.lstrip("#$ ").strip()
                 if line.startswith("docker run"):
-                    found.append((path.name, block, shlex.split(line)))
+                    found.append((str(path.relative_to(REPO)), block, shlex.split(line)))
     return found
 
 
@@ -168,14 +157,14 @@ def test_the_documented_docker_run_lines_work_with_this_image():
     """Every documented `docker run` of the image: GPUs, a /dev/shm big enough for NCCL and the weight sync
     (--ipc=host, or --shm-size of 1 GB or more), the caller's uid, the host's HF cache mounted on the image's HF_HOME
     and the working directory on its WORKDIR (where runs/ is written), host folders created before Docker would
-    create them as root, the image the README builds, and a smolalign command."""
+    create them as root, the image the containers page builds, and a smolalign command."""
     from smolalign.cli import app
 
     runs = documented_runs()
-    assert any(where == "README.md" for where, _, _ in runs), "the README documents no docker run line"
+    assert any(where == str(CONTAINERS_PAGE.relative_to(REPO)) for where, _, _ in runs), "no docker run line documented"
     env = dockerfile_env()
     workdir = re.findall(r"^WORKDIR (\S+)$", DOCKERFILE, re.MULTILINE)[-1]
-    built = re.findall(r"docker build -t (\S+)", (REPO / "README.md").read_text())
+    built = re.findall(r"docker build -t (\S+)", CONTAINERS_PAGE.read_text())
     commands = {c.name or c.callback.__name__ for c in app.registered_commands} | \
         {g.name for g in app.registered_groups}
     for where, block, argv in runs:

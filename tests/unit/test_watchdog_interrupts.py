@@ -73,7 +73,7 @@ def test_a_run_that_ended_is_never_failed_by_a_late_decision(monkeypatch):
 
 def test_a_run_that_never_stops_exits_with_the_run_failure_code(tmp_path):
     """A main thread that cannot be interrupted (stuck in a C call; here: swallowing every interrupt) is ended by
-    the watchdog with exit code 1, the README's code for a failed run, not a code of its own."""
+    the watchdog with exit code 1, the documented code for a failed run, not a code of its own."""
     import os
     import subprocess
     import sys
