@@ -7,7 +7,6 @@ import json
 import random
 
 import pytest
-
 import reasoning_gym
 
 TASKS = {
