@@ -159,3 +159,20 @@ def test_a_hand_written_row_with_the_entry_as_an_object_is_scored():
     reward = resolve_reward("reasoning_gym")
     carried = json.loads(json.dumps({"task": "leg_counting", "entry": entry}))
     assert reward([f"<answer>{entry['answer']}</answer>", "-1"], reasoning_gym=[carried, carried]) == [1.0, 0.0]
+
+
+def test_rewards_test_scores_a_sources_rows(cli, tmp_path):
+    """`smolalign rewards test reasoning_gym` on completions carrying the column of a source's rows."""
+    dataset = reasoning_gym.create_dataset("chain_sum", seed=SEED, size=3)
+    rows = source_rows("chain_sum", {})[:3]
+    answers = [rows[0]["answer"], f"<think>\nadd them\n</think>\nThe answer is {rows[1]['answer']}.", "12345"]
+    lines = [{"completion": answer, "reasoning_gym": row["reasoning_gym"]} for answer, row in zip(answers, rows)]
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, out, err = cli("rewards", "test", "reasoning_gym", "--completions", path)
+    assert code == 0, err
+    shown = [line.split()[1] for line in out.splitlines() if line.startswith("#")]
+    extracted = [rows[0]["answer"], f"The answer is {rows[1]['answer']}.", "12345"]
+    want = [dataset.score_answer(answer, dataset[i]) for i, answer in enumerate(extracted)]
+    assert want[0] == 1.0 and 0 < want[1] < 1 and want[2] == 0.0
+    assert shown == [f"{score:.4g}" for score in want]
