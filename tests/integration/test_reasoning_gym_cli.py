@@ -114,7 +114,7 @@ def test_sweep_trains_on_a_task_and_evaluates_on_held_out_rows(cli, rl_sweep_rec
         cell = out_dir / row["cell"]
         steps = [json.loads(line) for line in (cell / "metrics.jsonl").read_text().splitlines()]
         logged = [m["rewards/reasoning_gym/mean"] for m in steps if "rewards/reasoning_gym/mean" in m]
-        assert len(logged) == 1 and 0.0 <= logged[0] <= 1.0  # scored (None on every answer would log NaN)
+        assert len(logged) == 1 and logged[0] is not None and 0.0 <= logged[0] <= 1.0  # None: no answer was scored
         assert "reasoning_gym mean" in row["metrics"]["no_think"]
         prompts = {json.loads(line)["prompt"] for line in (cell / "eval.samples.jsonl").read_text().splitlines()}
         assert prompts == {f"reasoning_gym:chain_sum#{i}" for i in range(3)}

@@ -166,7 +166,7 @@ def test_rewards_test_scores_a_sources_rows(cli, tmp_path):
     dataset = reasoning_gym.create_dataset("chain_sum", seed=SEED, size=3)
     rows = source_rows("chain_sum", {})[:3]
     answers = [rows[0]["answer"], f"<think>\nadd them\n</think>\nThe answer is {rows[1]['answer']}.", "12345"]
-    lines = [{"completion": answer, "reasoning_gym": row["reasoning_gym"]} for answer, row in zip(answers, rows)]
+    lines = [{"completion": answer, "reasoning_gym": row["reasoning_gym"]} for answer, row in zip(answers, rows, strict=True)]
     path = tmp_path / "c.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     code, out, err = cli("rewards", "test", "reasoning_gym", "--completions", path)
