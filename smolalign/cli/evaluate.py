@@ -17,9 +17,10 @@ Baseline = Annotated[str | None, typer.Option("--baseline", help="The model the 
 Compare = Annotated[list[str] | None, typer.Option("--compare", help="LABEL=BASE: compare model LABEL with model "
                                                                    "BASE instead of with --baseline (each stage "
                                                                    "with its input: po=sft). Repeatable.")]
-Data = Annotated[list[str], typer.Option("--data", help="Prompts: a .jsonl/.json/.parquet file or folder, or a hub "
-                                                        "dataset; `prompt` or `messages`, plus the columns the rewards "
-                                                        "read. Repeatable.")]
+Data = Annotated[list[str], typer.Option("--data", help="Prompts: a .jsonl/.json/.parquet file or folder, a hub "
+                                                        "dataset, or a reasoning-gym task ('reasoning_gym:chain_sum "
+                                                        "{size: 64, seed: 100000, config: {max_terms: 3}}'); `prompt` "
+                                                        "or `messages`, plus the columns the rewards read. Repeatable.")]
 Rewards = Annotated[list[str], typer.Option("--reward", help="NAME[,NAME...]: built-in rewards or "
                                                              "path/to/file.py:function. Repeatable.")]
 Params = Annotated[list[str] | None, typer.Option("--params", help="NAME=JSON: a reward's parameters, e.g. "
@@ -94,13 +95,12 @@ def inputs_from_options(models: list[str], baseline: str | None, template: str, 
     """The command line as checked evaluation inputs (exit 2 on any problem, before a model loads)."""
     from smolalign.evaluation.inputs import parse_model, prepare, unique_labels
     from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
-    from smolalign.recipe.schema import SourceSection
 
     names = [name.strip() for spec in settings.pop("reward") for name in spec.split(",") if name.strip()]
     params = {name: _json_object(name, text) for name, text in _named("--params", settings.pop("params"), names)}
     thresholds = {name: _number(name, text) for name, text in _named("--threshold", settings.pop("threshold"), names)}
     modes = [mode.strip() for mode in settings.pop("modes").split(",") if mode.strip()]
-    sources = [SourceSection(path=path, split=settings["split"]) for path in settings.pop("data")]
+    sources = [data_source(text, settings["split"]) for text in settings.pop("data")]
     del settings["split"]
     rewards = [EvalRewardSection(name, params.get(name, {}), thresholds.get(name, 1.0)) for name in names]
     try:
@@ -119,6 +119,24 @@ def inputs_from_options(models: list[str], baseline: str | None, template: str, 
             raise SmolalignError(f"--compare {value!r}: expected LABEL=BASE, two model labels (po=sft)")
         compared_to[label.strip()] = other.strip()
     return prepare(section, parsed, parsed[0].label if base is not None else None, template, compared_to=compared_to)
+
+
+def data_source(text: str, split: str):
+    """A `--data` value as a source: a path or hub id, or `reasoning_gym:TASK` followed by a YAML mapping of the
+    source's keys (size, seed, config, weight), as a recipe's `data.sources` entry writes them."""
+    from rewards.reasoning_gym import task_of
+    from smolalign.recipe.schema import SourceSection
+    from smolalign.recipe.typecheck import build
+    from smolalign.recipe.yamlio import load_yaml
+
+    path, _, rest = text.strip().partition(" ")
+    mapping = {"path": text, "split": split}
+    if task_of(path) is not None and rest.strip():
+        keys = load_yaml(rest, f"--data {path}")
+        if not isinstance(keys, dict):
+            raise SmolalignError(f"--data {text!r}: expected a mapping after the task, e.g. {path} {{size: 64}}")
+        mapping = {**keys, "path": path, "split": split}
+    return build(SourceSection, mapping, f"--data {path}")
 
 
 def _named(option: str, values: list[str], names: list[str]) -> list[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""Loading one data source (local JSONL / JSON / Parquet files or folders, or a hub dataset) and mapping its columns."""
+"""Loading one data source (local JSONL / JSON / Parquet files or folders, a hub dataset, or a reasoning-gym task
+generated here: `reasoning_gym:TASK`) and mapping its columns."""
 
 import json
 from pathlib import Path
@@ -64,7 +65,15 @@ def check_json_rows(path: Path) -> None:
 
 
 def fingerprint_of(source: SourceSection) -> str:
-    """What identifies a source's content: files by path, size and mtime; hub datasets by id, config and split."""
+    """What identifies a source's content: files by path, size and mtime; hub datasets by id, config and split;
+    a reasoning-gym task by its settings and the library's version."""
+    from rewards.reasoning_gym import task_of
+
+    if task_of(source.path) is not None:
+        from importlib.metadata import version
+
+        settings = json.dumps([source.size, source.seed, source.config], sort_keys=True)
+        return f"{source.path}:{settings}:reasoning-gym {version('reasoning-gym')}"
     if is_local(source.path):
         path = Path(source.path).expanduser()
         if not path.exists():
@@ -77,11 +86,15 @@ def load_source(source: SourceSection):
     """The source as a `datasets.Dataset`, columns selected and renamed as the recipe says."""
     import datasets
 
+    from rewards.reasoning_gym import task_of, task_rows
     from smolalign.progress import datasets_bars
 
     datasets_bars()
     try:
-        if is_local(source.path):
+        if task_of(source.path) is not None:
+            rows = task_rows(task_of(source.path), source.config, source.seed, source.size)
+            dataset = datasets.Dataset.from_list(rows)
+        elif is_local(source.path):
             path = Path(source.path).expanduser()
             if not path.exists():
                 raise SmolalignError(f"data source {source.path}: no such file or folder")

@@ -51,10 +51,28 @@ class SourceSection:
     """Share of the source kept: 0.5 keeps a random half, 2.0 repeats it twice, 1.5 once plus a random half."""
     columns: list[str] | dict[str, str] | None = None
     """Columns to keep (a list) or to keep and rename (a mapping source -> canonical name)."""
+    size: int | None = None
+    """`reasoning_gym:TASK` only: how many rows the task generates (default: reasoning-gym's, 500)."""
+    seed: int | None = None
+    """`reasoning_gym:TASK` only: the task's seed (default 0); entry i is drawn from seed + i, so two seeds closer
+    than the size share rows: hold evaluation rows out with a seed at least the training size away."""
+    config: dict[str, Any] | None = None
+    """`reasoning_gym:TASK` only: the task's config (its dataclass fields, e.g. min_terms for chain_sum)."""
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.weight) or self.weight <= 0:
             raise ValueError(f"weight must be a positive finite number, got {self.weight}")
+        from rewards.reasoning_gym import check_task, task_of
+
+        task = task_of(self.path)
+        if task is None:
+            given = [k for k in ("size", "seed", "config") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{given[0]} is a key of reasoning_gym:TASK sources only, not of {self.path}")
+            return
+        if self.name is not None:
+            raise ValueError("name is a hub dataset's configuration; a reasoning_gym: source takes config:")
+        check_task(task, self.config, self.seed, self.size)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from paths import REPO
 
 QUICKSTART = sorted(p.stem for p in (REPO / "recipes" / "quickstart").glob("*.yaml"))
 VERBS = {"sft": "sft", "po": "po", "po_graded": "po", "reward": "po", "rl": "rl", "rl_code": "rl", "online_dpo": "rl",
-         "distill": "rl"}
+         "distill": "rl", "rl_reasoning_gym": "rl"}
 
 
 @pytest.fixture(scope="module")

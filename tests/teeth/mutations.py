@@ -29,6 +29,7 @@ class Mutation:
 M = Mutation
 RESUME = "tests/integration/test_resume.py::"
 SANDBOX = "tests/unit/test_sandbox.py::"
+RG = "tests/unit/test_reasoning_gym.py::"
 
 MUTATIONS = [
     # ---------------------------------------------------------------------------------------------- resume
@@ -185,6 +186,21 @@ MUTATIONS = [
        "tests/unit/test_bad_input_checks.py::test_refused[rewards-test-no-kwargs]",
        "tests/unit/test_bad_input_checks.py::test_refused[eval-reward-no-kwargs]"),
       "no caller checks a team's reward before using it"),
+    M("reasoning_gym_scores_as_the_task", "the reasoning_gym reward equals the task's own score_answer on the answer "
+      "after the last </think> (its last <answer> tag when it has one)", "rewards.md; reasoning-gym.md",
+      "rewards/reasoning_gym.py", "        text = answer_part(completion_text(completion))",
+      "        text = completion_text(completion)",
+      tuple(f"{RG}test_the_reward_scores_as_the_tasks_own_scorer[{task}]" for task in
+            ("arc_agi", "basic_arithmetic", "chain_sum", "complex_arithmetic", "decimal_arithmetic", "leg_counting",
+             "number_sorting", "prime_factorization")) + (f"{RG}test_rewards_test_scores_a_sources_rows",),
+      "the reasoning is scored too: a gold answer in the think block, or a closing tag, reaches the scorer"),
+    M("reasoning_gym_rows_keep_tuples", "a reasoning_gym:TASK row carries the library's entry as it is, tuples "
+      "included, so a scorer that compares with them scores the gold answer 1", "reasoning-gym.md",
+      "rewards/reasoning_gym.py", "    return json.dumps(_tagged(value))", "    return json.dumps(value)",
+      (f"{RG}test_the_reward_scores_as_the_tasks_own_scorer[arc_agi]",
+       f"{RG}test_source_rows_are_the_librarys_entries[complex_arithmetic]",
+       f"{RG}test_source_rows_are_the_librarys_entries[arc_agi]"),
+      "tuples become lists: arc_agi's gold grid scores 0.05"),
     # ---------------------------------------------------------------------------------------------- sandbox
     M("sandbox_pool_never_idles", "a program that hangs holds one worker while the others keep every core busy (two "
       "workers per core): the rest of the batch runs meanwhile", "rewards.md; sandbox.md",
