@@ -24,8 +24,15 @@ _MATH = re.compile(  # a span is at most 4,000 characters, so that a run of open
     re.DOTALL)
 _HIDDEN = "\0"
 _BRACE = re.compile(r"(?<!\\)[{}]")
-_STATEMENT = re.compile(r"\b(?:final\s+)?answers?\b[*\s]*(?::|[^.?;:\n]{0,50}?\b(?:is|are|be)\b)[\s*:]*",
-                        re.IGNORECASE)
+_STATEMENT = re.compile(
+    r"\b(?:final\s+)?answers?\b(?:\s+(?:to|for)\b[^.?;:\n]{0,60}?)?[*\s]*(?::|\b(?:is|are)\b)[\s*:]*"
+    r"(?=[-+\u2212\d$\\({\[\0]|[A-Za-z]\s*(?:[=<>\u2264\u2265]|\\[lg]eq?\b|\\neq?\b)|(?-i:[A-Z])(?![A-Za-z]))",
+    re.IGNORECASE)
+"""An answer statement: "the (final) answer is", "answers are", "answer to the question is", "Answer:", followed by
+what can only be an answer: a number, a sign, math (hidden by `masked`), a bracket, an equation or relation ("x = 3"),
+or one capital letter (a choice). "The answer is correct: $2 \\cdot 5 + 3 = 13$", "I hope the answer is helpful" and
+"the answer would be 24 if order mattered" are not statements: a box or the last expression before them stays the
+answer."""
 _SENTENCE_END = re.compile(r"[.?;](?=\s|$)|\n|,\s+(?!(?:and|or)\b)[A-Za-z]{2,}")
 """A sentence ends at a full stop, a newline, or a comma opening a clause ("25, since …"; "1, 2 and 3" goes on)."""
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")

@@ -138,6 +138,25 @@ FINAL_AFTER_WORKING = [
     A("statement-holding-a-box", r"Therefore, the final answer is: $\boxed{3}$. I hope it is correct.", "3", 1.0),
     A("statement-pointing-below", "The answer is as follows:\n\n$$x = 42$$", "42", 1.0),
     A("final-answer-colon-then-sentence", "Final Answer: The largest $n$ is 34.", "34", 1.0),
+    # "answer" in a sentence that states no answer is not a statement: the box or the last expression before it stays
+    # the answer (each of these read the sentence's words or its check, and scored 0, under a looser statement rule).
+    A("box-then-answer-makes-sense", "So the total is $\\boxed{42}$.\n\nThis answer makes sense because each of the 6 "
+      "boxes is full with 7.", "42", 1.0),
+    A("box-then-hope-the-answer-is-helpful", "The final answer is $\\boxed{5}$.\n\nI hope the answer is helpful!", "5",
+      1.0),
+    A("box-then-check-that-the-answer-is-correct", "So $x = \\boxed{5}$. We can check that the answer is correct: "
+      "$2 \\cdot 5 + 3 = 13$.", "5", 1.0),
+    A("box-then-our-answer-is-right", "$x = \\boxed{3}$\n\nTo check that our answer is right, substitute: "
+      "$2(3) + 1 = 7$.", "3", 1.0),
+    A("box-then-counterfactual-answer", "Thus, there are $\\boxed{12}$ ways.\n\nNote that the answer would be 24 if "
+      "order mattered.", "12", 1.0),
+    A("box-then-counterfactual-not-read", "Thus, there are $\\boxed{12}$ ways.\n\nNote that the answer would be 24 "
+      "if order mattered.", "24", 0.0),
+    A("to-answer-this-is-not-a-statement", "To answer this, we first find the cost, which is 3 dollars per pound. "
+      "Then 4 × 3 = 12.", "12", 1.0),
+    A("answer-is-between-is-not-a-statement", "The answer is between 10 and 20. Trying 15 gives 225, so n = 15.",
+      "15", 1.0),
+    A("answer-is-a-word-then-number", "The answer is a bit tricky: it is 7.", "7", 1.0),
 ]
 
 ASIDES = [

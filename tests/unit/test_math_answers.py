@@ -11,7 +11,7 @@ from rewards import resolve_reward
 from rewards.final_answer import RULES
 
 DOCUMENTED = ("think", "final statement", "boxes", "asides")
-"""Why math_accuracy may differ from `verify(parse(gold), parse(whole text))`, as README: Rewards lists them."""
+"""Why math_accuracy may differ from `verify(parse(gold), parse(whole text))`, as docs/math-answers.md lists them."""
 
 
 def msg(text: str) -> list[dict]:
