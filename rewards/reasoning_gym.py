@@ -29,6 +29,10 @@ DEFAULT_SEED = 0
 """A source's seed when it gives none (reasoning-gym's own default is a random seed: not reproducible)."""
 NOT_TASKS = ("composite",)
 """reasoning-gym's mixing dataset: mix tasks as several `reasoning_gym:` sources with weights instead."""
+UNSEEDED = ("list_functions",)
+"""Tasks whose rows its seed does not decide (reasoning-gym 0.1.25: two `create_dataset` calls with one seed give other
+questions), so the dry run, the run and a held-out evaluation would each see other rows; found by generating every
+task twice."""
 
 
 def library():
@@ -69,6 +73,9 @@ def check_task(task: str, config: dict | None = None, seed: int | None = None, s
         hint = f"closest: {', '.join(close)}" if close else f"{len(known)} tasks, e.g. {', '.join(known[:4])}"
         raise RewardError(f"unknown reasoning-gym task {task!r} ({hint}; `python -c \"import reasoning_gym; "
                           "print(sorted(reasoning_gym.factory.DATASETS))\"` lists them)")
+    if task in UNSEEDED:
+        raise RewardError(f"reasoning-gym's {task!r} draws other rows on every call whatever its seed, so a run's rows "
+                          "could not be checked, repeated or held out; choose another task")
     config_class = library().factory.DATASETS[task][1]
     fields = [f.name for f in dataclasses.fields(config_class) if f.name not in ("seed", "size")]
     for key in config or {}:
@@ -84,6 +91,12 @@ def check_task(task: str, config: dict | None = None, seed: int | None = None, s
             built.validate()
     except (AssertionError, ValueError, TypeError) as exc:  # reasoning-gym checks its configs with asserts
         raise RewardError(f"reasoning-gym task {task} refuses its config: {exc or type(exc).__name__}") from None
+
+
+def check_carried(task: str, config: dict) -> None:
+    """check_task for the settings a row carries: its config with the source's seed and size among the task's keys."""
+    check_task(task, {k: v for k, v in config.items() if k not in ("seed", "size")}, config.get("seed"),
+               config.get("size"))
 
 
 def task_rows(task: str, config: dict | None = None, seed: int | None = None, size: int | None = None) -> list[dict]:
@@ -173,12 +186,13 @@ class ReasoningGym:
     def dataset(self, task: str, config: dict):
         key = encode([task, config])
         if key not in self._datasets:
-            check_task(task, {k: v for k, v in config.items() if k not in ("seed", "size")}, config.get("seed"),
-                       config.get("size"))
+            check_carried(task, config)
             self._datasets[key] = library().create_dataset(task, **config)
         return self._datasets[key]
 
-    def score(self, completion: Any, carried: Any) -> float | None:
+    def carried_row(self, carried: Any) -> dict | None:
+        """The row's {task, config, entry}; None for a row of another source; a RewardError for a column that is not
+        a reasoning_gym: source's."""
         if carried is None:
             return None
         try:
@@ -188,6 +202,24 @@ class ReasoningGym:
         if not isinstance(row, dict) or not isinstance(row.get("task"), str) or not isinstance(row.get("entry"), dict):
             raise RewardError(f"the {COLUMN} column must hold {{task, config, entry}} (a reasoning_gym: source's "
                               f"rows), got {str(carried)[:60]!r}")
+        return row
+
+    def row_problem(self, row: dict) -> str:
+        """Why a data row cannot be scored ("" when it can): a hand-written column naming an unknown task or a config
+        key its task does not take, or not {task, config, entry} at all; checked before training
+        (smolalign.data.sample.check_reward_rows), not at the first batch that holds the row."""
+        try:
+            carried = self.carried_row(row.get(COLUMN))
+            if carried is not None:
+                check_carried(carried["task"], carried.get("config") or {})
+        except RewardError as exc:
+            return str(exc)
+        return ""
+
+    def score(self, completion: Any, carried: Any) -> float | None:
+        row = self.carried_row(carried)
+        if row is None:
+            return None
         dataset = self.dataset(row["task"], row.get("config") or {})
         try:
             return float(dataset.score_answer(self.answer(completion), row["entry"]))

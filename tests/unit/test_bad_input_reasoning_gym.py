@@ -28,6 +28,8 @@ CASES = [
             "closest: chain_sum"),
     _source("unknown-task-far", {"path": "reasoning_gym:sudokuu"}, "'sudokuu'", "sudoku"),
     _source("composite", {"path": "reasoning_gym:composite"}, "'composite'", "several reasoning_gym:TASK sources"),
+    _source("unseeded-task", {"path": "reasoning_gym:list_functions"}, "data.sources.0", "'list_functions'",
+            "whatever its seed"),
     _source("unknown-config-key", {"path": "reasoning_gym:chain_sum", "config": {"min_term": 2}}, "data.sources.0",
             "chain_sum", "'min_term'", "did you mean min_terms"),
     _source("config-seed", {"path": "reasoning_gym:chain_sum", "config": {"seed": 2}}, "config.seed"),
@@ -49,6 +51,16 @@ CASES = [
             "require_tag", rewards=[{"name": "reasoning_gym", "params": {"answer_tag": None, "require_tag": True}}]),
     Case("rg-reward-on-rows-without-the-column", RL, ("reasoning_gym", "'reasoning_gym'"),
          {"r.yaml": rl_recipe(rewards=REWARD), "prompts.jsonl": jsonl(GOOD_PROMPT)}),
+    # A hand-written column is checked before training (the data check), not at the first batch that holds it.
+    Case("rg-written-column-unknown-task", RL, ("reasoning_gym", "{dir}/prompts.jsonl#1", "'chain_sun'"),
+         {"r.yaml": rl_recipe(rewards=REWARD), "prompts.jsonl": jsonl(
+             {**GOOD_PROMPT, "reasoning_gym": {"task": "chain_sum", "config": {}, "entry": {"answer": "4"}}},
+             {**GOOD_PROMPT, "reasoning_gym": {"task": "chain_sun", "config": {}, "entry": {"answer": "4"}}})}),
+    Case("rg-written-column-unknown-config-key", RL, ("reasoning_gym", "{dir}/prompts.jsonl#0", "'min_term'"),
+         {"r.yaml": rl_recipe(rewards=REWARD), "prompts.jsonl": jsonl(
+             {**GOOD_PROMPT, "reasoning_gym": {"task": "chain_sum", "config": {"min_term": 2}, "entry": {}}})}),
+    Case("rg-written-column-not-json", RL, ("reasoning_gym", "{dir}/prompts.jsonl#0", "{task, config"),
+         {"r.yaml": rl_recipe(rewards=REWARD), "prompts.jsonl": jsonl({**GOOD_PROMPT, "reasoning_gym": "{task: x"})}),
     Case("rg-recipe-eval-section", SFT, ("eval.data.0", "'chain_sun'"),
          {"r.yaml": sft_recipe(eval={"data": [{"path": "reasoning_gym:chain_sun"}], "rewards": REWARD}),
           "chat.jsonl": jsonl({"messages": [{"role": "user", "content": "hi"},
