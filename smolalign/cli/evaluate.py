@@ -130,7 +130,7 @@ def data_source(text: str, split: str):
     from smolalign.recipe.yamlio import load_yaml
 
     path, _, rest = text.strip().partition(" ")
-    mapping = {"path": text, "split": split}
+    mapping = {"path": path if task_of(path) is not None else text, "split": split}  # a file's name may hold spaces
     if task_of(path) is not None and rest.strip():
         keys = load_yaml(rest, f"--data {path}")
         if not isinstance(keys, dict):

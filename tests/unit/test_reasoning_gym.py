@@ -176,3 +176,11 @@ def test_rewards_test_scores_a_sources_rows(cli, tmp_path):
     want = [dataset.score_answer(answer, dataset[i]) for i, answer in enumerate(extracted)]
     assert want[0] == 1.0 and 0 < want[1] < 1 and want[2] == 0.0
     assert shown == [f"{score:.4g}" for score in want]
+
+
+def test_eval_data_takes_a_task_with_spaces_around_it_and_a_file_name_with_spaces():
+    from smolalign.cli.evaluate import data_source
+
+    assert data_source(" reasoning_gym:chain_sum ", "train").path == "reasoning_gym:chain_sum"
+    assert data_source("reasoning_gym:chain_sum {size: 4}", "train").size == 4
+    assert data_source("my data.jsonl", "train").path == "my data.jsonl"
