@@ -52,6 +52,15 @@ def test_every_page_is_built(site):
         assert (site / page / "index.html").is_file(), page
 
 
+def test_no_page_fetches_anything_from_the_network(site):
+    """The site works offline (the README's promise; a headless browser would wait on a blocked font request)."""
+    import re
+
+    remote = {m for page in site.rglob("*.html")
+              for m in re.findall(r'<(?:link|script)[^>]+(?:href|src)="(https?://[^"]+)"', page.read_text())}
+    assert remote == set()
+
+
 def test_the_recipe_keys_page_holds_every_field_with_its_docstring(site):
     from smolalign.recipe.eval_schema import EvalSection
     from smolalign.recipe.generation_schema import GenerationSection
@@ -135,7 +144,8 @@ def served(site):
 def rendered(url: str, profile: Path) -> str:
     """The DOM after the page's scripts ran (Chromium's own clock budget of 5 s)."""
     done = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                           "--disable-component-update", "--disable-sync", "--no-first-run",
+                           "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                           "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",  # nothing but the local site
                            f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom", url],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "</html>" in done.stdout, done.stderr[-2000:]
