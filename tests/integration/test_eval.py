@@ -5,9 +5,10 @@ recipe."""
 import json
 import threading
 from collections import defaultdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
+from json_server import JsonHandler
 from tiny_models import chat_rows, write_jsonl
 
 QUESTIONS = {"What is 2 + 3?": "5", "What is 4 + 4?": "8", "What is 10 - 1?": "9", "Say hi.": ""}
@@ -44,21 +45,10 @@ EXPECTED_BASE = {
 }
 
 
-class Served(BaseHTTPRequestHandler):
+class Served(JsonHandler):
     requests: list[dict] = []
     counts: dict = defaultdict(int)
     lock = threading.Lock()
-
-    def log_message(self, *args):
-        pass
-
-    def _reply(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self):
         self._reply({"data": [{"id": "good"}, {"id": "base"}]})

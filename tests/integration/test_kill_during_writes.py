@@ -5,10 +5,11 @@ tests/killpoint.py)."""
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 import torch
+from json_server import JsonHandler
 from killpoint import run_until_killed
 from tiny_models import chat_rows, write_jsonl
 
@@ -53,13 +54,10 @@ def test_kill_during_a_checkpoint_save_then_resume(cli, write_recipe, tiny_dir, 
     assert weights.stat().st_size == whole and damage(run / "checkpoint-4") is None  # saved again, whole
 
 
-class Answers(BaseHTTPRequestHandler):
+class Answers(JsonHandler):
     """An OpenAI-compatible chat server on 127.0.0.1: "strong" answers, "weak" does not know; it counts requests."""
 
     requests = 0
-
-    def log_message(self, *args):
-        pass
 
     def do_GET(self):
         self._reply({"data": [{"id": "strong"}, {"id": "weak"}]})
@@ -70,14 +68,6 @@ class Answers(BaseHTTPRequestHandler):
         content = f"{body['messages'][-1]['content']}: 7" if body["model"] == "strong" else "no idea"
         self._reply({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
                      "usage": {"completion_tokens": 3}})
-
-    def _reply(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
 
 @pytest.fixture

@@ -9,9 +9,10 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
+from json_server import JsonHandler
 from tiny_models import sft_tiny, write_jsonl
 
 
@@ -117,25 +118,14 @@ def test_a_killed_run_resumes_without_redoing_finished_prompts(cli, pairs_recipe
     assert report["generated"]["strong"]["generated"] <= 40 - 5
 
 
-class FakeOpenAI(BaseHTTPRequestHandler):
+class FakeOpenAI(JsonHandler):
     """A chat-completions server: the "strong" model answers well, the "weak" one badly; prompts mentioning
     "long" run out of tokens."""
 
     requests: list[dict] = []
 
-    def log_message(self, *args):
-        pass
-
-    def _reply(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self):
-        self._reply(200, {"data": [{"id": "strong"}, {"id": "weak"}]})
+        self._reply({"data": [{"id": "strong"}, {"id": "weak"}]})
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -143,8 +133,8 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         question = body["messages"][-1]["content"]
         content = f"Carefully: {question}? It is 7." if body["model"] == "strong" else "no idea"
         finish = "length" if "long" in question else "stop"
-        self._reply(200, {"choices": [{"message": {"role": "assistant", "content": content},
-                                       "finish_reason": finish}], "usage": {"completion_tokens": 5}})
+        self._reply({"choices": [{"message": {"role": "assistant", "content": content},
+                                "finish_reason": finish}], "usage": {"completion_tokens": 5}})
 
 
 @pytest.fixture

@@ -6,10 +6,11 @@ held-out rows of it."""
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 import reasoning_gym
+from json_server import JsonHandler
 
 SUMS = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}
 DATA = "reasoning_gym:chain_sum {size: 6, seed: 77, config: {min_terms: 2, max_terms: 2, min_digits: 1, max_digits: 2}}"
@@ -26,18 +27,7 @@ ANSWERS = {"tagged": lambda s: f"<answer>{s}</answer>", "chatty": lambda s: f"Th
 """What each served model answers to a sum (computed by the server from the question)."""
 
 
-class Served(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def _reply(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+class Served(JsonHandler):
     def do_GET(self):
         self._reply({"data": [{"id": name} for name in ANSWERS]})
 
