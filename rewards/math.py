@@ -82,7 +82,7 @@ class MathAccuracy:
         block was left out (its reasoning is never read); nothing when there is no answer (a think block never
         closed, or nothing after it)."""
         text = completion_text(completion)
-        answer = answer_part(completion_text(completion))
+        answer = answer_part(text)
         think = (THINK,) if answer != text else ()
         if not answer or not answer.strip():
             return Reading((), think)

@@ -130,8 +130,9 @@ def data_source(text: str, split: str):
     from smolalign.recipe.yamlio import load_yaml
 
     path, _, rest = text.strip().partition(" ")
-    mapping = {"path": path if task_of(path) is not None else text, "split": split}  # a file's name may hold spaces
-    if task_of(path) is not None and rest.strip():
+    task = task_of(path)
+    mapping = {"path": path if task is not None else text, "split": split}  # a file's name may hold spaces
+    if task is not None and rest.strip():
         keys = load_yaml(rest, f"--data {path}")
         if not isinstance(keys, dict):
             raise SmolalignError(f"--data {text!r}: expected a mapping after the task, e.g. {path} {{size: 64}}")

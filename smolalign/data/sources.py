@@ -90,9 +90,10 @@ def load_source(source: SourceSection):
     from smolalign.progress import datasets_bars
 
     datasets_bars()
+    task = task_of(source.path)
     try:
-        if task_of(source.path) is not None:
-            rows = task_rows(task_of(source.path), source.config, source.seed, source.size)
+        if task is not None:
+            rows = task_rows(task, source.config, source.seed, source.size)
             dataset = datasets.Dataset.from_list(rows)
         elif is_local(source.path):
             path = Path(source.path).expanduser()
