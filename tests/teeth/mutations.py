@@ -144,7 +144,7 @@ MUTATIONS = [
       "every weight becomes 1"),
     M("math_accuracy_reads_the_answer", "math_accuracy scores the answer after the think block (an unclosed think "
       "block scores 0)", "rewards.md", "rewards/math.py",
-      "        answer = answer_part(completion_text(completion))", "        answer = completion_text(completion)",
+      "        answer = answer_part(text)", "        answer = text",
       ("tests/unit/test_rewards.py::test_math_accuracy",), "the reasoning is scored too"),
     M("math_accuracy_final_statement", "math_accuracy reads an answer stated after the working over the boxed results "
       "before it (a boxed 255 in the working, then \"The final answer is 10,455\": 10455 is read)", "rewards.md; math-answers.md",
