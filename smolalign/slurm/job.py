@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
+from smolalign.generation.server_command import serve_options, trl_serve_command
 from smolalign.hardware import Hardware
 from smolalign.recipe.schema import Recipe
 from smolalign.slurm.container import container_of
@@ -212,28 +213,11 @@ def vllm_server(recipe: Recipe, request: SlurmRequest) -> tuple[VllmServer | Non
     if server.tensor_parallel < request.gpus_per_node:
         notes.append(f"the vLLM node uses {server.tensor_parallel} of its {request.gpus_per_node} GPUs "
                      "(generation.server.tensor_parallel)")
-    model, options = served_model(recipe)
-    return VllmServer(model=model, port=server.port, tensor_parallel=server.tensor_parallel,
-                      startup_timeout=server.startup_timeout,
-                      options=tuple(options + vllm_serve_options(request.vllm_set))), notes
-
-
-def served_model(recipe: Recipe) -> tuple[str, list[str]]:
-    """What `trl vllm-serve --model` loads (a GGUF file or pretraining checkpoint is converted now, once, as the
-    stage itself would) and the options that go with it."""
-    from smolalign.models.load import local_dir
-    from smolalign.models.sources import source_of
-
-    model = recipe.model
-    source = source_of(recipe)
-    options = ["--revision", source.revision] if source.kind == "hub" and source.revision else []
-    if model.trust_remote_code:
-        options.append("--trust_remote_code")
-    if model.dtype != "auto":
-        options += ["--dtype", model.dtype]
-    if recipe.train.get("vllm_max_model_length"):  # the context the trainer asks vLLM for, as in colocate mode
-        options += ["--max_model_len", str(recipe.train["vllm_max_model_length"])]
-    return local_dir(source), options
+    # every interface: the training nodes reach it by the node's name
+    options = serve_options(recipe, host="0.0.0.0", dtype=recipe.model.dtype)
+    command = trl_serve_command(options) + vllm_serve_options(request.vllm_set)
+    return VllmServer(command=tuple(command), model=options["model"], port=server.port,
+                      startup_timeout=server.startup_timeout), notes
 
 
 def run_dir_notes(recipe: Recipe, request: SlurmRequest) -> list[str]:

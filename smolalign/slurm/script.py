@@ -17,14 +17,13 @@ from smolalign.slurm.container import Container, container_mounts, in_container
 class VllmServer:
     """`trl vllm-serve` on the job's last node, for an rl recipe with `generation.backend: vllm_server`."""
 
+    command: tuple[str, ...]
+    """`trl vllm-serve` and its arguments as words (smolalign.generation.server_command), quoted when rendered."""
     model: str
     """What vLLM loads: the policy's hub id or local directory (weights are synced from training afterwards)."""
     port: int
-    tensor_parallel: int
     startup_timeout: float
     """Seconds training waits for the server's /health before the job fails."""
-    options: tuple[str, ...] = ()
-    """Further `trl vllm-serve` arguments (revision, dtype, max_model_len, ...), already as command-line words."""
 
 
 @dataclass(frozen=True)
@@ -208,15 +207,13 @@ VLLM_PROBE = ('until [ "$(curl -s -o /dev/null -w \'%{http_code}\' --max-time 5 
 
 
 def _vllm_server(job: SlurmJob, server: VllmServer) -> str:
-    serve = ["trl", "vllm-serve", "--model", server.model, "--tensor_parallel_size", str(server.tensor_parallel),
-             "--host", "0.0.0.0", "--port", str(server.port), *server.options]
     timeout = int(server.startup_timeout)
     srun_options, command_prefix = in_container(job)
     return "\n".join([
         f'VLLM_LOG={shlex.quote(job.log_dir)}/"$SLURM_JOB_NAME-$SLURM_JOB_ID-vllm.log"',
         'srun --nodes=1 --ntasks=1 --nodelist="$VLLM_NODE" --cpus-per-task="$CPUS_PER_NODE" --output="$VLLM_LOG" '
         f"--open-mode=append {srun_options}\\",
-        f"  {command_prefix}" + " ".join(shlex.quote(word) for word in serve) + " &",
+        f"  {command_prefix}" + " ".join(shlex.quote(word) for word in server.command) + " &",
         "VLLM_PID=$!",
         "trap 'kill \"$VLLM_PID\" 2> /dev/null || true' EXIT",
         'echo "smolalign: waiting for the vLLM server at $VLLM_URL/health (log: $VLLM_LOG)"',

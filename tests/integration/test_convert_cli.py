@@ -102,13 +102,17 @@ def test_rewritten_checkpoint_is_converted_again(tiny_dir, tmp_path, capsys):
 
 def test_a_slurm_vllm_node_serves_the_converted_checkpoint(write_recipe, nanotron_run, tiny_dir, tmp_path):
     """vLLM cannot read nanotron shards: the server node is given the converted directory the stage trains from."""
+    import dataclasses
+
+    from smolalign.generation.server_command import serve_options
     from smolalign.models.load import local_dir
     from smolalign.models.sources import resolve_model
+    from smolalign.recipe.generation_schema import GenerationSection
     from smolalign.recipe.validate import load_recipe
-    from smolalign.slurm.job import served_model
 
     run, _ = nanotron_run
     recipe = load_recipe(sft_recipe(write_recipe, tmp_path, {"source": str(run), "tokenizer": str(tiny_dir)}), [], "sft")
-    served, _ = served_model(recipe)
+    recipe = dataclasses.replace(recipe, generation=GenerationSection(backend="vllm_server"))
+    served = serve_options(recipe, host="0.0.0.0")["model"]
     assert served == local_dir(resolve_model(recipe.model))  # the cache entry the stage trains from
     assert (Path(served) / "config.json").is_file() and not (Path(served) / "checkpoint_metadata.json").exists()

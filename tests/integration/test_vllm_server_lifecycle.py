@@ -28,6 +28,7 @@ from smolalign.generation import server as lifecycle
 from smolalign.generation import server_process
 from smolalign.generation.gpu_partition import SERVER_GPUS, claim_training_gpus, partition
 from smolalign.generation.server import healthy, served_generation
+from smolalign.generation.server_command import SERVER_MODULE
 from smolalign.preflight import Target, on_target
 from smolalign.recipe.validate import validate_recipe
 from smolalign.runs.watchdog import stall_watchdog
@@ -209,7 +210,7 @@ def test_health_is_200_from_slash_health_only(standin, recipe_for):
     """A dead engine answers 503 and /health/ only redirects: neither counts, here or in the Slurm script's probe."""
     recipe = recipe_for("never")
     port = recipe.generation.server.port
-    process = subprocess.Popen([sys.executable, "-m", lifecycle.SERVER_MODULE, "--model", "m", "--host", "127.0.0.1",
+    process = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "--model", "m", "--host", "127.0.0.1",
                                 "--port", str(port)], start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -256,7 +257,7 @@ def test_a_server_smolalign_did_not_start_is_not_taken_for_its_own(standin, reci
     from smolalign.generation.server import serves
 
     port = free_port()
-    foreign = subprocess.Popen([sys.executable, "-m", lifecycle.SERVER_MODULE, "--model", "m", "--host", "127.0.0.1",
+    foreign = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "--model", "m", "--host", "127.0.0.1",
                                 "--port", str(port), "--served-model-name", "someone-else"], start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
