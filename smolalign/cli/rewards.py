@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from smolalign.errors import SmolalignError
+from smolalign.jsonl import read_jsonl
 
 app = typer.Typer(help="Try verifiable rewards.", no_args_is_help=True)
 
@@ -118,15 +119,9 @@ def read_rows(path: Path) -> list[dict]:
     if not path.is_file():
         raise SmolalignError(f"--completions {path}: no such file")
     rows = []
-    for number, line in enumerate(path.read_text().splitlines()):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SmolalignError(f"{path}#{number}: not JSON ({exc})") from None
-        if not isinstance(row, dict) or "completion" not in row:
-            raise SmolalignError(f"{path}#{number}: each line needs a completion")
+    for number, row in read_jsonl(path, "--completions"):
+        if "completion" not in row:
+            raise SmolalignError(f"--completions {path}#{number}: each line needs a completion")
         rows.append(row)
     if not rows:
         raise SmolalignError(f"{path}: no completions")

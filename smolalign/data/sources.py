@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
+from smolalign.jsonl import read_jsonl
 from smolalign.recipe.schema import SourceSection
 
 LOCAL_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
@@ -52,16 +53,8 @@ def check_json_rows(path: Path) -> None:
     """The first line of a JSON-lines file that is not a JSON object, named file#row."""
     if path.suffix != ".jsonl":
         return
-    with path.open(encoding="utf-8") as lines:
-        for row, line in enumerate(lines):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SmolalignError(f"data row {path}#{row}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(value, dict):
-                raise SmolalignError(f"data row {path}#{row}: a row must be a JSON object, got {type(value).__name__}")
+    for _ in read_jsonl(path, "data row"):
+        pass
 
 
 def fingerprint_of(source: SourceSection) -> str:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from smolalign.atomic import write_atomically
+from smolalign.jsonl import read_jsonl
 from smolalign.recipe.schema import PairsSection
 
 REPORT_SUFFIX = ".report.json"
@@ -69,12 +70,11 @@ class WorkLog:
         self.path, self.key = path, key
         self.done: dict[tuple[str, str], dict] = {}
         if path.is_file():
-            lines = path.read_text().splitlines()
-            header = _json_or_none(lines[0]) if lines else None
+            records = list(read_jsonl(path, skip_bad_lines=True))  # a line cut by a kill is regenerated
+            header = records[0][1] if records and records[0][0] == 0 else None
             if header and header.get("config") == key:
-                for line in lines[1:]:
-                    record = _json_or_none(line)  # a line cut by a kill is skipped, and regenerated
-                    if record and "key" in record and "side" in record:
+                for _, record in records[1:]:
+                    if "key" in record and "side" in record:
                         self.done[(record["key"], record["side"])] = record
             else:
                 print(f"pairs: discarding {path.name}: its answers were generated under another configuration",
@@ -97,13 +97,6 @@ class WorkLog:
                 self.done[(record["key"], record["side"])] = record
             stream.flush()
             os.fsync(stream.fileno())
-
-
-def _json_or_none(line: str):
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError:
-        return None
 
 
 def write_jsonl_atomically(path: Path, rows: list[dict]) -> None:

@@ -7,6 +7,8 @@ import json
 import time
 from pathlib import Path
 
+from smolalign.jsonl import read_jsonl
+
 METRICS_FILE = "metrics.jsonl"
 LOGGED_AT = "time"
 """The key of the Unix time each entry was logged at."""
@@ -34,15 +36,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
         return []
-    entries = []
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and "step" in entry:
-            entries.append(entry)
-    return entries
+    return [entry for _, entry in read_jsonl(path, skip_bad_lines=True) if "step" in entry]
 
 
 def summary(run_dir: Path, key: str = "loss", companions: tuple[str, ...] = ()) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from smolalign.errors import SmolalignError
 from smolalign.evaluation.generate import ModeSamples
 from smolalign.evaluation.inputs import EvalInputs, EvalModel, prepare
+from smolalign.jsonl import read_jsonl
 from smolalign.runs.rundir import MODEL_DIR
 from smolalign.sweep.cells import SAMPLES_FILE, CellRun
 
@@ -61,8 +62,7 @@ def read_samples(run: CellRun, inputs: EvalInputs) -> dict[str, ModeSamples]:
 
     path = run.run_dir / SAMPLES_FILE
     found: dict[str, dict[tuple[str, int], dict]] = {mode: {} for mode in inputs.section.modes}
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
+    for _, row in read_jsonl(path):
         if row["model"] == _EVALUATED and row["mode"] in found:
             found[row["mode"]][row["prompt"], row["sample"]] = row
     k = inputs.section.samples
