@@ -32,7 +32,7 @@ def is_set(parsed: list) -> bool:
 class MathAccuracy:
     """`math_accuracy`: 1.0 when the answer the completion states (rewards.final_answer: after the last `</think>`,
     its final statement or boxes) is math-verify-equivalent to the row's gold answer, 0.0 when not, None when the gold
-    answer is blank or does not parse (one that does not parse is refused before training: smolalign.data.sample).
+    answer is blank or does not parse (one that does not parse is refused before training: smolalign.data.check).
 
     Args:
         gold_column: the dataset column holding the gold answer.

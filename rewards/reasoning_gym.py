@@ -207,7 +207,7 @@ class ReasoningGym:
     def row_problem(self, row: dict) -> str:
         """Why a data row cannot be scored ("" when it can): a hand-written column naming an unknown task or a config
         key its task does not take, or not {task, config, entry} at all; checked before training
-        (smolalign.data.sample.check_reward_rows), not at the first batch that holds the row."""
+        (smolalign.data.check.check_reward_rows), not at the first batch that holds the row."""
         try:
             carried = self.carried_row(row.get(COLUMN))
             if carried is not None:

@@ -104,10 +104,10 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
 
         lora = lora_settings(recipe.peft)
         rows["adapters"] = f"LoRA r={lora['r']} on {lora['target_modules'] or 'default modules'}"
-    from smolalign.estimate.fit import add_fit_rows
+    from smolalign.estimate.plan_rows import add_memory_and_time_rows
 
     plan.steps = steps
-    add_fit_rows(plan, recipe, hardware, steps=steps)
+    add_memory_and_time_rows(plan, recipe, hardware, steps=steps)
     return plan
 
 

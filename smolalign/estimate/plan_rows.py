@@ -101,7 +101,7 @@ def knobs_to_fit(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: 
     return None
 
 
-def add_fit_rows(plan, recipe, hardware: Hardware, *, steps: int | None = None, preset=None) -> None:
+def add_memory_and_time_rows(plan, recipe, hardware: Hardware, *, steps: int | None = None, preset=None) -> None:
     """Memory per device and time per step, added to `plan`; bad launch.gpu / launch.gpu_memory values and a model
     config that is there but unreadable are SmolalignErrors naming the key."""
     gpu, budget = target_device(recipe, hardware)

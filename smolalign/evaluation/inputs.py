@@ -102,9 +102,9 @@ def read_prompts(section: EvalSection, rewards: list) -> list[EvalPrompt]:
     """The prompts of the data sources (weighted and seeded like `data:` sources), checked for the columns the
     rewards read and for rows a reward cannot score (math_accuracy: a gold answer that does not parse)."""
     from rewards.registry import check_reward_columns, check_team_reward
+    from smolalign.data.check import check_reward_rows
     from smolalign.data.mixture import ORIGIN
     from smolalign.data.prompts import as_messages, source_prompts
-    from smolalign.data.sample import check_reward_rows
 
     rows = source_prompts(section.data, section.seed).train
     try:

@@ -29,8 +29,8 @@ class Scorer:
         answer that parses), and a team's reward takes what it will be passed and scores the first prompt's row (the
         checks training makes of it)."""
         from rewards.registry import check_reward_columns, check_team_reward
+        from smolalign.data.check import check_reward_rows
         from smolalign.data.mixture import ORIGIN
-        from smolalign.data.sample import check_reward_rows
 
         columns = [*sorted({c for p in prompts for c in p.columns}), "prompts", "chat_template_kwargs"]
         named = list(zip(self.sections, self.rewards, strict=True))

@@ -99,9 +99,9 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
                                  stage, hardware)
         plan = check_stage(recipe, hardware, skip_data=request.skip_data)
         if plan is not None:  # memory and time for the job's sharding (the preset), not this node's
-            from smolalign.estimate.fit import add_fit_rows
+            from smolalign.estimate.plan_rows import add_memory_and_time_rows
 
-            add_fit_rows(plan, recipe, hardware, steps=plan.steps, preset=preset)
+            add_memory_and_time_rows(plan, recipe, hardware, steps=plan.steps, preset=preset)
     if plan is None:  # --skip-data: no plan, but the batch the job will train with is known without the data
         settings = recipe.settings
         notes.append(f"global batch {settings.global_batch} = per-device batch {settings.per_device_batch} × gradient "

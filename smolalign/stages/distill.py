@@ -95,8 +95,8 @@ def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Sources, tokenizers, data and memory; returns (plan, pairing, prompts, student tokenizer, teacher tokenizer)."""
+    from smolalign.data.check import check_prompt_rows
     from smolalign.data.prompts import read_prompt_rows
-    from smolalign.data.sample import check_prompt_rows
     from smolalign.models.load import load_tokenizer
     from smolalign.models.sources import source_of
 

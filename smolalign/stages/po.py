@@ -36,9 +36,9 @@ def check_recipe(recipe: Recipe) -> None:
 
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Template, data (unless the pairs are still to be generated), batch rules; returns (plan, mixture or None)."""
+    from smolalign.data.check import check_preference_rows, check_prompt_rows
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare_preference import require_preference_format
-    from smolalign.data.sample import check_preference_rows, check_prompt_rows
     from smolalign.models.sources import source_of
     from smolalign.pairs.output import is_up_to_date
 

@@ -59,8 +59,8 @@ def check_prompts_and_rewards(recipe: Recipe, rendered_kwargs: dict | None = Non
     checks (math_accuracy: its gold answer parses), a team's function's signature and one call on the first row).
     Returns (prompts, rewards, the data check)."""
     from rewards.registry import check_reward_columns, check_team_reward
+    from smolalign.data.check import check_prompt_rows, check_reward_rows
     from smolalign.data.prompts import read_prompt_rows, recipe_prompts
-    from smolalign.data.sample import check_prompt_rows, check_reward_rows
 
     rewards = build_rewards(recipe)
     rows = read_prompt_rows(recipe.data)

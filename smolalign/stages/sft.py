@@ -17,10 +17,10 @@ from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 def check_before_loading(recipe: Recipe, hardware: Hardware):
     """Everything checkable without weights: template, data files and columns, markers.
     Returns the plan and the data mixture it read (reused for tokenization)."""
+    from smolalign.data.check import check_sft_rows
     from smolalign.data.encode import require_generation_markers
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare import Layout
-    from smolalign.data.sample import check_sft_rows
     from smolalign.models.sources import source_of
 
     source_of(recipe)

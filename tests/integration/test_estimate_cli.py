@@ -61,8 +61,8 @@ def test_a_plan_that_does_not_fit_gets_changes_that_fit(tiny_dir):
     from dataclasses import replace
 
     from smolalign.estimate.dims import read_dims
-    from smolalign.estimate.fit import _estimate, knobs_to_fit
     from smolalign.estimate.memory import CUDA_CONTEXT, Setup
+    from smolalign.estimate.plan_rows import _estimate, knobs_to_fit
     from smolalign.models.sources import resolve_source
     from smolalign.recipe.validate import validate_recipe
 
@@ -113,7 +113,7 @@ def test_calibration_times_real_steps_on_this_machine(recipe, tiny_dir):
 def planned_peak(path: str) -> int:
     """The estimate's peak for the recipe on its target, from the estimate's own functions."""
     from smolalign.estimate.dims import read_dims
-    from smolalign.estimate.fit import _estimate
+    from smolalign.estimate.plan_rows import _estimate
     from smolalign.estimate.settings import setup_for, target_device
     from smolalign.hardware import detect_hardware
     from smolalign.models.sources import source_of

@@ -320,7 +320,7 @@ MUTATIONS = [
       ("tests/unit/test_preflight.py::test_a_vllm_that_fails_to_import_is_refused_with_its_error",),
       "only find_spec is asked: a vLLM that does not import passes"),
     M("memory_overrun_refused", "a plan whose peak is above 95% of the device's memory is refused (exit 2) unless "
-      "launch.allow_memory_overrun is set", "scaling/memory.md", "smolalign/estimate/fit.py",
+      "launch.allow_memory_overrun is set", "scaling/memory.md", "smolalign/estimate/plan_rows.py",
       "and final and not allowed:", "and final and not allowed and False:",
       ("tests/integration/test_estimate_cli.py::test_a_peak_above_95_percent_of_the_device_is_refused[above]",), "a plan that does not fit runs"),
     M("one_deepspeed_config", "a DeepSpeed preset runs with the same bucket sizes on GPUs and on the CPU, sized from "

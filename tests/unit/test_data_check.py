@@ -1,4 +1,4 @@
-"""The data check before anything loads (`smolalign.data.sample`): which rows it renders, what it does with a hub
+"""The data check before anything loads (`smolalign.data.check`): which rows it renders, what it does with a hub
 model it cannot see, and that the TRL config and train ranges are checked in the same pass."""
 
 import json
@@ -6,8 +6,8 @@ import json
 import pytest
 from badinput import GOOD_CHAT, jsonl, sft_recipe
 
+from smolalign.data.check import FIRST, RANDOM, sample, tokenizer_for
 from smolalign.data.mixture import ORIGIN
-from smolalign.data.sample import FIRST, RANDOM, sample, tokenizer_for
 from smolalign.errors import SmolalignError
 from smolalign.preflight import Target, on_target
 from smolalign.recipe.train_section import RANGES, check_ranges
@@ -77,9 +77,9 @@ def test_reward_rows_are_checked_once_per_value_in_order_and_on_every_core(paral
     from datasets import Dataset
 
     from rewards.math import MathAccuracy
-    from smolalign.data import sample as sample_module
+    from smolalign.data import check as check_module
 
-    monkeypatch.setattr(sample_module, "PARALLEL_ABOVE", parallel_above)
+    monkeypatch.setattr(check_module, "PARALLEL_ABOVE", parallel_above)
     golds = ["4", "", "a moose?", r"\frac{1}{2}", "4", "a moose?", "no idea"] + ["7"] * 5 + ["x?"] * 4
     rows = Dataset.from_dict({ORIGIN: [f"p.jsonl#{i}" for i in range(len(golds))], "solution": golds,
                               "prompt": ["q"] * len(golds)})
@@ -88,10 +88,10 @@ def test_reward_rows_are_checked_once_per_value_in_order_and_on_every_core(paral
     if parallel_above:  # counted in this process only
         monkeypatch.setattr(reward, "_parse", lambda text, parse=reward._parse: calls.append(text) or parse(text))
     with pytest.raises(SmolalignError) as refused:
-        sample_module.check_reward_rows([("math_accuracy", reward), ("think_format", object())], rows)
+        check_module.check_reward_rows([("math_accuracy", reward), ("think_format", object())], rows)
     message = str(refused.value)
     assert message.startswith("reward math_accuracy: data row p.jsonl#2: its gold answer 'a moose?'")
     assert "also p.jsonl#5, p.jsonl#6, p.jsonl#12, p.jsonl#13 (7 rows in all)" in message
     if parallel_above:
         assert sorted(calls) == sorted({"4", "a moose?", r"\frac{1}{2}", "no idea", "7", "x?"})
-    sample_module.check_reward_rows([("math_accuracy", reward)], rows.select(range(2)))  # "4" and "": no problem
+    check_module.check_reward_rows([("math_accuracy", reward)], rows.select(range(2)))  # "4" and "": no problem

@@ -56,7 +56,7 @@ def test_differences_from_math_verify_are_documented_rules(reward):
 
 
 def test_a_gold_answer_that_cannot_be_scored_is_named(reward):
-    """The data check's question (smolalign.data.sample.check_reward_rows; through the CLI in the bad-input corpus):
+    """The data check's question (smolalign.data.check.check_reward_rows; through the CLI in the bad-input corpus):
     a gold answer math-verify cannot parse is a problem naming its column; a blank one is a row without a math
     answer, unscored (None) rather than refused."""
     assert reward.row_problem({"solution": r"\frac{1}{2}"}) == ""
