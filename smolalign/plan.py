@@ -3,6 +3,7 @@ template and dtype. `--dry-run` prints it; a real run prints it too before it st
 
 from dataclasses import dataclass, field
 
+from smolalign.data.check import Checked
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.recipe.schema import Recipe
 from smolalign.templates.registry import ChatTemplate
@@ -16,6 +17,10 @@ class Plan:
     """Optimizer steps of the run, when known."""
     step_seconds: float | None = None
     """Estimated or measured seconds per optimizer step (the "time per step" row), when known."""
+
+    def add_data_check(self, checked: Checked, note: str = "") -> None:
+        """The "data check" row: what the data check read, rendered and tokenized, with `note` after it."""
+        self.rows["data check"] = checked.describe() + note
 
     def render(self) -> str:
         width = max(len(k) for k in self.rows)

@@ -112,7 +112,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     checked = check_prompt_rows(recipe, rows.train, recipe.data.seed, recipe.template.kwargs)
     prompts = load_distill_data(recipe, pairing, rows)
     plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")
-    plan.rows["data check"] = checked.describe()
+    plan.add_data_check(checked)
     for key in ("packing", "loss", "tokens per step"):
         plan.rows.pop(key, None)
     settings = recipe.settings

@@ -67,7 +67,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     plan = make_plan(recipe, hardware, template, rows, data_format=mixture.format if mixture else
                      ("unpaired" if unpaired else "preference"))
     add_preference_rows(plan, recipe, hardware)
-    plan.rows["data check"] = checked.describe() + ("" if mixture is not None else " (the pairs' prompts)")
+    plan.add_data_check(checked, "" if mixture is not None else " (the pairs' prompts)")
     return plan, mixture
 
 

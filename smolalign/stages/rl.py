@@ -49,7 +49,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
     add_rl_rows(plan, recipe)
     add_sandbox_row(plan, rewards)
-    plan.rows["data check"] = checked.describe()
+    plan.add_data_check(checked)
     return plan, prompts, rewards
 
 

@@ -31,7 +31,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
         require_generation_markers(template, mixture.format, Layout.from_recipe(recipe).loss)
     checked = check_sft_rows(recipe, mixture)
     plan = make_plan(recipe, hardware, template, len(mixture.train), data_format=mixture.format)
-    plan.rows["data check"] = checked.describe()
+    plan.add_data_check(checked)
     return plan, mixture
 
 

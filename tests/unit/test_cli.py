@@ -103,6 +103,8 @@ def test_dry_run_prints_plan_and_writes_nothing(cli, recipe_factory, tmp_path):
                  "loss                   assistant tokens only", "dtype                  float32"):
         assert line in out
     assert "template               smollm3 (sha256 " in out and "resolved recipe:" in out
+    # the 8 rows of the one source, each within the first 32 the data check renders
+    assert "data check             8 row(s) of 1 source(s) rendered and tokenized (first 32 + 32 seeded" in out
     assert not out_dir.exists()
 
 
