@@ -13,7 +13,7 @@ import yaml
 from markdown_text import code, table
 
 PARSED_KEYS = ("method", "reference")
-"""Top-level keys whose YAML form (a name, list or mapping) is parsed by smolalign/recipe/method.py into a dataclass
+"""Top-level keys whose YAML form (a name, list or mapping) is parsed by smolalign/recipe/method_keys.py into a dataclass
 that is not written as such in a recipe: their table row is the `Recipe` field's docstring, their fields are not
 listed."""
 
@@ -142,7 +142,7 @@ def missing_docs() -> list[str]:
 
 
 def _methods_table() -> str:
-    from smolalign.recipe.methods import METHODS
+    from smolalign.recipe.method_table import METHODS
 
     rows = [[name, spec.stage, code(spec.config), code(spec.trainer), ", ".join(f"`{k}`" for k in spec.refused)]
             for name, spec in METHODS.items()]

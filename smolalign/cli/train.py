@@ -42,7 +42,7 @@ def _maybe_launch(launch: str | None, num_processes: int | None) -> bool:
 
 def _run(stage: str, recipe: str, overrides: list[str] | None, **options) -> None:
     """Validate the recipe for `stage` and run it with its method's stage module (the method table decides which)."""
-    from smolalign.recipe.methods import run_stage
+    from smolalign.recipe.method_table import run_stage
     from smolalign.recipe.validate import load_recipe
 
     run_stage(load_recipe(recipe, overrides or [], stage), **options)

@@ -76,7 +76,7 @@ def detect_format(raw: dict, path: str) -> str:
 
 def trl_classes() -> dict:
     """The TRL config class each upstream stage's flat fields belong to, from the method table (po: DPO, rl: GRPO)."""
-    from smolalign.recipe.methods import METHODS, load
+    from smolalign.recipe.method_table import METHODS, load
 
     return {"sft": load(METHODS["sft"].config), "po": load(METHODS["dpo"].config), "rl": load(METHODS["grpo"].config)}
 
@@ -178,7 +178,7 @@ class _State:
         anything else is refused."""
         cls = trl_classes()[self.stage]
         if self.extra.get("method") == "orpo":
-            from smolalign.recipe.methods import METHODS, load
+            from smolalign.recipe.method_table import METHODS, load
 
             cls = load(METHODS["orpo"].config)
         fields = {f.name for f in dataclasses.fields(cls) if f.init}

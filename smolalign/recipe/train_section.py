@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 
 from smolalign.errors import SmolalignError
-from smolalign.recipe.methods import MethodSpec
+from smolalign.recipe.method_table import MethodSpec
 
 PACKING_STRATEGIES = ("bfd", "bfd_split", "wrapped")
 

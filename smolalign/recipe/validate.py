@@ -37,8 +37,8 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None, machine: 
     `hardware` (this machine's when None). `machine=False` leaves out the preflight (what the recipe needs from the
     machine), for a recipe written here to run elsewhere."""
     from smolalign.models.sources import resolve_recipe_sources
-    from smolalign.recipe.method import parse_method, parse_reference, parse_rl_sections
-    from smolalign.recipe.methods import load, method_spec
+    from smolalign.recipe.method_keys import parse_method, parse_reference, parse_rl_sections
+    from smolalign.recipe.method_table import load, method_spec
     from smolalign.recipe.settings import train_settings
     from smolalign.recipe.train_section import normalize_train
 

@@ -169,7 +169,7 @@ def cluster_hardware(request: SlurmRequest) -> Hardware:
 
 def check_stage(recipe: Recipe, hardware: Hardware, *, skip_data: bool):
     """The stage's own checks before loading (template, data, columns, rewards, batch rules); returns its plan."""
-    from smolalign.recipe.methods import stage_module
+    from smolalign.recipe.method_table import stage_module
 
     module = stage_module(recipe)
     if skip_data:
@@ -181,7 +181,7 @@ def check_stage(recipe: Recipe, hardware: Hardware, *, skip_data: bool):
 
 def vllm_server(recipe: Recipe, request: SlurmRequest) -> tuple[VllmServer | None, list[str]]:
     """The server node's settings for --vllm-nodes 1; refuses a recipe that cannot use it, or needs one."""
-    from smolalign.recipe.methods import METHODS, method_spec
+    from smolalign.recipe.method_table import METHODS, method_spec
 
     generation = recipe.generation
     served = method_spec(recipe.stage, recipe.method).vllm_server

@@ -208,7 +208,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     from smolalign.generation.vllm_engine import generated_tokens
     from smolalign.models.load import load_model, local_dir
     from smolalign.models.sources import source_of
-    from smolalign.recipe.methods import trainer_class
+    from smolalign.recipe.method_table import trainer_class
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
 

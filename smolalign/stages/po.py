@@ -14,7 +14,7 @@ from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
-from smolalign.recipe.method import REFERENCE_FREE
+from smolalign.recipe.method_keys import REFERENCE_FREE
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
@@ -198,7 +198,7 @@ def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):
 
 
 def build_trainer(recipe: Recipe, model, reference, tokenizer, data, config, run_dir: Path):
-    from smolalign.recipe.methods import trainer_class
+    from smolalign.recipe.method_table import trainer_class
     from smolalign.runs.metrics import metrics_callback
 
     kwargs = dict(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,

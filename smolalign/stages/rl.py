@@ -137,7 +137,7 @@ def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...],
         return None
     from smolalign.models.load import load_model, load_tokenizer
     from smolalign.models.sources import source_of
-    from smolalign.recipe.methods import trainer_class
+    from smolalign.recipe.method_table import trainer_class
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
 

@@ -58,7 +58,7 @@ def trl_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, tr
     """The method's TRL config (from the method table) built from the run's settings (`train`, when given, in their
     place), with the hardware's precision (bf16 off on CPU whatever the recipe says), the run directory, and `fixed`
     values set by smolalign. Keys smolalign's own pipeline applies are not passed."""
-    from smolalign.recipe.methods import config_class, method_spec
+    from smolalign.recipe.method_table import config_class, method_spec
 
     consumed = method_spec(recipe.stage, recipe.method).consumed
     train = {k: v for k, v in (recipe.settings.train if train is None else train).items() if k not in consumed}

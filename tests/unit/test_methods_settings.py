@@ -3,7 +3,7 @@ defaults under the recipe's values (compared with an instantiated TRL config, no
 
 import pytest
 
-from smolalign.recipe.methods import METHODS, load, method_spec
+from smolalign.recipe.method_table import METHODS, load, method_spec
 from smolalign.recipe.schema import LaunchSection, Method
 from smolalign.recipe.settings import TrainSettings, train_settings
 

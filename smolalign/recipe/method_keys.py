@@ -1,6 +1,6 @@
 """The `method:` and `reference:` keys: for `po`, which TRL trainer, which loss terms, which reference (a reward
 model, `method: reward`, has none); for `rl`, GRPO or online DPO from rewards, or distillation from a teacher (with
-the `rewards:`, `generation:` and `teacher:` sections that go with each). Which classes and modules run a method is the method table's (`recipe.methods`).
+the `rewards:`, `generation:` and `teacher:` sections that go with each). Which classes and modules run a method is the method table's (`recipe.method_table`).
 
 A `po` `method:` is a name (`apo_zero`, `dpo`, `kto`, `orpo`, `reward`), a list of DPO loss terms summed with equal weights
 (`[sigmoid, sft]`), or a mapping of terms to weights (`{sigmoid: 1.0, sft: 0.5}`).
@@ -10,7 +10,7 @@ from typing import Any
 
 from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.recipe.generation_schema import GenerationSection, RewardSection
-from smolalign.recipe.methods import METHODS
+from smolalign.recipe.method_table import METHODS
 from smolalign.recipe.schema import Method, ReferenceSection, TeacherSection
 from smolalign.recipe.typecheck import build, suggest
 
