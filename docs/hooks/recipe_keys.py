@@ -141,11 +141,19 @@ def missing_docs() -> list[str]:
     return [f"{key.owner.__name__}.{key.path.rsplit('.', 1)[-1]} ({key.path})" for key in keys() if not key.doc]
 
 
+def imported_class(loader) -> str:
+    """`module.Class` that a class-loading function of the method tables imports, read from its source: the page
+    names TRL's classes without importing trl (and GRPO's trainer, vLLM)."""
+    [node] = [n for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(loader)))) if isinstance(n, ast.ImportFrom)]
+    return f"{node.module}.{node.names[0].name}"
+
+
 def _methods_table() -> str:
     from smolalign.recipe.method_table import METHODS
+    from smolalign.stages.trainers import TRAINERS
 
-    rows = [[name, spec.stage, code(spec.config), code(spec.trainer), ", ".join(f"`{k}`" for k in spec.refused)]
-            for name, spec in METHODS.items()]
+    rows = [[name, spec.stage, code(imported_class(spec.config_class)), code(imported_class(TRAINERS[name])),
+             ", ".join(f"`{k}`" for k in spec.refused)] for name, spec in METHODS.items()]
     return table(["method", "verb", "`train:` is checked against", "trainer", "`train:` keys smolalign sets itself"],
                  rows)
 

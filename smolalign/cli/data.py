@@ -23,6 +23,7 @@ def preview(
     from smolalign.data.prepare import Layout, prepare_sft_data
     from smolalign.data.preview import collated_rows, print_json, print_readable
     from smolalign.models.load import load_tokenizer
+    from smolalign.recipe.method_table import method_spec
     from smolalign.recipe.validate import load_recipe, recipe_stage
 
     if n < 1:
@@ -30,7 +31,7 @@ def preview(
     stage = recipe_stage(recipe, set_ or [])
     loaded = load_recipe(recipe, set_ or [], stage)
     tokenizer, template = load_tokenizer(loaded.model, loaded.template.name)
-    if stage == "po":
+    if method_spec(stage, loaded.method).preference:
         _preview_preference(loaded, tokenizer, template, n, as_json)
         return
     data = prepare_sft_data(loaded, tokenizer, template)

@@ -41,9 +41,9 @@ def _maybe_launch(launch: str | None, num_processes: int | None) -> bool:
 
 
 def _run(stage: str, recipe: str, overrides: list[str] | None, **options) -> None:
-    """Validate the recipe for `stage` and run it with its method's stage module (the method table decides which)."""
-    from smolalign.recipe.method_table import run_stage
+    """Validate the recipe for `stage` and run it with its method's stage (`stages.registry` decides which)."""
     from smolalign.recipe.validate import load_recipe
+    from smolalign.stages.registry import run_stage
 
     run_stage(load_recipe(recipe, overrides or [], stage), **options)
 

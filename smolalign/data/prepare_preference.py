@@ -12,17 +12,18 @@ from smolalign.data.mixture import Mixture, build_mixture
 from smolalign.data.preference import PreferenceEncoder, check_rows
 from smolalign.data.prepare import PreparedData, cache_key, encode_rows
 from smolalign.errors import SmolalignError
-from smolalign.recipe.schema import Recipe
+from smolalign.recipe.method_table import method_spec
+from smolalign.recipe.schema import Method, Recipe
 from smolalign.templates.registry import ChatTemplate
 
 
-def require_preference_format(fmt: str, trainer: str) -> None:
+def require_preference_format(fmt: str, method: Method) -> None:
     if fmt not in PREFERENCE_FORMATS:
         raise SmolalignError(f"smolalign po trains on preference pairs (prompt/chosen/rejected) or, for kto, unpaired "
                              f"rows (prompt/completion/label); the data's format is {fmt}")
-    if fmt == "unpaired" and trainer != "kto":
+    if fmt == "unpaired" and not method_spec("po", method).unpaired:
         raise SmolalignError("unpaired rows (prompt/completion/label) train only with method: kto (or "
-                             f"apo_zero_unpaired); the {trainer} trainer needs prompt/chosen/rejected pairs")
+                             f"apo_zero_unpaired); the {method.trainer} trainer needs prompt/chosen/rejected pairs")
 
 
 def prepare_preference_data(recipe: Recipe, tokenizer, template: ChatTemplate,
@@ -31,8 +32,8 @@ def prepare_preference_data(recipe: Recipe, tokenizer, template: ChatTemplate,
 
     datasets_bars()
     mixture = mixture or build_mixture(recipe.data)
-    trainer = recipe.method.trainer
-    require_preference_format(mixture.format, trainer)
+    unpaired = method_spec(recipe.stage, recipe.method).unpaired
+    require_preference_format(mixture.format, recipe.method)
     encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=recipe.template.kwargs)
     max_length = recipe.settings["max_length"]
     workers = recipe.settings["dataset_num_proc"]
@@ -45,7 +46,7 @@ def prepare_preference_data(recipe: Recipe, tokenizer, template: ChatTemplate,
         encoded, dropped = check_rows(encode_rows(dataset, encoder, workers), recipe.data.on_untrained)
         encoded, split_stats = _length_budget(encoded, mixture.format, max_length)
         split_stats["dropped_identical_or_empty"] = dropped
-        if trainer == "kto":
+        if unpaired:
             encoded = _as_unpaired(encoded) if mixture.format == "preference" else encoded
             encoded = encoded.shuffle(seed=recipe.data.seed).flatten_indices()
             split_stats["unpaired_rows"] = len(encoded)

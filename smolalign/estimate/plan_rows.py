@@ -14,6 +14,7 @@ from smolalign.models.size import source_parameter_count
 from smolalign.models.sources import source_of
 from smolalign.preflight import for_another_machine
 from smolalign.quantities import describe_bytes, describe_count
+from smolalign.recipe.method_table import method_spec
 
 MEMORY_REFUSED = 0.95
 """A plan whose memory peak is above this share of the device's memory is refused (launch.allow_memory_overrun runs
@@ -35,12 +36,12 @@ def extra_parts(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: i
     if recipe.reference is not None and recipe.reference.kind in ("policy", "source"):  # po, online_dpo
         reference = dims.params if recipe.reference.kind == "policy" else \
             source_parameter_count(source_of(recipe, "reference"))
-    if recipe.stage == "rl" and recipe.method.trainer == "grpo" and settings.get("beta") and recipe.peft is None:
+    if method_spec(recipe.stage, recipe.method).beta_reference and settings.get("beta") and recipe.peft is None:
         reference = dims.params
     if reference:
         parts["reference model"] = reference * b // shards
         scored = reference
-    if recipe.stage == "rl" and recipe.teacher is not None:
+    if recipe.teacher is not None:
         teacher = source_parameter_count(source_of(recipe, "teacher"))
         if teacher:
             hardware = Hardware("cuda" if setup.gpu else "cpu", 1, "", setup.gpu, 1, 1)
@@ -48,12 +49,12 @@ def extra_parts(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: i
             parts["teacher model"] = teacher * teacher_b // shards
             parts["teacher logits"] = tokens * dims.vocab * 6  # 16-bit logits and their fp32 softmax, no grad
             scored = teacher
-    if recipe.stage == "rl" and recipe.rewards:
+    if recipe.rewards:
         from smolalign.estimate.inference import reward_model_parts
 
         hardware = Hardware("cuda" if setup.gpu else "cpu", 1, "", setup.gpu, 1, 1)
         parts.update(reward_model_parts(recipe.rewards, hardware))
-    if recipe.stage == "rl" and recipe.generation.backend == "vllm_colocate" and budget:
+    if recipe.generation is not None and recipe.generation.backend == "vllm_colocate" and budget:
         share = float(settings.get("vllm_gpu_memory_utilization") or 0.3)
         parts[f"vLLM colocated ({share:.0%} of the GPU)"] = int(share * budget)
     return parts, scored

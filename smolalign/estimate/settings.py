@@ -7,6 +7,7 @@ from pathlib import Path
 from smolalign.estimate.gpus import Gpu, find_gpu, gpu_named, parse_size
 from smolalign.estimate.memory import Setup
 from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.recipe.method_table import method_spec
 
 ASSUMED_PROMPT = 512
 """Prompt tokens assumed for on-policy stages when train.max_prompt_length is not set."""
@@ -17,27 +18,27 @@ def workload(recipe, settings: dict, processes: int) -> dict:
     per_device = int(settings.get("per_device_train_batch_size") or 1)
     accumulation = int(settings.get("gradient_accumulation_steps") or 1)
     work = {"sequences_per_step": per_device * accumulation, "lora": recipe.peft is not None}
-    if recipe.stage == "rl" and recipe.method.trainer == "online_dpo":
+    spec = method_spec(recipe.stage, recipe.method)
+    if spec.samples_pairs:
         # Two answers per prompt, scored together; max_length bounds prompt + answer.
         completion, length = int(settings["max_new_tokens"]), int(settings["max_length"])
         work.update(sequence_length=length, tokens_per_micro_batch=2 * per_device * length,
                     sequences_per_step=2 * per_device * accumulation,
                     generated_sequences=2 * per_device * accumulation, max_completion_length=completion)
         return work
-    if recipe.stage == "rl":
+    if spec.generates:
         completion = int(settings.get("max_completion_length") or 512)
         length = int(settings.get("max_prompt_length") or ASSUMED_PROMPT) + completion
         work.update(sequence_length=length, tokens_per_micro_batch=per_device * length,
                     generated_sequences=per_device * accumulation, max_completion_length=completion)
-        if recipe.method.trainer != "grpo":
-            lmbda = 1.0 if recipe.method.trainer == "distill" else float(settings["lmbda"])
-            work["generated_sequences"] = int(round(per_device * accumulation * lmbda))
+        if spec.off_policy:  # the student samples only a share lmbda of the sequences
+            work["generated_sequences"] = int(round(per_device * accumulation * float(settings["lmbda"])))
         return work
     length = int(settings.get("max_length") or 1024)
-    sequences = 2 if recipe.stage == "po" and recipe.method.trainer != "kto" else 1  # chosen and rejected together
+    sequences = 2 if spec.pairs else 1  # chosen and rejected together
     work.update(sequence_length=length, tokens_per_micro_batch=sequences * per_device * length,
                 sequences_per_step=sequences * per_device * accumulation,
-                score_head=recipe.stage == "po" and recipe.method.trainer == "reward")
+                score_head=spec.scorer)
     return work
 
 

@@ -76,9 +76,10 @@ def detect_format(raw: dict, path: str) -> str:
 
 def trl_classes() -> dict:
     """The TRL config class each upstream stage's flat fields belong to, from the method table (po: DPO, rl: GRPO)."""
-    from smolalign.recipe.method_table import METHODS, load
+    from smolalign.recipe.method_table import METHODS
 
-    return {"sft": load(METHODS["sft"].config), "po": load(METHODS["dpo"].config), "rl": load(METHODS["grpo"].config)}
+    return {"sft": METHODS["sft"].config_class(), "po": METHODS["dpo"].config_class(),
+            "rl": METHODS["grpo"].config_class()}
 
 
 def detect_stage(raw: dict) -> str:
@@ -178,9 +179,9 @@ class _State:
         anything else is refused."""
         cls = trl_classes()[self.stage]
         if self.extra.get("method") == "orpo":
-            from smolalign.recipe.method_table import METHODS, load
+            from smolalign.recipe.method_table import METHODS
 
-            cls = load(METHODS["orpo"].config)
+            cls = METHODS["orpo"].config_class()
         fields = {f.name for f in dataclasses.fields(cls) if f.init}
         from smolalign.recipe.upstream import OWNED_TRAIN_KEYS
 

@@ -1,6 +1,7 @@
 """The `method:` and `reference:` keys: for `po`, which TRL trainer, which loss terms, which reference (a reward
 model, `method: reward`, has none); for `rl`, GRPO or online DPO from rewards, or distillation from a teacher (with
-the `rewards:`, `generation:` and `teacher:` sections that go with each). Which classes and modules run a method is the method table's (`recipe.method_table`).
+the `rewards:`, `generation:` and `teacher:` sections that go with each). What each method is, once parsed, is the
+method table's (`recipe.method_table`).
 
 A `po` `method:` is a name (`apo_zero`, `dpo`, `kto`, `orpo`, `reward`), a list of DPO loss terms summed with equal weights
 (`[sigmoid, sft]`), or a mapping of terms to weights (`{sigmoid: 1.0, sft: 0.5}`).
@@ -10,7 +11,7 @@ from typing import Any
 
 from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.recipe.generation_schema import GenerationSection, RewardSection
-from smolalign.recipe.method_table import METHODS
+from smolalign.recipe.method_table import METHODS, method_spec
 from smolalign.recipe.schema import Method, ReferenceSection, TeacherSection
 from smolalign.recipe.typecheck import build, suggest
 
@@ -20,12 +21,10 @@ DPO_LOSSES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_
 ALIASES = {"dpo": "sigmoid"}
 KTO_LOSSES = ("kto", "apo_zero_unpaired")
 """KTOConfig.loss_type values: KTO proper, and APO-zero on unpaired data."""
-REFERENCE_FREE = {"orpo": "orpo is reference-free", "reward": "a reward model trains without a reference"}
-"""po methods that train no policy against a reference."""
+REFERENCE_FREE = tuple(name for name, spec in METHODS.items() if spec.reference_free)
+"""po methods that train no policy against a reference; each runs on its own trainer, with no loss terms."""
 PO_METHODS = (*ALIASES, *DPO_LOSSES, *KTO_LOSSES, *REFERENCE_FREE)
 RL_METHODS = tuple(name for name, spec in METHODS.items() if spec.stage == "rl")
-REWARDED = ("grpo", "online_dpo")
-"""rl methods that learn from `rewards:`; the others learn from a teacher."""
 
 def parse_method(value: Any) -> Method:
     if value is None:
@@ -65,9 +64,10 @@ def _dpo_loss(name: str) -> str:
 
 def parse_reference(value: Any, method: Method, has_peft: bool) -> ReferenceSection:
     """`reference:` is policy (default), adapter (default with peft:), precomputed, or {source: MODEL}."""
-    if method.trainer in REFERENCE_FREE:
+    reference_free = method_spec("po", method).reference_free
+    if reference_free:
         if value not in (None, "none"):
-            raise SmolalignError(f"reference: {REFERENCE_FREE[method.trainer]}; remove the reference key")
+            raise SmolalignError(f"reference: {reference_free}; remove the reference key")
         return ReferenceSection("none")
     if value is None:
         return ReferenceSection("adapter" if has_peft else "policy")
@@ -96,7 +96,7 @@ def parse_rl_sections(raw: dict):
         raise SmolalignError(f"method: {name!r} is not an rl method{suggest(str(name), RL_METHODS)}; one of "
                              f"{', '.join(RL_METHODS)}")
     generation = build(GenerationSection, raw.get("generation"), "generation")
-    if name not in REWARDED:  # distillation learns from a teacher
+    if METHODS[name].teacher:
         if raw.get("rewards"):
             raise SmolalignError(f"rewards: method {name} learns from a teacher, not from rewards; remove rewards: "
                                  "(or use method: grpo or online_dpo)")

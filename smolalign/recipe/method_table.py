@@ -1,14 +1,15 @@
-"""Every training method smolalign runs, in one table: the stage (CLI verb) it belongs to, TRL's config and trainer
-classes, the stage module that checks, plans and runs it, and the `train:` keys smolalign sets itself.
+"""What each training method smolalign runs is, in one table: the stage (CLI verb) it belongs to, TRL's config class,
+the data and reference it trains on, and the `train:` keys smolalign sets itself. Code reads these facts where it
+would otherwise compare method names. Which stage function and trainer class run a method is `stages.registry`'s and
+`stages.trainers`'s (this package sits below the stages).
 
-Validation, the stages, the CLI and `launch slurm` all read this table; nothing else maps a method to a class or a
-module. Classes are named as "module:attribute" so that reading the table imports nothing (trl loads in seconds).
+Each config class is named by a function that imports it when called: trl loads in seconds, and `--help` never
+imports it.
 """
 
-import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
 
 from smolalign.errors import SmolalignError
 from smolalign.recipe.upstream import OWNED_TRAIN_KEYS, RENAMED
@@ -38,16 +39,66 @@ REWARD_KEYS_OWNED = {
 }
 
 
+def quiet_experimental() -> None:
+    """TRL warns on every import from trl.experimental; smolalign chose those classes on purpose."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def sft_config() -> type:
+    from trl import SFTConfig
+    return SFTConfig
+
+
+def dpo_config() -> type:
+    from trl import DPOConfig
+    return DPOConfig
+
+
+def kto_config() -> type:
+    from trl import KTOConfig
+    return KTOConfig
+
+
+def orpo_config() -> type:
+    quiet_experimental()
+    from trl.experimental.orpo import ORPOConfig
+    return ORPOConfig
+
+
+def reward_config() -> type:
+    from trl import RewardConfig
+    return RewardConfig
+
+
+def grpo_config() -> type:
+    from trl import GRPOConfig
+    return GRPOConfig
+
+
+def online_dpo_config() -> type:
+    quiet_experimental()
+    from trl.experimental.online_dpo import OnlineDPOConfig
+    return OnlineDPOConfig
+
+
+def distillation_config() -> type:
+    from trl import DistillationConfig
+    return DistillationConfig
+
+
+def gold_config() -> type:
+    quiet_experimental()
+    from trl.experimental.gold import GOLDConfig
+    return GOLDConfig
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     stage: str
     """The CLI verb that runs it: sft, po or rl."""
-    config: str
-    """TRL's config dataclass, "module:Class"; `train:` is checked against it and its defaults fill the settings."""
-    trainer: str
-    """The trainer class, "module:Class" (smolalign's subclass where it replaces TRL's dataset preparation)."""
-    runner: str
-    """The stage module: `check_before_loading(recipe, hardware)` and `run(recipe, ...)`."""
+    config_class: Callable[[], type]
+    """TRL's config dataclass (imported when called); `train:` is checked against it and its defaults fill the
+    settings."""
     owned: dict[str, str] = field(default_factory=dict)
     """`train:` keys smolalign sets from this method's own sections, each with where to set it instead."""
     consumed: tuple[str, ...] = ()
@@ -56,77 +107,87 @@ class MethodSpec:
     """The trainer samples each prompt num_generations times (GRPO): its steps count groups, not rows."""
     vllm_server: bool = False
     """The trainer can generate with a `trl vllm-serve` server (TRL's VLLMClient: its weights synced each step)."""
+    pairs: bool = False
+    """Trains on chosen/rejected pairs, both answers of a pair in the same batch."""
+    unpaired: bool = False
+    """Trains on single answers labelled desirable or not (KTO): each pair becomes two rows, and prompt/completion/
+    label data is accepted."""
+    keeps_columns: bool = False
+    """The trainer reads the prepared rows' own columns (prompt_ids, chosen_ids, ...), which TRL's unused-column
+    filter would drop: remove_unused_columns is off."""
+    combines_losses: bool = False
+    """Sums a list of loss terms, each with a weight (DPO's loss_type and loss_weights); else one term at most."""
+    scorer: bool = False
+    """Trains a sequence classifier whose one output is the score (a reward model): the model gets a score head, which
+    LoRA trains in full."""
+    reference_free: str = ""
+    """Why this po method trains without a reference model (`reference:` is refused with it); empty where
+    `reference:` picks one."""
+    policy_reference: bool = False
+    """Trains against a frozen copy of the starting policy that TRL makes (the base with the adapter disabled under
+    peft:); a recipe has no `reference:` key for it."""
+    beta_reference: bool = False
+    """Holds a frozen copy of the policy for its KL term when train.beta > 0 (none under peft:, where the adapter is
+    disabled instead)."""
+    samples_pairs: bool = False
+    """Samples two answers per prompt and trains on them as a pair, scored together; train.max_length bounds prompt +
+    answer, train.max_new_tokens the answer."""
+    beta_per_epoch: bool = False
+    """TRL's config takes train.beta as a list, one per epoch: one number stands for every epoch."""
+    teacher: bool = False
+    """Learns from a teacher model (`teacher:` required, `rewards:` refused); the other rl methods learn from
+    `rewards:`."""
+    cross_tokenizer: bool = False
+    """Distills across tokenizers (ULD) when the teacher's differs; else the teacher must share the student's."""
+    off_policy: bool = False
+    """Learns from the data's own completions a share 1 − train.lmbda of the time; else the student samples every
+    sequence."""
 
     @property
     def refused(self) -> dict[str, str]:
         """Every `train:` key smolalign refuses for this method, with where to set it instead."""
         return {**EVERY_METHOD_OWNS, **self.owned}
 
+    @property
+    def preference(self) -> bool:
+        """Trains on preference data: pairs, or answers labelled desirable or not."""
+        return self.pairs or self.unpaired
 
-_DISTILL = "smolalign.stages.distill"
-_GOLD = MethodSpec("rl", "trl.experimental.gold:GOLDConfig", "trl.experimental.gold:GOLDTrainer", _DISTILL,
-                   RL_KEYS_OWNED)
+    @property
+    def generates(self) -> bool:
+        """The policy samples its own training answers from prompts while it trains (every rl method)."""
+        return self.stage == "rl"
+
+
+_GOLD = MethodSpec("rl", gold_config, RL_KEYS_OWNED, teacher=True, cross_tokenizer=True, off_policy=True)
 METHODS: dict[str, MethodSpec] = {
-    "sft": MethodSpec("sft", "trl:SFTConfig", "trl:SFTTrainer", "smolalign.stages.sft",
-                      consumed=("assistant_only_loss", "completion_only_loss")),
-    "dpo": MethodSpec("po", "trl:DPOConfig", "smolalign.stages.po_trainers:PreparedDPOTrainer",
-                      "smolalign.stages.po", PO_KEYS_OWNED),
-    "kto": MethodSpec("po", "trl:KTOConfig", "smolalign.stages.po_trainers:PreparedKTOTrainer",
-                      "smolalign.stages.po", PO_KEYS_OWNED),
-    "orpo": MethodSpec("po", "trl.experimental.orpo:ORPOConfig", "smolalign.stages.po_trainers:PreparedORPOTrainer",
-                       "smolalign.stages.po", PO_KEYS_OWNED),
-    "reward": MethodSpec("po", "trl:RewardConfig", "smolalign.stages.po_trainers:PreparedRewardTrainer",
-                         "smolalign.stages.po", REWARD_KEYS_OWNED),
-    "grpo": MethodSpec("rl", "trl:GRPOConfig", "trl:GRPOTrainer", "smolalign.stages.rl", RL_KEYS_OWNED,
-                       prompt_groups=True, vllm_server=True),
-    "online_dpo": MethodSpec("rl", "trl.experimental.online_dpo:OnlineDPOConfig",
-                             "trl.experimental.online_dpo:OnlineDPOTrainer", "smolalign.stages.online_dpo",
-                             ONLINE_DPO_KEYS_OWNED, vllm_server=True),
-    "distill": MethodSpec("rl", "trl:DistillationConfig", "trl:DistillationTrainer", _DISTILL, RL_KEYS_OWNED),
+    "sft": MethodSpec("sft", sft_config, consumed=("assistant_only_loss", "completion_only_loss")),
+    "dpo": MethodSpec("po", dpo_config, PO_KEYS_OWNED, pairs=True, combines_losses=True),
+    "kto": MethodSpec("po", kto_config, PO_KEYS_OWNED, unpaired=True),
+    "orpo": MethodSpec("po", orpo_config, PO_KEYS_OWNED, pairs=True, keeps_columns=True,
+                       reference_free="orpo is reference-free"),
+    "reward": MethodSpec("po", reward_config, REWARD_KEYS_OWNED, pairs=True, scorer=True,
+                         reference_free="a reward model trains without a reference"),
+    "grpo": MethodSpec("rl", grpo_config, RL_KEYS_OWNED, prompt_groups=True, vllm_server=True, beta_reference=True),
+    "online_dpo": MethodSpec("rl", online_dpo_config, ONLINE_DPO_KEYS_OWNED, vllm_server=True, policy_reference=True,
+                             samples_pairs=True, beta_per_epoch=True),
+    "distill": MethodSpec("rl", distillation_config, RL_KEYS_OWNED, teacher=True),
     "gold": _GOLD,
     "auto": _GOLD,  # GOLD, with ULD exactly when the tokenizers differ; its config is a superset of distill's
 }
 """Keyed by `Method.trainer` (sft has no method: key)."""
 
 
-def method_spec(stage: str, method=None) -> MethodSpec:
-    """The table row for a stage and its parsed method (None for sft)."""
+def method_key(stage: str, method=None) -> str:
+    """The table key for a stage and its parsed method (None for sft)."""
     key = "sft" if stage == "sft" else getattr(method, "trainer", None)
     spec = METHODS.get(key)
     if spec is None or spec.stage != stage:
         raise SmolalignError(f"no {stage} method {key!r}; one of "
                              f"{', '.join(k for k, s in METHODS.items() if s.stage == stage)}")
-    return spec
+    return key
 
 
-def load(reference: str):
-    """The object a "module:attribute" reference names (TRL's experimental trainers are imported quietly)."""
-    module_name, _, attribute = reference.partition(":")
-    if module_name.startswith(("trl.experimental", "smolalign.stages.po_trainers")):
-        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    return getattr(importlib.import_module(module_name), attribute)
-
-
-def config_class(stage: str, method=None) -> type:
-    return load(method_spec(stage, method).config)
-
-
-def trainer_class(stage: str, method=None) -> type:
-    return load(method_spec(stage, method).trainer)
-
-
-def stage_module(recipe) -> ModuleType:
-    """The module that checks, plans and runs this recipe's method."""
-    return importlib.import_module(method_spec(recipe.stage, recipe.method).runner)
-
-
-def run_stage(recipe, **options):
-    """Run a validated recipe with its method's stage module; returns the saved model's directory (None for a dry
-    run). The launcher's variables are as they were before, whatever the run's vLLM engine wrote; the time-limit
-    signal is caught from the start (smolalign.runs.save_on_signal)."""
-    from smolalign.launch import check_not_data_parallel, kept_process_variables
-    from smolalign.runs.save_on_signal import listening
-
-    check_not_data_parallel(recipe)
-    with kept_process_variables(), listening():  # the time-limit signal, kept from the stage's start
-        return stage_module(recipe).run(recipe, **options)
+def method_spec(stage: str, method=None) -> MethodSpec:
+    """The table row for a stage and its parsed method (None for sft)."""
+    return METHODS[method_key(stage, method)]

@@ -4,6 +4,7 @@ filled in, `train:` with the values smolalign derived (gradient accumulation fro
 import dataclasses
 from typing import Any
 
+from smolalign.recipe.method_table import method_spec
 from smolalign.recipe.schema import Recipe
 
 
@@ -19,11 +20,10 @@ def recipe_to_dict(recipe: Recipe) -> dict:
         out["peft"] = recipe.peft
     if recipe.launch is not None:
         out["launch"] = dataclasses.asdict(recipe.launch)
-    if recipe.method is not None and recipe.stage == "rl":
-        out["method"] = recipe.method.name
-    elif recipe.method is not None:
-        out["method"] = recipe.raw.get("method")
-        reference = recipe.reference
+    if recipe.method is not None:
+        out["method"] = recipe.raw.get("method", recipe.method.name)  # as written: a name, a list or a mapping
+    reference = recipe.reference
+    if reference is not None and not method_spec(recipe.stage, recipe.method).policy_reference:  # TRL's own: no key
         if reference.kind == "source":
             out["reference"] = {"source": reference.source}
         elif reference.kind != "none":

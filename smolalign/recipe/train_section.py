@@ -71,7 +71,7 @@ def check_ranges(train: dict) -> None:
             raise SmolalignError(f"train.{key} must be {allowed.describe()}, got {value:g}")
 
 
-def normalize_train(train: dict, stage: str, spec: MethodSpec) -> dict:
+def normalize_train(train: dict, spec: MethodSpec) -> dict:
     """Recipe shorthands onto TRL's fields: `packing: bfd|bfd_split|wrapped|false`, legacy `ffd` -> `bfd`."""
     train = dict(train)
     packing = train.get("packing")
@@ -87,12 +87,12 @@ def normalize_train(train: dict, stage: str, spec: MethodSpec) -> dict:
             f"train.packing must be false or one of {', '.join(PACKING_STRATEGIES)}, got {train['packing_strategy']!r}"
         )
     beta = train.get("beta")
-    if spec.config.endswith(":OnlineDPOConfig") and isinstance(beta, (int, float)) and not isinstance(beta, bool):
-        train["beta"] = [float(beta)]  # online DPO takes a beta per epoch; one number is the same for every epoch
+    if spec.beta_per_epoch and isinstance(beta, (int, float)) and not isinstance(beta, bool):
+        train["beta"] = [float(beta)]  # one number is the same for every epoch
     for key, hint in spec.refused.items():
         if key in train:
             raise SmolalignError(f"train.{key} is set by smolalign: {hint}")
     check_ranges(train)
-    if stage == "po" and train.get("packing"):
+    if spec.preference and train.get("packing"):
         raise SmolalignError("train.packing: preference training does not pack pairs; remove it")
     return train

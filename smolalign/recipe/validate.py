@@ -38,7 +38,7 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None, machine: 
     machine), for a recipe written here to run elsewhere."""
     from smolalign.models.sources import resolve_recipe_sources
     from smolalign.recipe.method_keys import parse_method, parse_reference, parse_rl_sections
-    from smolalign.recipe.method_table import load, method_spec
+    from smolalign.recipe.method_table import method_spec
     from smolalign.recipe.settings import train_settings
     from smolalign.recipe.train_section import normalize_train
 
@@ -63,15 +63,15 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None, machine: 
     rewards: tuple = ()
     if stage == "rl":
         method, rewards, generation, teacher = parse_rl_sections(raw)
-        if method.trainer == "online_dpo":  # TRL's reference: a frozen copy of the policy, or its adapter disabled
+        if method_spec(stage, method).policy_reference:  # made by TRL: the policy's frozen copy, or its adapter off
             reference = ReferenceSection("adapter" if peft is not None else "policy")
     if stage == "po":
         method = parse_method(raw.get("method"))
         reference = parse_reference(raw.get("reference"), method, peft is not None)
     sources = resolve_recipe_sources(model, reference, teacher)
     spec = method_spec(stage, method)
-    config_class = load(spec.config)
-    train = normalize_train(_section(raw, "train") or {}, stage, spec)
+    config_class = spec.config_class()
+    train = normalize_train(_section(raw, "train") or {}, spec)
     launch = build(LaunchSection, raw["launch"], "launch") if raw.get("launch") is not None else None
     check_config_section(config_class, train, "train")
     if hardware is None:

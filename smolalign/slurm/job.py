@@ -169,14 +169,14 @@ def cluster_hardware(request: SlurmRequest) -> Hardware:
 
 def check_stage(recipe: Recipe, hardware: Hardware, *, skip_data: bool):
     """The stage's own checks before loading (template, data, columns, rewards, batch rules); returns its plan."""
-    from smolalign.recipe.method_table import stage_module
+    from smolalign.stages.registry import runner
 
-    module = stage_module(recipe)
+    stage = runner(recipe)
     if skip_data:
-        if hasattr(module, "check_batch"):
-            module.check_batch(recipe, hardware)
+        if stage.check_batch is not None:
+            stage.check_batch(recipe, hardware)
         return None
-    return module.check_before_loading(recipe, hardware)[0]
+    return stage.check(recipe, hardware)[0]
 
 
 def vllm_server(recipe: Recipe, request: SlurmRequest) -> tuple[VllmServer | None, list[str]]:

@@ -17,6 +17,7 @@ from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
+from smolalign.recipe.method_table import method_spec
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
@@ -63,9 +64,8 @@ def pair_tokenizers(recipe: Recipe, student, teacher) -> Pairing:
     student_vocab, teacher_vocab = student.get_vocab(), teacher.get_vocab()
     same = student_vocab == teacher_vocab
     shared = sum(1 for token in teacher_vocab if token in student_vocab)
-    method = recipe.method.trainer
     uld_setting = recipe.settings.train.get("use_uld_loss")  # set by the recipe, or left to smolalign
-    if method == "distill":
+    if not method_spec(recipe.stage, recipe.method).cross_tokenizer:
         if not same:
             raise SmolalignError("method distill needs the teacher's tokenizer: theirs differ "
                                  f"({len(student_vocab):,} vs {len(teacher_vocab):,} tokens); use method: gold or "
@@ -110,7 +110,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     size, teacher_dtype = check_teacher_memory(recipe, hardware)
     rows = read_prompt_rows(recipe.data)
     checked = check_prompt_rows(recipe, rows.train, recipe.data.seed, recipe.template.kwargs)
-    prompts = load_distill_data(recipe, pairing, rows)
+    prompts = load_distill_data(recipe, rows)
     plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")
     plan.add_data_check(checked)
     for key in ("packing", "loss", "tokens per step"):
@@ -150,7 +150,7 @@ def on_policy_share(recipe: Recipe) -> float:
     return recipe.settings.get("lmbda", 1.0)
 
 
-def load_distill_data(recipe: Recipe, pairing: Pairing, rows=None):
+def load_distill_data(recipe: Recipe, rows=None):
     """Prompts (and, for GOLD's off-policy share, completions), with each row's think mode in its prompt; `rows`:
     the recipe's prompt rows when they were read already."""
     from smolalign.data.prompts import recipe_prompts
@@ -158,7 +158,8 @@ def load_distill_data(recipe: Recipe, pairing: Pairing, rows=None):
     prompts = recipe_prompts(recipe, rows).train
     has_completion = "completion" in prompts.column_names
     lmbda = on_policy_share(recipe)
-    if pairing.trainer == "gold" and lmbda < 1.0 and not has_completion:
+    off_policy = method_spec(recipe.stage, recipe.method).off_policy
+    if off_policy and lmbda < 1.0 and not has_completion:
         raise SmolalignError(f"train.lmbda {lmbda:g}: GOLD learns from the data's own completions {1 - lmbda:.0%} of "
                              "the time, and the data has no completion column; add one or set train.lmbda: 1.0")
     if has_completion:
@@ -167,7 +168,7 @@ def load_distill_data(recipe: Recipe, pairing: Pairing, rows=None):
             return {"completion": [{"role": "assistant", "content": value}] if isinstance(value, str) else value}
 
         prompts = prompts.map(as_messages, keep_in_memory=True)
-    keep = ["prompt", *(["completion"] if has_completion and pairing.trainer == "gold" else [])]
+    keep = ["prompt", *(["completion"] if has_completion and off_policy else [])]
     return prompts.select_columns(keep)
 
 
@@ -178,7 +179,7 @@ def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: 
 
     train = {**recipe.settings.train, "learning_rate": learning_rate(recipe)}
     sampling = vllm_fields(recipe.generation, base_url)
-    if pairing.trainer == "distill":
+    if not method_spec(recipe.stage, recipe.method).cross_tokenizer:
         fixed = {"chat_template_kwargs": dict(recipe.template.kwargs)} if recipe.template.kwargs else {}
         return trl_config(recipe, hardware, dtype, run_dir, train, **fixed, **sampling)
     fixed = {"use_uld_loss": pairing.uld, **sampling}
@@ -208,9 +209,9 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     from smolalign.generation.vllm_engine import generated_tokens
     from smolalign.models.load import load_model, local_dir
     from smolalign.models.sources import source_of
-    from smolalign.recipe.method_table import trainer_class
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
+    from smolalign.stages.trainers import trainer_class
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     dtype = resolve_dtype(recipe.model.dtype, hardware)

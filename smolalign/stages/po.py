@@ -14,7 +14,7 @@ from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
-from smolalign.recipe.method_keys import REFERENCE_FREE
+from smolalign.recipe.method_table import method_spec
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
@@ -27,7 +27,7 @@ KTO_NEEDS_BATCH = ("kto",)
 def check_recipe(recipe: Recipe) -> None:
     """What TRL would only refuse after loading the weights."""
     method, settings = recipe.method, recipe.settings
-    if method.trainer == "kto" and method.losses[0] in KTO_NEEDS_BATCH and settings.per_device_batch < 2:
+    if any(loss in KTO_NEEDS_BATCH for loss in method.losses) and settings.per_device_batch < 2:
         raise SmolalignError("train.per_device_train_batch_size: kto needs at least 2 (its KL term pairs each answer "
                              "with another prompt of the same batch); raise it, or use method: apo_zero_unpaired")
     if "exo_pair" in method.losses and not settings["label_smoothing"]:
@@ -51,7 +51,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     mixture = None
     if recipe.pairs is None or is_up_to_date(recipe):
         mixture = build_mixture(recipe.data)
-        require_preference_format(mixture.format, recipe.method.trainer)
+        require_preference_format(mixture.format, recipe.method)
         checked = check_preference_rows(recipe, mixture)
     else:
         from smolalign.data.prompts import source_prompts
@@ -59,11 +59,11 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
         prompts = source_prompts(recipe.pairs.prompts, recipe.data.seed)
         checked = check_prompt_rows(recipe, prompts.train, recipe.data.seed, recipe.template.kwargs)
     rows = len(mixture.train) if mixture is not None else None
-    if mixture is not None and recipe.method.trainer == "kto" and mixture.format == "preference":
+    if mixture is not None and method_spec(recipe.stage, recipe.method).unpaired and mixture.format == "preference":
         rows *= 2  # each pair becomes a desirable and an undesirable row
     unpaired = recipe.pairs is not None and recipe.pairs.graded is not None and recipe.pairs.graded.unpaired
     if mixture is None:
-        require_preference_format("unpaired" if unpaired else "preference", recipe.method.trainer)
+        require_preference_format("unpaired" if unpaired else "preference", recipe.method)
     plan = make_plan(recipe, hardware, template, rows, data_format=mixture.format if mixture else
                      ("unpaired" if unpaired else "preference"))
     add_preference_rows(plan, recipe, hardware)
@@ -73,9 +73,10 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
 
 def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
     method, settings = recipe.method, recipe.settings
+    spec = method_spec(recipe.stage, method)
     rows = plan.rows
     rows.pop("packing", None)
-    if method.trainer == "reward":
+    if spec.scorer:
         add_reward_model_rows(plan, recipe, hardware)
     else:
         terms = method.losses or ("orpo",)
@@ -86,7 +87,7 @@ def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
         max_length = settings["max_length"]
         if max_length:
             batch = rows["global batch"]
-            if method.trainer == "kto":
+            if spec.unpaired:
                 rows["tokens per step"] = f"≤ {batch * max_length:,} ({batch} rows × max_length {max_length})"
             else:
                 rows["tokens per step"] = (f"≤ {2 * batch * max_length:,} ({batch} pairs × 2 answers × max_length "
@@ -126,7 +127,7 @@ def reference_description(recipe: Recipe, hardware: Hardware) -> str:
     """Which reference the run uses and what it costs in memory."""
     kind = recipe.reference.kind
     if kind == "none":
-        return f"none ({REFERENCE_FREE[recipe.method.trainer]}): no extra memory"
+        return f"none ({method_spec(recipe.stage, recipe.method).reference_free}): no extra memory"
     if kind == "adapter":
         return "the base model with the LoRA adapter disabled: no extra memory"
     if kind == "precomputed":
@@ -157,16 +158,17 @@ def weights_memory(recipe: Recipe, hardware: Hardware, role: str, after: str = "
 
 def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
     method = recipe.method
+    spec = method_spec(recipe.stage, method)
     fixed: dict = {}
-    if method.trainer == "dpo":
+    if spec.combines_losses:
         fixed["loss_type"] = list(method.losses)
         if method.weights is not None:
             fixed["loss_weights"] = list(method.weights)
-    elif method.trainer == "kto":
+    elif method.losses:
         fixed["loss_type"] = method.losses[0]
-    if method.trainer in ("dpo", "kto"):
+    if not spec.reference_free:
         fixed["precompute_ref_log_probs"] = recipe.reference.kind == "precomputed"
-    if method.trainer == "orpo":
+    if spec.keeps_columns:
         fixed["remove_unused_columns"] = False
     return trl_config(recipe, hardware, dtype, run_dir, **fixed)
 
@@ -198,12 +200,12 @@ def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):
 
 
 def build_trainer(recipe: Recipe, model, reference, tokenizer, data, config, run_dir: Path):
-    from smolalign.recipe.method_table import trainer_class
     from smolalign.runs.metrics import metrics_callback
+    from smolalign.stages.trainers import trainer_class
 
     kwargs = dict(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                   processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
-    if recipe.method.trainer not in REFERENCE_FREE:
+    if not method_spec(recipe.stage, recipe.method).reference_free:
         kwargs["ref_model"] = reference
     return trainer_class(recipe.stage, recipe.method)(**kwargs)
 
@@ -233,7 +235,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     config = po_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the models load sharded
     model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe),
-                       scorer=recipe.method.trainer == "reward")
+                       scorer=method_spec(recipe.stage, recipe.method).scorer)
     reference = load_reference(recipe, dtype, hardware, tokenizer)
     start_run(recipe, hardware, run_dir, state, overwrite=overwrite,
               template={"name": template.name, "sha256": template.sha256, "origin": template.origin},

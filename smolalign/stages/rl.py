@@ -137,9 +137,9 @@ def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...],
         return None
     from smolalign.models.load import load_model, load_tokenizer
     from smolalign.models.sources import source_of
-    from smolalign.recipe.method_table import trainer_class
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
+    from smolalign.stages.trainers import trainer_class
 
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))

@@ -74,8 +74,8 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
 
 
 def build_trainer(recipe: Recipe, model, tokenizer, data, config, run_dir: Path):
-    from smolalign.recipe.method_table import trainer_class
     from smolalign.runs.metrics import metrics_callback
+    from smolalign.stages.trainers import trainer_class
 
     return trainer_class(recipe.stage, recipe.method)(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                       processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, precision_flags
+from smolalign.recipe.method_table import method_spec
 from smolalign.recipe.schema import Recipe
 
 _CHECKING: contextvars.ContextVar[bool] = contextvars.ContextVar("config_check", default=False)
@@ -58,8 +59,6 @@ def trl_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, tr
     """The method's TRL config (from the method table) built from the run's settings (`train`, when given, in their
     place), with the hardware's precision (bf16 off on CPU whatever the recipe says), the run directory, and `fixed`
     values set by smolalign. Keys smolalign's own pipeline applies are not passed."""
-    from smolalign.recipe.method_table import config_class, method_spec
-
     consumed = method_spec(recipe.stage, recipe.method).consumed
     train = {k: v for k, v in (recipe.settings.train if train is None else train).items() if k not in consumed}
     flags = precision_flags(dtype, hardware)
@@ -77,7 +76,7 @@ def trl_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, tr
     if deepspeed is not None:
         train["deepspeed"] = deepspeed
     try:
-        config = config_class(recipe.stage, recipe.method)(**train)
+        config = method_spec(recipe.stage, recipe.method).config_class()(**train)
     except (ValueError, TypeError) as exc:
         raise _config_error(exc, recipe.settings.train) from None
     if deepspeed is not None and not hardware.on_gpu:
@@ -108,5 +107,5 @@ def peft_config(recipe: Recipe):
     from peft import LoraConfig
 
     # A reward model trains its new score head in full (SEQ_CLS saves it beside the adapters).
-    task = "SEQ_CLS" if recipe.method is not None and recipe.method.trainer == "reward" else "CAUSAL_LM"
+    task = "SEQ_CLS" if method_spec(recipe.stage, recipe.method).scorer else "CAUSAL_LM"
     return LoraConfig(**{"task_type": task, **recipe.peft})

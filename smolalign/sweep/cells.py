@@ -95,7 +95,7 @@ _doing = {"done": "finished, skipped", "evaluate": "trained, evaluating", "resum
 
 def run_cell_here(run: CellRun, *, overwrite: bool) -> None:
     """One cell in this process, which a launcher started (a Slurm array task): every process trains it."""
-    from smolalign.recipe.method_table import run_stage
+    from smolalign.stages.registry import run_stage
 
     state = "new" if overwrite else cell_state(run.run_dir)
     print(f"sweep: cell {run.cell.index + 1} {run.cell.name}: {_doing[state]}", flush=True)

@@ -503,7 +503,7 @@ MUTATIONS = [
       ("tests/integration/test_node_gpus.py::test_each_test_sees_the_gpus_it_needs[0,1,2,3,4,5,6,7-2]",),
       "every in-process GPU test sees all the node's GPUs and is launched per GPU or refused"),
     M("signal_kept_from_the_start", "a time-limit signal that arrives while the run is still being set up is kept: "
-      "the run saves at its first step end", "verbs/launch.md", "smolalign/recipe/method_table.py",
+      "the run saves at its first step end", "verbs/launch.md", "smolalign/stages/registry.py",
       "    with kept_process_variables(), listening():  # the time-limit signal, kept from the stage's start",
       "    with kept_process_variables():",
       ("tests/integration/test_save_on_signal.py::test_a_signal_before_training_starts_is_kept_for_the_first_step",),

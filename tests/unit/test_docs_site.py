@@ -72,7 +72,7 @@ def test_the_recipe_keys_page_holds_every_field_with_its_docstring(site):
         for field in dataclasses.fields(cls):
             assert f"{prefix}.{field.name}" in text, f"{prefix}.{field.name}"
     assert "0.5 keeps a random half, 2.0 repeats it twice" in text  # SourceSection.weight's docstring
-    assert "trl:GRPOConfig" in text and "learning_rate" in text  # the method table and the train: ranges
+    assert "trl.GRPOConfig" in text and "learning_rate" in text  # the method table and the train: ranges
 
 
 def test_the_cli_page_holds_every_command_and_option(site):

@@ -3,22 +3,22 @@ defaults under the recipe's values (compared with an instantiated TRL config, no
 
 import pytest
 
-from smolalign.recipe.method_table import METHODS, load, method_spec
+from smolalign.recipe.method_table import METHODS, method_spec
 from smolalign.recipe.schema import LaunchSection, Method
 from smolalign.recipe.settings import TrainSettings, train_settings
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_every_method_names_a_config_a_trainer_and_a_stage(name):
-    import importlib
-
     from transformers import Trainer, TrainingArguments
 
+    from smolalign.stages.registry import RUNNERS
+    from smolalign.stages.trainers import TRAINERS
+
     spec = METHODS[name]
-    assert issubclass(load(spec.config), TrainingArguments)
-    assert issubclass(load(spec.trainer), Trainer)
-    module = importlib.import_module(spec.runner)
-    assert callable(module.run) and callable(module.check_before_loading)
+    assert issubclass(spec.config_class(), TrainingArguments)
+    assert issubclass(TRAINERS[name](), Trainer)
+    assert callable(RUNNERS[name].run) and callable(RUNNERS[name].check)
     assert method_spec(spec.stage, None if spec.stage == "sft" else Method(name, name)) is spec
 
 

@@ -48,11 +48,7 @@ def test_distillation_prompts_leave_out_the_held_out_rows(tmp_path, write_recipe
 
     a, _ = sources(tmp_path)
     recipe = rl_recipe(write_recipe, {"sources": [{"path": a}], "eval_split": 0.2}, method="distill")
-
-    class Pairing:
-        trainer = "distill"
-
-    assert len(load_distill_data(recipe, Pairing())) == 8   # 10 rows, 20% held out
+    assert len(load_distill_data(recipe)) == 8   # 10 rows, 20% held out
 
 
 def test_messages_rows_become_prompts(tmp_path, write_recipe):
