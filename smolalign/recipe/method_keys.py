@@ -96,7 +96,7 @@ def parse_rl_sections(raw: dict):
         raise SmolalignError(f"method: {name!r} is not an rl method{suggest(str(name), RL_METHODS)}; one of "
                              f"{', '.join(RL_METHODS)}")
     generation = build(GenerationSection, raw.get("generation"), "generation")
-    if METHODS[name].teacher:
+    if METHODS[name].distills:
         if raw.get("rewards"):
             raise SmolalignError(f"rewards: method {name} learns from a teacher, not from rewards; remove rewards: "
                                  "(or use method: grpo or online_dpo)")

@@ -134,7 +134,7 @@ class MethodSpec:
     answer, train.max_new_tokens the answer."""
     beta_per_epoch: bool = False
     """TRL's config takes train.beta as a list, one per epoch: one number stands for every epoch."""
-    teacher: bool = False
+    distills: bool = False
     """Learns from a teacher model (`teacher:` required, `rewards:` refused); the other rl methods learn from
     `rewards:`."""
     cross_tokenizer: bool = False
@@ -159,7 +159,7 @@ class MethodSpec:
         return self.stage == "rl"
 
 
-_GOLD = MethodSpec("rl", gold_config, RL_KEYS_OWNED, teacher=True, cross_tokenizer=True, off_policy=True)
+_GOLD = MethodSpec("rl", gold_config, RL_KEYS_OWNED, distills=True, cross_tokenizer=True, off_policy=True)
 METHODS: dict[str, MethodSpec] = {
     "sft": MethodSpec("sft", sft_config, consumed=("assistant_only_loss", "completion_only_loss")),
     "dpo": MethodSpec("po", dpo_config, PO_KEYS_OWNED, pairs=True, combines_losses=True),
@@ -171,7 +171,7 @@ METHODS: dict[str, MethodSpec] = {
     "grpo": MethodSpec("rl", grpo_config, RL_KEYS_OWNED, prompt_groups=True, vllm_server=True, beta_reference=True),
     "online_dpo": MethodSpec("rl", online_dpo_config, ONLINE_DPO_KEYS_OWNED, vllm_server=True, policy_reference=True,
                              samples_pairs=True, beta_per_epoch=True),
-    "distill": MethodSpec("rl", distillation_config, RL_KEYS_OWNED, teacher=True),
+    "distill": MethodSpec("rl", distillation_config, RL_KEYS_OWNED, distills=True),
     "gold": _GOLD,
     "auto": _GOLD,  # GOLD, with ULD exactly when the tokenizers differ; its config is a superset of distill's
 }

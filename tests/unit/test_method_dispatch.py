@@ -65,7 +65,7 @@ def test_every_method_dry_runs_through_the_stage_its_row_names(name, cli, write_
     verb, sections, train = RECIPES[name]
     rows = {"sft": chat_rows(8), "po": pair_rows(8), "rl": PROMPTS}[verb]
     data = write_jsonl(tmp_path / "data.jsonl", rows)
-    if METHODS[name].teacher:
+    if METHODS[name].distills:
         sections = {**sections, "teacher": {"source": str(tiny_dir)}}
     recipe = write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, **sections,
                            "data": {"sources": [{"path": str(data)}]}, "train": train})

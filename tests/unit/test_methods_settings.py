@@ -22,6 +22,22 @@ def test_every_method_names_a_config_a_trainer_and_a_stage(name):
     assert method_spec(spec.stage, None if spec.stage == "sft" else Method(name, name)) is spec
 
 
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_the_table_facts_about_each_config_are_trls(name):
+    """The facts smolalign acts on that TRL's config class also says, read from the class's own fields."""
+    import dataclasses
+    import typing
+
+    spec = METHODS[name]
+    fields = {f.name: f for f in dataclasses.fields(spec.config_class())}
+    assert spec.combines_losses == ("loss_weights" in fields)
+    assert spec.cross_tokenizer == ("use_uld_loss" in fields)
+    assert spec.off_policy == ("lmbda" in fields)
+    assert spec.beta_per_epoch == ("beta" in fields and typing.get_origin(fields["beta"].type) is list)
+    if spec.stage == "po":
+        assert (not spec.reference_free) == ("precompute_ref_log_probs" in fields)
+
+
 def test_settings_are_the_trl_config_under_the_recipe(tmp_path):
     from trl import GRPOConfig
 
