@@ -1,7 +1,7 @@
 """Writes the quickstart distillation's student: a small Llama (4 layers, hidden 256, ~3.4M parameters), randomly
 initialised, with its own byte-level BPE tokenizer trained on the quickstart data (at most 2,048 tokens; about 950
 come out of this data). Its tokenizer differs from the teacher's (SmolLM2's 49,152 tokens), so
-`smolalign rl quickstart/distill` runs GOLD with ULD.
+`smolalign rl quickstart/gold` runs GOLD with ULD.
 
     python scripts/make_quickstart_student.py [--out runs/quickstart/student-init] [--vocab 2048] [--seed 0]
 """

@@ -14,7 +14,7 @@ from paths import REPO
 
 QUICKSTART = sorted(p.stem for p in (REPO / "recipes" / "quickstart").glob("*.yaml"))
 VERBS = {"sft": "sft", "po": "po", "po_graded": "po", "reward": "po", "rl": "rl", "rl_code": "rl", "online_dpo": "rl",
-         "distill": "rl", "rl_reasoning_gym": "rl"}
+         "distill": "rl", "gold": "rl", "rl_reasoning_gym": "rl"}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def bundled() -> Path:
 @pytest.fixture(scope="module")
 def workdir(bundled, tmp_path_factory) -> Path:
     """A directory outside the repository holding what the later quickstart stages read: the earlier stages' models
-    (the bundled model in their place: a dry run reads only its config and tokenizer) and the distillation student."""
+    (the bundled model in their place: a dry run reads only its config and tokenizer) and GOLD's student."""
     folder = tmp_path_factory.mktemp("user")
     for stage in ("sft", "po", "rl"):
         (folder / "runs" / "quickstart" / stage).mkdir(parents=True)
