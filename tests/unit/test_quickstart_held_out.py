@@ -7,16 +7,18 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
+
 from smolalign.recipe.yamlio import load_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "recipes" / "quickstart"
 
 
-def eval_args() -> list[str]:
-    """The Makefile's EVAL_ARGS, the options `make quickstart` evaluates with."""
+def eval_args(name: str = "EVAL_ARGS") -> list[str]:
+    """The Makefile's EVAL_ARGS (or EVAL_THREE_ARGS), the options `make quickstart` evaluates with."""
     text = (REPO / "Makefile").read_text().replace("\\\n", " ")
-    line = next(line for line in text.splitlines() if line.startswith("EVAL_ARGS"))
+    line = next(line for line in text.splitlines() if line.startswith(f"{name} "))
     return shlex.split(line.split("=", 1)[1])
 
 
@@ -50,11 +52,12 @@ def arithmetic(question: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(sorted(re.findall(r"\d+", question))), tuple(re.findall(r"[-+×*/<>]", question))
 
 
-def test_the_held_out_questions_appear_in_no_training_pair_rl_or_distillation_file():
-    args = eval_args()
+@pytest.mark.parametrize("name", ["EVAL_ARGS", "EVAL_THREE_ARGS"])
+def test_the_held_out_questions_appear_in_no_training_pair_rl_or_distillation_file(name):
+    args = eval_args(name)
     evaluated = questions(REPO / option(args, "--data"))
     files = training_files()
-    assert {path.name for path in files} >= {"arithmetic.jsonl", "arithmetic_prompts.jsonl", "arithmetic_rl.jsonl",
+    assert {path.name for path in files} >= {"arithmetic.jsonl", "arithmetic_prompts.jsonl", "arithmetic_three.jsonl",
                                              "arithmetic_distill.jsonl"}
     assert all(arithmetic(q)[0] for q in evaluated), "every held-out question has numbers"
     for path in files:
@@ -65,8 +68,9 @@ def test_the_held_out_questions_appear_in_no_training_pair_rl_or_distillation_fi
         assert not shared, f"{path.name} holds the held-out problems {sorted(shared)[:3]}"
 
 
-def test_the_evaluation_reads_as_many_distinct_held_out_questions_as_it_asks_for():
-    args = eval_args()
+@pytest.mark.parametrize("name", ["EVAL_ARGS", "EVAL_THREE_ARGS"])
+def test_the_evaluation_reads_as_many_distinct_held_out_questions_as_it_asks_for(name):
+    args = eval_args(name)
     held_out = questions(REPO / option(args, "--data"))
     wanted = int(option(args, "--max-prompts")) if "--max-prompts" in args else len(held_out)
     assert len({arithmetic(q) for q in held_out}) == len(held_out) >= wanted
