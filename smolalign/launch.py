@@ -28,8 +28,6 @@ from smolalign.recipe.typecheck import suggest
 
 LAUNCHED = "SMOLALIGN_LAUNCHED"
 DEEPSPEED_CONFIG = "SMOLALIGN_DEEPSPEED_CONFIG"
-CURRENT_ARGV: list[str] = []
-"""The arguments of the running `smolalign` command (set by `cli.main`), re-used to launch it again."""
 OPTIONS_WITH_VALUE = ("--launch", "--num-processes")
 
 
@@ -95,18 +93,17 @@ def planned_launch(argv: list[str], launch: str | None, num_processes: int | Non
     return str(preset), num_processes
 
 
-def check_not_data_parallel(recipe) -> None:
+def check_not_data_parallel(recipe, argv: list[str]) -> None:
     """A training process must see one GPU: one process that sees several runs torch's DataParallel, which TRL's
-    trainers refuse, and only after the data is prepared and the model loaded. Refused here with the command that
-    runs one process per GPU."""
+    trainers refuse, and only after the data is prepared and the model loaded. Refused here with the command
+    (`smolalign ARGV`, launched) that runs one process per GPU."""
     from smolalign.hardware import processes_on_this_node
 
     processes = processes_on_this_node()
     gpus = training_gpus(recipe.generation)
     if processes > 1 or gpus < 2:
         return
-    argv = strip_launch_options(CURRENT_ARGV) if CURRENT_ARGV else [recipe.stage, recipe.source]
-    command = " ".join(["smolalign", *argv, "--launch", "ddp", "--num-processes", str(gpus)])
+    command = " ".join(["smolalign", *strip_launch_options(argv), "--launch", "ddp", "--num-processes", str(gpus)])
     raise SmolalignError(f"one training process would see {gpus} GPUs, and TRL's trainers refuse torch's "
                          f"DataParallel: run `{command}`, or give this process one GPU (CUDA_VISIBLE_DEVICES=0)")
 

@@ -43,14 +43,12 @@ def main(argv: list[str] | None = None) -> None:
     75 saved a checkpoint and stopped on SIGUSR1 (run again with --resume), 1 anything else (with its traceback)."""
     # bitsandbytes warns at import, on CPUs with AVX512-BF16, that an optional kernels package is missing.
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
-    from smolalign import launch
-
-    launch.CURRENT_ARGV = list(argv) if argv is not None else sys.argv[1:]
+    argv = list(argv) if argv is not None else sys.argv[1:]
     # typer (0.29) carries its own copy of click; its usage errors are these classes, not click's.
     from typer._click import exceptions as click
 
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False, obj=argv)  # the commands read it: cli.options.command_line
     except click.NoArgsIsHelpError as exc:
         exc.show()  # the command's help, as `smolalign sft` alone asks for
         sys.exit(exc.exit_code)

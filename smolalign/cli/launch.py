@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from smolalign.cli.options import OutputDirOption, RecipeArg, SetOption
+from smolalign.cli.options import OutputDirOption, RecipeArg, SetOption, command_line
 
 app = typer.Typer(no_args_is_help=True, help="Launch scripts for clusters (Slurm).")
 
@@ -52,7 +52,7 @@ ContainerMount = Annotated[list[str] | None, typer.Option("--container-mount", h
 
 
 @app.command()
-def slurm(recipe: RecipeArg, nodes: Nodes, vllm_nodes: VllmNodes = 0, gpus_per_node: GpusPerNode = 8,
+def slurm(ctx: typer.Context, recipe: RecipeArg, nodes: Nodes, vllm_nodes: VllmNodes = 0, gpus_per_node: GpusPerNode = 8,
           preset: Preset = None, set_: SetOption = None, output_dir: OutputDirOption = None,
           partition: Partition = None, time: TimeLimit = None, account: Account = None, job_name: JobName = None,
           script: Script = None, log_dir: LogDir = None, overwrite: Overwrite = False, main_process_port: Port = 29500,
@@ -62,7 +62,6 @@ def slurm(recipe: RecipeArg, nodes: Nodes, vllm_nodes: VllmNodes = 0, gpus_per_n
     """Write an sbatch script that trains RECIPE on N nodes (accelerate, c10d rendezvous), with an optional vLLM
     server node, optionally in a container image; before its time limit training saves a checkpoint, and the job is
     requeued and resumes from it. The recipe is checked first."""
-    from smolalign.launch import CURRENT_ARGV
     from smolalign.slurm.job import write_job
     from smolalign.slurm.options import SlurmRequest
 
@@ -71,5 +70,5 @@ def slurm(recipe: RecipeArg, nodes: Nodes, vllm_nodes: VllmNodes = 0, gpus_per_n
         overrides=set_ or [], output_dir=output_dir, partition=partition, time=time, account=account,
         job_name=job_name, script=script, log_dir=log_dir, overwrite=overwrite, main_process_port=main_process_port,
         signal_before=signal_before, sbatch=sbatch or [], setup=setup or [], vllm_set=vllm_set or [],
-        skip_data=skip_data, submit=submit, argv=list(CURRENT_ARGV), container=container,
+        skip_data=skip_data, submit=submit, argv=command_line(ctx), container=container,
         container_runtime=container_runtime, container_mounts=container_mount or []))

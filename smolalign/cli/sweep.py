@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from smolalign.cli.options import RecipeArg, SetOption
+from smolalign.cli.options import RecipeArg, SetOption, command_line
 
 Grid = Annotated[list[str] | None, typer.Option("--grid", "-g", help="KEY=V1,V2[,...]: values of one recipe key "
                                                                       "(as --set takes them); repeatable, the cells "
@@ -30,7 +30,7 @@ Slurm = Annotated[list[str] | None, typer.Option("--slurm", help="Write a Slurm 
 ArrayTask = Annotated[bool, typer.Option("--array-task", hidden=True, help="Run cell $SLURM_ARRAY_TASK_ID only.")]
 
 
-def sweep(recipe: RecipeArg, grid: Grid = None, seeds: Seeds = None, set_: SetOption = None,
+def sweep(ctx: typer.Context, recipe: RecipeArg, grid: Grid = None, seeds: Seeds = None, set_: SetOption = None,
           output_dir: OutputDir = None, dry_run: DryRun = False, overwrite: Overwrite = False, resume: Resume = False, launch: Launch = None,
           num_processes: NumProcesses = None, slurm: Slurm = None, array_task: ArrayTask = False) -> None:
     """Run RECIPE once per cell of a grid (each a normal run directory named by its overrides), evaluate each with
@@ -43,7 +43,7 @@ def sweep(recipe: RecipeArg, grid: Grid = None, seeds: Seeds = None, set_: SetOp
 
     refuse_resume_with_overwrite(resume, overwrite)
     request = SweepRequest(recipe, grid or [], seeds, Path(output_dir) if output_dir else None, dry_run,
-                           overwrite, launch, num_processes, slurm or [], set_ or [], array_task)
+                           overwrite, launch, num_processes, slurm or [], set_ or [], array_task, command_line(ctx))
     write_sweep_job(request) if request.slurm else run_sweep(request)
 
 

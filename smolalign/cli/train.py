@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from smolalign.cli.options import OutputDirOption, RecipeArg, SetOption
+from smolalign.cli.options import OutputDirOption, RecipeArg, SetOption, command_line
 from smolalign.errors import SmolalignError
 
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the resolved recipe and the plan, check the data, load no weights.")]
@@ -24,38 +24,44 @@ def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:
     refuse(resume, overwrite)
 
 
-def _maybe_launch(launch: str | None, num_processes: int | None) -> bool:
-    """Re-run this command on several processes (launch.planned_launch decides: --launch, the recipe's `launch:`
-    section, or one process per GPU), unless a launcher started this process."""
-    from smolalign.launch import CURRENT_ARGV, planned_launch, relaunch, under_launcher
+def _maybe_launch(argv: list[str], launch: str | None, num_processes: int | None) -> bool:
+    """Re-run this command (`argv`) on several processes (launch.planned_launch decides: --launch, the recipe's
+    `launch:` section, or one process per GPU), unless a launcher started this process."""
+    from smolalign.launch import planned_launch, relaunch, under_launcher
 
     if under_launcher():  # a rank of a run some launcher started (ours, accelerate, torchrun, srun): run the stage
         return False
-    launch, num_processes = planned_launch(CURRENT_ARGV, launch, num_processes)
+    launch, num_processes = planned_launch(argv, launch, num_processes)
     if launch is None:
         return False
-    code = relaunch(launch, num_processes, CURRENT_ARGV)
+    code = relaunch(launch, num_processes, argv)
     if code:
         raise typer.Exit(code)
     return True
 
 
-def _run(stage: str, recipe: str, overrides: list[str] | None, **options) -> None:
-    """Validate the recipe for `stage` and run it with its method's stage (`stages.registry` decides which)."""
+def _run(stage: str, recipe: str, overrides: list[str] | None, argv: list[str], **options) -> None:
+    """Validate the recipe for `stage` and run it in this process with its method's stage (`stages.registry` decides
+    which); one process that would see several GPUs is refused first, with the command (`argv` launched) that runs
+    one per GPU."""
+    from smolalign.launch import check_not_data_parallel
     from smolalign.recipe.validate import load_recipe
     from smolalign.stages.registry import run_stage
 
-    run_stage(load_recipe(recipe, overrides or [], stage), **options)
+    loaded = load_recipe(recipe, overrides or [], stage)
+    check_not_data_parallel(loaded, argv)
+    run_stage(loaded, **options)
 
 
-def sft(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None, dry_run: DryRun = False,
-        resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None, num_processes: NumProcesses = None
-        ) -> None:
+def sft(ctx: typer.Context, recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None,
+        dry_run: DryRun = False, resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None,
+        num_processes: NumProcesses = None) -> None:
     """Supervised fine-tuning (assistant-only loss, packing, /think and /no_think templates)."""
     refuse_resume_with_overwrite(resume, overwrite)
-    if _maybe_launch(launch, num_processes):
+    if _maybe_launch(command_line(ctx), launch, num_processes):
         return
-    _run("sft", recipe, set_, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
+    _run("sft", recipe, set_, command_line(ctx), output_dir=output_dir, dry_run=dry_run, resume=resume,
+         overwrite=overwrite)
 
 
 PoTarget = Annotated[str, typer.Argument(
@@ -66,14 +72,14 @@ PairsRecipe = Annotated[str | None, typer.Argument(metavar="", show_default=Fals
 Regenerate = Annotated[bool, typer.Option("--regenerate", help="pairs: generate again even if the pairs are cached.")]
 
 
-def po(target: PoTarget, pairs_recipe: PairsRecipe = None, set_: SetOption = None,
+def po(ctx: typer.Context, target: PoTarget, pairs_recipe: PairsRecipe = None, set_: SetOption = None,
        output_dir: OutputDirOption = None, dry_run: DryRun = False, resume: Resume = False,
        overwrite: Overwrite = False, regenerate: Regenerate = False, launch: Launch = None,
        num_processes: NumProcesses = None) -> None:
     """Preference optimization (DPO and its loss variants, APO-zero, KTO, ORPO); `po pairs RECIPE` generates
     chosen/rejected pairs from a strong and a weak model."""
     refuse_resume_with_overwrite(resume, overwrite)
-    if target != "pairs" and _maybe_launch(launch, num_processes):
+    if target != "pairs" and _maybe_launch(command_line(ctx), launch, num_processes):
         return
     from smolalign.recipe.validate import load_recipe
 
@@ -86,18 +92,20 @@ def po(target: PoTarget, pairs_recipe: PairsRecipe = None, set_: SetOption = Non
         return
     if pairs_recipe is not None:
         raise SmolalignError(f"unexpected argument {pairs_recipe!r} (did you mean smolalign po pairs {pairs_recipe}?)")
-    _run("po", target, set_, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
+    _run("po", target, set_, command_line(ctx), output_dir=output_dir, dry_run=dry_run, resume=resume,
+         overwrite=overwrite)
 
 
-def rl(recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None, dry_run: DryRun = False,
-       resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None, num_processes: NumProcesses = None
-       ) -> None:
+def rl(ctx: typer.Context, recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None,
+       dry_run: DryRun = False, resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None,
+       num_processes: NumProcesses = None) -> None:
     """On-policy training: GRPO with verifiable rewards (math, format, length, code in a sandbox), or on-policy
     distillation from a teacher (distill, gold, auto)."""
     refuse_resume_with_overwrite(resume, overwrite)
-    if _maybe_launch(launch, num_processes):
+    if _maybe_launch(command_line(ctx), launch, num_processes):
         return
-    _run("rl", recipe, set_, output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
+    _run("rl", recipe, set_, command_line(ctx), output_dir=output_dir, dry_run=dry_run, resume=resume,
+         overwrite=overwrite)
 
 
 def register(app: typer.Typer) -> None:

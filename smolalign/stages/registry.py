@@ -52,9 +52,8 @@ def run_stage(recipe, **options):
     """Run a validated recipe with its method's stage; returns the saved model's directory (None for a dry run). The
     launcher's variables are as they were before, whatever the run's vLLM engine wrote; the time-limit signal is
     caught from the start (smolalign.runs.save_on_signal)."""
-    from smolalign.launch import check_not_data_parallel, kept_process_variables
+    from smolalign.launch import kept_process_variables
     from smolalign.runs.save_on_signal import listening
 
-    check_not_data_parallel(recipe)
     with kept_process_variables(), listening():  # the time-limit signal, kept from the stage's start
         return runner(recipe).run(recipe, **options)

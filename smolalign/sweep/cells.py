@@ -95,8 +95,11 @@ _doing = {"done": "finished, skipped", "evaluate": "trained, evaluating", "resum
 
 def run_cell_here(run: CellRun, *, overwrite: bool) -> None:
     """One cell in this process, which a launcher started (a Slurm array task): every process trains it."""
+    from smolalign.launch import check_not_data_parallel
     from smolalign.stages.registry import run_stage
 
+    command = stage_command(run, Path(run.recipe.source), overwrite=overwrite, launch=None, num_processes=None)
+    check_not_data_parallel(run.recipe, command[3:])  # after `python -m smolalign`
     state = "new" if overwrite else cell_state(run.run_dir)
     print(f"sweep: cell {run.cell.index + 1} {run.cell.name}: {_doing[state]}", flush=True)
     if state == "evaluate" and int(os.environ.get("RANK", "0")) == 0:

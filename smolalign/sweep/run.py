@@ -30,6 +30,9 @@ class SweepRequest:
     """`--set KEY=VALUE` overrides applied to every cell (not part of the cells' names)."""
     array_task: bool = False
     """Run only the cell $SLURM_ARRAY_TASK_ID, in this process (what each task of the array job runs)."""
+    argv: list[str] = field(default_factory=list)
+    """The `smolalign sweep` arguments that made the request: with --slurm, what the array job's script records, and
+    (without --slurm) the command that writes the comparison once the job is done."""
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,6 @@ def slurm_settings(items: list[str]) -> dict:
 
 def write_sweep_job(request) -> Path | None:
     """Check every cell for the cluster, then write (and optionally submit) the array job's script."""
-    from smolalign.launch import CURRENT_ARGV
     from smolalign.slurm.job import build_job, cluster_hardware, emit_job
     from smolalign.slurm.options import default_job_name
     from smolalign.sweep.run import plan_sweep
@@ -56,7 +55,7 @@ def write_sweep_job(request) -> Path | None:
         raise SmolalignError("--slurm writes the job: drop --array-task and --dry-run")
     settings = slurm_settings(request.slurm)
     base = SlurmRequest(recipe=request.recipe, nodes=settings.pop("nodes", 1), preset=request.launch,
-                        overwrite=request.overwrite, argv=list(CURRENT_ARGV), **settings)
+                        overwrite=request.overwrite, argv=list(request.argv), **settings)
     sweep = plan_sweep(request, cluster_hardware(base))
     built = []
     for run in sweep.runs:
@@ -83,7 +82,7 @@ def write_sweep_job(request) -> Path | None:
     notes = [f"{len(sweep.runs)} array tasks, one per cell; the cells and the comparison go to {sweep.directory}: "
              "every node must see it (a shared filesystem)", *[n for n in notes if not n.startswith("run directory")]]
     path = emit_job(dataclasses.replace(base, job_name=job.job_name), job, plan, notes)
-    print(f"when the job is done, write the comparison with: smolalign {shlex.join(_without_slurm(CURRENT_ARGV))}")
+    print(f"when the job is done, write the comparison with: smolalign {shlex.join(_without_slurm(request.argv))}")
     return path
 
 
