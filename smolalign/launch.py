@@ -108,17 +108,6 @@ def check_not_data_parallel(recipe, argv: list[str]) -> None:
                          f"DataParallel: run `{command}`, or give this process one GPU (CUDA_VISIBLE_DEVICES=0)")
 
 
-def check_processes_fit(processes: int, gpus: int, generation=None, option: str = "--num-processes") -> None:
-    """One training process per GPU: more processes than GPUs left for training is refused, naming `option`."""
-    if gpus and processes > gpus:
-        from smolalign.generation.gpu_partition import server_device_count, starts_server_beside_training
-
-        server = (f" ({server_device_count(generation.server)} more for the vLLM server)"
-                  if starts_server_beside_training(generation) else "")
-        raise SmolalignError(f"{option} {processes}: this machine has {gpus} GPU(s) for training{server}, one per "
-                             f"process; use {option} {gpus} or fewer")
-
-
 def is_launched() -> bool:
     return os.environ.get(LAUNCHED) == "1"
 
@@ -249,7 +238,14 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
     env = {**os.environ, LAUNCHED: "1"}
     config_file = deepspeed_file = None
     if detect_hardware().on_gpu:
-        check_processes_fit(num_processes, training_gpus(_recipe_sections(argv)[1]))
+        from smolalign import hardware
+        from smolalign.preflight.gpus import processes_problem
+        from smolalign.preflight.target import THIS_MACHINE
+
+        problem = processes_problem(num_processes, hardware.visible_gpu_count(), _recipe_sections(argv)[1],
+                                    THIS_MACHINE, "--num-processes")
+        if problem:
+            raise SmolalignError(problem)
         config_file, deepspeed_file = written_accelerate_config(preset, num_processes)
         command = launch_command(config_file, argv)
         print(f"launching {num_processes} process(es) with {preset.name}: accelerate launch {' '.join(command[3:])}",

@@ -60,7 +60,7 @@ def evaluate_command(
     """Generate K answers per prompt in each mode and report mean reward, avg@K / pass@K, mode compliance,
     truncation and length, with bootstrap intervals; several models side by side, differences to a baseline."""
     from smolalign.evaluation.run import evaluate
-    from smolalign.preflight import check_eval_command
+    from smolalign.preflight.packages import check_eval_command
 
     check_eval_command(backend, chart is not None)
     settings = dict(data=data, split=split, reward=reward, params=params or [], threshold=threshold or [],

@@ -54,16 +54,17 @@ def validate(recipe: RecipeArg, set_: SetOption = None,
         return
     from smolalign.errors import SmolalignError
     from smolalign.hardware import Hardware
-    from smolalign.preflight import described_target, findings, on_target, this_machine
+    from smolalign.preflight import findings
+    from smolalign.preflight.target import described_target, this_machine
     from smolalign.recipe.schema import LaunchSection
     from smolalign.recipe.typecheck import build
 
     launch = build(LaunchSection, raw["launch"], "launch") if raw.get("launch") is not None else None
     target = described_target(for_, launch)
     machine = Hardware("cuda", target.gpus, target.where, True, target.processes, 1)
-    with on_target(target):  # the target's processes and GPUs: its global batch, its caches
-        checked = validate_recipe(raw, stage, str(path), hardware=machine, machine=False)
-        problems = findings(checked, target)
+    # for the target: its processes and GPUs divide the global batch; its caches are not this machine's
+    checked = validate_recipe(raw, stage, str(path), hardware=machine, target=target, machine=False)
+    problems = findings(checked, target)
     if problems:
         raise SmolalignError(problems[0])
     typer.echo(f"{path}: ok for {target.where}")

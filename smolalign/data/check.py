@@ -128,7 +128,7 @@ def tokenizer_for(recipe):
     from smolalign.models.sources import source_of
 
     source = source_of(recipe)
-    found = preflight_tokenizer(recipe.model, recipe.template.name, source)
+    found = preflight_tokenizer(recipe.model, recipe.template.name, source, recipe.target)
     if found is None:
         return None, (f"model.source {source.label} is a hub id not in this machine's cache: it and its tokenizer "
                       "were not checked (a dry run downloads nothing)")

@@ -12,7 +12,6 @@ from smolalign.estimate.time import DEFAULT_UTILIZATION, describe_seconds, step_
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.size import source_parameter_count
 from smolalign.models.sources import source_of
-from smolalign.preflight import for_another_machine
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.method_table import method_spec
 
@@ -132,7 +131,7 @@ def add_memory_and_time_rows(plan, recipe, hardware: Hardware, *, steps: int | N
     allowed = recipe.launch is not None and recipe.launch.allow_memory_overrun
     # A Slurm job's plan is made twice: first as for this machine's launch, then for the job's preset; the second
     # decides.
-    final = preset is not None or not for_another_machine()
+    final = preset is not None or recipe.target.here
     if budget is not None and estimate.peak > MEMORY_REFUSED * budget and final and not allowed:
         knobs = knobs_to_fit(recipe, settings, setup, dims, int(MEMORY_REFUSED * budget))
         fix = ", ".join(knobs) if knobs else "a larger GPU or LoRA"

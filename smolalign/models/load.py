@@ -105,18 +105,17 @@ def load_tokenizer(section: ModelSection, template_name: str, source: ModelSourc
     return _with_template(tokenizer, section, template_name)
 
 
-def preflight_tokenizer(section: ModelSection, template_name: str, source: ModelSource):
+def preflight_tokenizer(section: ModelSection, template_name: str, source: ModelSource, target):
     """(tokenizer, template) as `load_tokenizer` gives them, read without converting or downloading weights (a
     GGUF file's own tokenizer, a checkpoint's tokenizer directory); None for a hub id that is not in the local cache
-    (a dry run downloads nothing), refused when HF_HUB_OFFLINE is set, since training could not fetch it either."""
+    (a dry run downloads nothing), refused when HF_HUB_OFFLINE is set and `target` (preflight.target.Target) is this
+    machine, since training could not fetch it either."""
     from transformers import AutoTokenizer
 
     where, kwargs = local_dir(source) if _converted(source) else source.location, {}
     if source.kind == "hub" and not _in_hub_cache(source):
-        from smolalign.preflight import for_another_machine
-
         offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
-        if offline and not for_another_machine():  # a Slurm job's nodes may reach the hub, or have their own cache
+        if offline and target.here:  # a Slurm job's nodes may reach the hub, or have their own cache
             raise SmolalignError(f"model.source {source.label}: not a local directory and not in the hub cache, and "
                                  "HF_HUB_OFFLINE is set; download it first (hf download "
                                  f"{source.location}) or point model.source at a directory")

@@ -244,7 +244,7 @@ def run_import(file: Path, fmt: str | None, out: Path | None, stage: str | None)
     from smolalign.preflight import findings
 
     # Upstream configs are written for the cluster: what this machine lacks is said, not refused.
-    imported.lines += [f"note     on this machine, {problem}" for problem in findings(recipe)]
+    imported.lines += [f"note     on this machine, {problem}" for problem in findings(recipe, recipe.target)]
     header = (f"# Imported from {file.name} ({imported.format} format) by `smolalign recipes import`.\n"
               f"# Run: smolalign {imported.stage} {out.name if out else 'RECIPE.yaml'} --dry-run\n")
     text = header + checked

@@ -32,10 +32,11 @@ def lora_config_class() -> type:
     return LoraConfig
 
 
-def validate_recipe(raw: dict, stage: str, source: str, hardware=None, machine: bool = True) -> Recipe:
+def validate_recipe(raw: dict, stage: str, source: str, hardware=None, target=None, machine: bool = True) -> Recipe:
     """Check every section of a merged recipe for `stage` and build the typed `Recipe`; its settings are for
-    `hardware` (this machine's when None). `machine=False` leaves out the preflight (what the recipe needs from the
-    machine), for a recipe written here to run elsewhere."""
+    `hardware` (this machine's when None), and it is checked for, and carries, `target` (`preflight.target.Target`:
+    where it will run; this machine when None). `machine=False` leaves out the preflight (what the recipe needs from
+    the machine), for a recipe written here to run elsewhere."""
     from smolalign.models.sources import resolve_recipe_sources
     from smolalign.recipe.method_keys import parse_method, parse_reference, parse_rl_sections
     from smolalign.recipe.method_table import method_spec
@@ -85,15 +86,19 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None, machine: 
     evaluation = eval_section(raw.get("eval"))
     hub = build(HubSection, raw["hub"], "hub") if raw.get("hub") is not None else None
     resolved = {**raw, "train": train}
+    if target is None:
+        from smolalign.preflight.target import this_machine
+
+        target = this_machine()
     recipe = Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
                   source=source, description=str(raw.get("description") or ""), method=method,
                   reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher,
                   launch=launch, hub=hub, evaluation=evaluation, settings=settings,
-                  sources=sources)
+                  sources=sources, target=target)
     if machine:
         from smolalign.preflight import preflight
 
-        preflight(recipe)  # what the recipe needs from the machine (GPU, vLLM, optional packages), before any weights
+        preflight(recipe, target)  # what it needs from the machine (GPU, vLLM, optional packages), before any weights
     return recipe
 
 
@@ -173,11 +178,11 @@ def recipe_stage(name_or_path: str, overrides: list[str]) -> str:
     return "po" if "method" in raw or "pairs" in raw else "sft"
 
 
-def load_recipe(name_or_path: str, overrides: list[str], stage: str, hardware=None) -> Recipe:
-    """Read a recipe (name or path), apply `--set` overrides and validate it for `stage` (on `hardware`, this
-    machine's when None)."""
+def load_recipe(name_or_path: str, overrides: list[str], stage: str, hardware=None, target=None) -> Recipe:
+    """Read a recipe (name or path), apply `--set` overrides and validate it for `stage` (on `hardware`, for
+    `target`: this machine's when None)."""
     from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
 
     path = recipe_path(name_or_path)
     raw = apply_overrides(read_recipe(path), overrides)
-    return validate_recipe(raw, stage, str(path), hardware)
+    return validate_recipe(raw, stage, str(path), hardware, target)

@@ -83,7 +83,7 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
                              f"nodes; use a {', '.join(MULTI_NODE_TYPES)} config (presets ddp, zero2, zero3, "
                              "zero3_offload, fsdp2)")
     hardware = cluster_hardware(request)
-    from smolalign.preflight import IMAGE_PACKAGES, Target, on_target
+    from smolalign.preflight.target import IMAGE_PACKAGES, Target
 
     # The job runs in this environment (environment_activation), or in the image with --container, on its nodes'
     # GPUs: the preflight checks that target. Validated for the cluster: launch.global_batch_size is divided over its
@@ -91,17 +91,16 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
     where = f"the job's nodes ({request.container})" if request.container else "the job's nodes"
     nodes = Target(request.gpus_per_node, where, processes=request.gpus_per_node, server_node=True,
                    packages=IMAGE_PACKAGES if request.container else None)
-    with on_target(nodes):
-        recipe = load_recipe(str(path), overrides, stage, hardware)
-        server, notes = vllm_server(recipe, request)
-        if server is not None:  # the plan names the server node the job will start
-            recipe = load_recipe(str(path), [*overrides, f"generation.server.base_url=http://VLLM_NODE:{server.port}"],
-                                 stage, hardware)
-        plan = check_stage(recipe, hardware, skip_data=request.skip_data)
-        if plan is not None:  # memory and time for the job's sharding (the preset), not this node's
-            from smolalign.estimate.plan_rows import add_memory_and_time_rows
+    recipe = load_recipe(str(path), overrides, stage, hardware, nodes)
+    server, notes = vllm_server(recipe, request)
+    if server is not None:  # the plan names the server node the job will start
+        recipe = load_recipe(str(path), [*overrides, f"generation.server.base_url=http://VLLM_NODE:{server.port}"],
+                             stage, hardware, nodes)
+    plan = check_stage(recipe, hardware, skip_data=request.skip_data)
+    if plan is not None:  # memory and time for the job's sharding (the preset), not this node's
+        from smolalign.estimate.plan_rows import add_memory_and_time_rows
 
-            add_memory_and_time_rows(plan, recipe, hardware, steps=plan.steps, preset=preset)
+        add_memory_and_time_rows(plan, recipe, hardware, steps=plan.steps, preset=preset)
     if plan is None:  # --skip-data: no plan, but the batch the job will train with is known without the data
         settings = recipe.settings
         notes.append(f"global batch {settings.global_batch} = per-device batch {settings.per_device_batch} × gradient "

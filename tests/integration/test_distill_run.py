@@ -122,16 +122,15 @@ def test_a_teacher_whose_tokenizer_cannot_load_is_exit_2(cli, distill_recipe, tm
 def test_the_student_samples_with_the_generation_backend(trainer, backend, mode, monkeypatch, tmp_path):
     """`generation:` reaches TRL's distillation configs (use_vllm, vllm_mode, the server's URL)."""
     from smolalign.hardware import Hardware
-    from smolalign.preflight import Target, on_target
+    from smolalign.preflight.target import Target
     from smolalign.recipe.validate import validate_recipe
     from smolalign.stages.distill import Pairing, distill_config
 
-    monkeypatch.setattr("smolalign.preflight.installed", lambda module: True)
+    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: True)
     raw = {"method": trainer, "model": {"source": "org/student"}, "teacher": {"source": "org/teacher"},
            "data": {"sources": [{"path": "prompts.jsonl"}]},
            "generation": {"backend": backend, "server": {"base_url": "http://gpu-node:8000"}}}
-    with on_target(Target(8, "an 8-GPU node")):
-        recipe = validate_recipe(raw, "rl", "test")
+    recipe = validate_recipe(raw, "rl", "test", target=Target(8, "an 8-GPU node"))
     cpu = Hardware("cpu", 0, "cpu", False, 1, 2)
     config = distill_config(recipe, Pairing(trainer, False, 1, 1, 1, True), cpu, "float32", tmp_path, "org/teacher",
                             "http://gpu-node:8000" if backend == "vllm_server" else None)

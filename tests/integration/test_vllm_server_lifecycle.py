@@ -29,7 +29,7 @@ from smolalign.generation import server_process
 from smolalign.generation.gpu_partition import SERVER_GPUS, claim_training_gpus, partition
 from smolalign.generation.server import healthy, served_generation
 from smolalign.generation.server_command import SERVER_MODULE
-from smolalign.preflight import Target, on_target
+from smolalign.preflight.target import Target
 from smolalign.recipe.validate import validate_recipe
 from smolalign.runs.watchdog import stall_watchdog
 from tests.processes import assert_gone, group_members
@@ -62,7 +62,7 @@ def recorded(record: Path) -> list[dict]:
 
 @pytest.fixture
 def recipe_for(tiny_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr("smolalign.preflight.installed", lambda module: True)
+    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: True)
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "1+1?", "solution": "2"}])
 
     def make(behaviour="ok", model=None, train=None, **server):
@@ -71,8 +71,7 @@ def recipe_for(tiny_dir, tmp_path, monkeypatch):
                "rewards": [{"name": "math_accuracy"}], "train": train or {},
                "generation": {"backend": "vllm_server", "server": {"port": free_port(), "startup_timeout": 20,
                                                                    **server}}}
-        with on_target(Target(8, "an 8-GPU node")):
-            return validate_recipe(raw, "rl", "test")
+        return validate_recipe(raw, "rl", "test", target=Target(8, "an 8-GPU node"))
 
     return make
 

@@ -307,7 +307,7 @@ MUTATIONS = [
       ("tests/integration/test_vllm_server_lifecycle.py::test_a_server_that_dies_mid_run_fails_the_run",),
       "a server whose own process exited is taken as stopped"),
     M("driver_checked", "a driver too old for torch's CUDA (13.x: 580, 12.x: 525) is refused before anything loads",
-      "scaling/preflight.md", "smolalign/preflight_gpus.py",
+      "scaling/preflight.md", "smolalign/preflight/gpus.py",
       '    if needed is None or int(driver.split(".")[0]) >= needed:', "    if True:",
       ("tests/unit/test_preflight.py::test_a_driver_too_old_for_torchs_cuda_is_refused[cuda13-driver550]",
        "tests/unit/test_preflight.py::test_a_driver_too_old_for_torchs_cuda_is_refused[cuda13-smi575]",
@@ -315,7 +315,7 @@ MUTATIONS = [
        "tests/unit/test_preflight.py::test_a_driver_too_old_refuses_the_dry_run"),
       "no driver check: the run finds no GPU or fails at the first CUDA call"),
     M("vllm_really_imports", "an installed vLLM that fails to import is refused at preflight with its error",
-      "scaling/preflight.md", "smolalign/preflight_vllm.py",
+      "scaling/preflight.md", "smolalign/preflight/vllm.py",
       "    if target.here and (problem := vllm_import_problem()):", "    if False:",
       ("tests/unit/test_preflight.py::test_a_vllm_that_fails_to_import_is_refused_with_its_error",),
       "only find_spec is asked: a vLLM that does not import passes"),
@@ -411,7 +411,7 @@ MUTATIONS = [
       "import logging", "import logging\nimport torch  # noqa",
       ("tests/unit/test_cli.py::test_help_does_not_import_heavy_libraries",), "torch is imported at start"),
     M("preflight_gpu_only_kernels", "choices a target cannot run (Liger's kernels without a GPU) are refused in the "
-      "dry run, naming the key", "scaling/preflight.md", "smolalign/preflight.py",
+      "dry run, naming the key", "scaling/preflight.md", "smolalign/preflight/kernels.py",
       '    if target.gpus < 1:\n        return f"train.use_liger_kernel', '    if False:\n        return f"train.use_liger_kernel',
       ("tests/unit/test_preflight.py::test_optional_packages_and_gpu_only_kernels",), "Liger on a CPU passes"),
     M("global_batch_kept", "launch.global_batch_size fixes the global batch over any process count",
@@ -469,8 +469,8 @@ MUTATIONS = [
        "tests/unit/test_launch_processes.py::test_the_cli_launches_one_process_per_gpu"),
       "one process sees every GPU: TRL refuses DataParallel after the data is prepared and the model loaded"),
     M("processes_fit_gpus", "more processes than GPUs for training is exit 2 naming --num-processes, before anything "
-      "starts", "scaling/index.md", "smolalign/launch.py", "    if gpus and processes > gpus:",
-      "    if False:",
+      "starts", "scaling/index.md", "smolalign/preflight/gpus.py",
+      "    if gpus < 1 or processes <= training:\n        return None", "    if True:\n        return None",
       ("tests/unit/test_launch_processes.py::test_more_processes_than_gpus_is_refused_before_anything_starts",),
       "nine processes start on eight GPUs"),
     M("no_data_parallel", "a process that sees several GPUs alone is refused before anything loads, with the command "
@@ -492,7 +492,7 @@ MUTATIONS = [
       "ZeRO-3 printed, memory sized for one unsharded process"),
     M("validate_for_the_image", "recipes validate --for NxGPU (and launch slurm --container) check the image's "
       "packages, and what only this machine lacks is a note", "scaling/preflight.md",
-      "smolalign/preflight.py",
+      "smolalign/preflight/target.py",
       "        return installed(module) if self.packages is None else module in self.packages",
       "        return installed(module)",
       ("tests/unit/test_launch_slurm.py::test_in_a_container_the_recipe_is_checked_against_the_images_packages",),

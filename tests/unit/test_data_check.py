@@ -9,7 +9,7 @@ from badinput import GOOD_CHAT, jsonl, sft_recipe
 from smolalign.data.check import FIRST, RANDOM, sample, tokenizer_for
 from smolalign.data.mixture import ORIGIN
 from smolalign.errors import SmolalignError
-from smolalign.preflight import Target, on_target
+from smolalign.preflight.target import Target
 from smolalign.recipe.train_section import RANGES, check_ranges
 from smolalign.recipe.validate import validate_recipe
 
@@ -30,10 +30,10 @@ def test_sample_takes_the_first_rows_and_a_seeded_draw_of_each_source():
     assert again[ORIGIN] == picked  # seeded: the same rows every time
 
 
-def _hub_recipe(tmp_path):
+def _hub_recipe(tmp_path, target=None):
     (tmp_path / "chat.jsonl").write_text(jsonl(GOOD_CHAT))
     raw = json.loads(sft_recipe(model={"source": "models/not_here"}).replace("{dir}", str(tmp_path)))
-    return validate_recipe(raw, "sft", "test")
+    return validate_recipe(raw, "sft", "test", target=target)
 
 
 def test_hub_model_absent_here_is_refused_offline(tmp_path, monkeypatch):
@@ -45,10 +45,9 @@ def test_hub_model_absent_here_is_refused_offline(tmp_path, monkeypatch):
 
 def test_hub_model_absent_here_is_left_unchecked_online_or_for_a_cluster(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    recipe = _hub_recipe(tmp_path)
-    with on_target(Target(8, "the job's nodes")):  # the job's nodes may reach the hub
-        found, why = tokenizer_for(recipe)
+    found, why = tokenizer_for(_hub_recipe(tmp_path, Target(8, "the job's nodes")))  # they may reach the hub
     assert found is None and "models/not_here" in why
+    recipe = _hub_recipe(tmp_path)
     monkeypatch.delenv("HF_HUB_OFFLINE")
     found, why = tokenizer_for(recipe)  # nothing is downloaded: the answer comes from the (empty) cache
     assert found is None and "not checked" in why

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from smolalign.errors import RunFailure, SmolalignError
-from smolalign.preflight import Target, preflight
+from smolalign.preflight import preflight
+from smolalign.preflight.target import Target
 from smolalign.recipe.schema import HubSection
 from smolalign.recipe.validate import validate_recipe
 from smolalign.runs.hub import push_model

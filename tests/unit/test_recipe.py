@@ -133,16 +133,16 @@ def test_quantization_requires_adapters(tmp_path):
 
 def test_shipped_recipes_validate(monkeypatch):
     """On the machine they are written for: the GPU image (vLLM, DeepSpeed, Liger installed) on an 8-GPU node."""
-    from smolalign.preflight import Target, on_target
+    from smolalign.preflight.target import Target
     from smolalign.recipe.load import shipped_recipes
 
     shipped = shipped_recipes()
     assert "quickstart/sft" in shipped
-    monkeypatch.setattr("smolalign.preflight.installed", lambda module: module != "flash_attn")
-    with on_target(Target(8, "an 8-GPU node", bf16=True, processes=7)):
-        for name, path in shipped.items():
-            raw = read_recipe(path)
-            validate_recipe(raw, raw.get("stage", "sft"), name)
+    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: module != "flash_attn")
+    node = Target(8, "an 8-GPU node", bf16=True, processes=7)
+    for name, path in shipped.items():
+        raw = read_recipe(path)
+        validate_recipe(raw, raw.get("stage", "sft"), name, target=node)
 
 
 # The published SmolLM3 post-training recipes, read from huggingface/alignment-handbook at commit
@@ -186,7 +186,7 @@ PUBLISHED = {
 def test_smollm3_recipes_are_the_published_ones(name, monkeypatch):
     """Splits, weights, columns and train fields as upstream; the published global batch on 1, 2 or 8 nodes."""
     from smolalign.hardware import Hardware
-    from smolalign.preflight import Target, on_target
+    from smolalign.preflight.target import Target
     from smolalign.recipe.load import shipped_recipes
 
     config, splits, columns, global_batch, fields = PUBLISHED[name]
@@ -201,12 +201,11 @@ def test_smollm3_recipes_are_the_published_ones(name, monkeypatch):
     assert train["use_liger_kernel"] is True and train["gradient_checkpointing_kwargs"] == {"use_reentrant": True}
     assert train["warmup_steps"] == {"smollm3/apo": 0.1}.get(name, 0.03)  # upstream warmup_ratio
     assert "gradient_accumulation_steps" not in train  # derived from the global batch for each GPU count
-    monkeypatch.setattr("smolalign.preflight.installed", lambda module: module != "flash_attn")
+    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: module != "flash_attn")
 
     def on_nodes(nodes: int):
         hardware = Hardware("cuda", 8, f"{nodes} node(s) x 8 GPUs", True, 8 * nodes, 16)
-        with on_target(Target(8, "an 8-GPU node", bf16=True, processes=8)):
-            return validate_recipe(raw, raw["stage"], name, hardware)
+        return validate_recipe(raw, raw["stage"], name, hardware, Target(8, "an 8-GPU node", bf16=True, processes=8))
 
     for nodes in (1, 2, 4, 8, 16):
         world = 8 * nodes

@@ -1,6 +1,7 @@
 """The preflight checks of what a recipe needs from the GPUs it runs on: one training process per GPU (beside a
 started vLLM server's), GPUs that compute in bfloat16 when it asks for them, and an NVIDIA driver that runs the CUDA
-torch is built for. Their rows in the checks table are in `smolalign.preflight`."""
+torch is built for. `processes_problem` is the one statement of the process rule: `launch.relaunch` asks it too,
+for --num-processes, before it starts anything."""
 
 import re
 import subprocess
@@ -10,27 +11,28 @@ from smolalign import hardware
 from smolalign.recipe.schema import Recipe
 
 
-def check_processes(recipe: Recipe, target) -> str | None:
-    """One training process per GPU, beside a started vLLM server's GPUs."""
-    from smolalign.generation.gpu_partition import (
-        server_device_count,
-        starts_server_beside_training,
-        training_device_count,
-    )
+def processes_problem(processes: int, gpus: int, generation, where: str, option: str) -> str | None:
+    """One training process per GPU of the node's `gpus`, the GPUs of a vLLM server the run starts beside training
+    (`generation`; None when the server has a node of its own) left out: None, or what is wrong, the process count
+    named as `option`."""
+    from smolalign.generation.gpu_partition import server_device_count, training_device_count
 
-    if target.gpus < 1:
+    training = training_device_count(gpus, generation)
+    if gpus < 1 or processes <= training:
         return None
-    beside = starts_server_beside_training(recipe.generation) and not target.server_node
-    training = training_device_count(target.gpus, recipe.generation) if beside else target.gpus
-    if target.processes <= training:
-        return None
-    if beside:
-        server = server_device_count(recipe.generation.server)
-        return (f"generation.server: the server's {server} GPU(s) and {target.processes} training process(es) need "
-                f"{server + target.processes} GPUs, {target.where} has {target.gpus}; use "
-                f"--num-processes {training}, generation.backend: vllm_colocate, or set generation.server.base_url")
-    return (f"launch: {target.processes} training processes per node, one per GPU, and {target.where} has "
-            f"{target.gpus} GPU(s); use --num-processes {target.gpus} or fewer")
+    if training < gpus:
+        server = server_device_count(generation.server)
+        return (f"generation.server: the server's {server} GPU(s) and {processes} training process(es) need "
+                f"{server + processes} GPUs, {where} has {gpus}; use --num-processes {training}, "
+                "generation.backend: vllm_colocate, or set generation.server.base_url")
+    return (f"{option} {processes}: {where} has {gpus} GPU(s) for training, one per process; use --num-processes "
+            f"{gpus} or fewer")
+
+
+def check_processes(recipe: Recipe, target) -> str | None:
+    """One training process per GPU, beside a started vLLM server's GPUs (unless the server has a node of its own)."""
+    generation = None if target.server_node else recipe.generation
+    return processes_problem(target.processes, target.gpus, generation, target.where, "launch.num_processes")
 
 
 def check_bf16(recipe: Recipe, target) -> str | None:

@@ -1,7 +1,23 @@
-"""The preflight check of a recipe's judge rewards: each judge's server (rl rewards, a graded scorer, eval rewards) is
-asked once before anything loads, not at every request. Its row in the checks table is in `smolalign.preflight`."""
+"""The preflight checks of the services a run talks to before it starts: the hub it pushes the model to (a token,
+and HF_HUB_OFFLINE unset) and each judge reward's server (rl rewards, a graded scorer, eval rewards), asked once
+before anything loads, not at every request."""
+
+import os
 
 from smolalign.recipe.schema import Recipe
+
+
+def check_hub(recipe: Recipe, target) -> str | None:
+    if recipe.hub is None:
+        return None
+    if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        return f"hub.repo_id {recipe.hub.repo_id}: HF_HUB_OFFLINE is set here; unset it, or remove the hub: section"
+    from huggingface_hub import get_token
+
+    if get_token() is None:
+        return (f"hub.repo_id {recipe.hub.repo_id}: no hub token (set HF_TOKEN or run `hf auth login`), or remove "
+                "the hub: section")
+    return None
 
 
 def check_judges(recipe: Recipe, target) -> str | None:

@@ -1,6 +1,6 @@
 """The preflight checks of a recipe's vLLM choices (rl generation, pairs, eval): vLLM installed for the target (its
 CUDA build on GPUs, its CPU build on a CPU) and, on this machine, really importing; a started server's GPUs that
-exist. Their rows in the checks table are in `smolalign.preflight`."""
+exist, and no sleep mode on a CPU. Also asked by the generation code itself before it builds an engine."""
 
 import functools
 
