@@ -1,5 +1,6 @@
-"""The TRL config one process of a launched run builds (WORLD_SIZE set by its launcher), built here in-process: what
-the trainer uses, for tests that would otherwise read the plan's text about it."""
+"""The TRL config one process of a launched run builds (WORLD_SIZE set by its launcher), built here in-process as the
+config check builds it (no accelerate state is set up): the values the trainer uses, for tests that would otherwise
+read the plan's text about them."""
 
 import os
 from pathlib import Path
@@ -7,8 +8,6 @@ from pathlib import Path
 
 def launched_sft_config(recipe: str, overrides: list[str], world: int, run_dir: Path):
     """(SFTConfig, hardware) as each of `world` processes builds them for `recipe` with `overrides`."""
-    from accelerate import PartialState
-
     from smolalign.hardware import detect_hardware
     from smolalign.recipe.validate import load_recipe
     from smolalign.stages.sft import sft_config
@@ -20,11 +19,6 @@ def launched_sft_config(recipe: str, overrides: list[str], world: int, run_dir: 
         hardware = detect_hardware()
     finally:
         os.environ.pop("WORLD_SIZE")
-    fresh = not PartialState._shared_state  # building the config sets up accelerate's state: as one process here
-    try:
-        return sft_config(loaded, hardware, "float32", run_dir), hardware
-    finally:
-        if fresh:
-            PartialState._reset_state()
-        if saved is not None:
-            os.environ["WORLD_SIZE"] = saved
+    if saved is not None:
+        os.environ["WORLD_SIZE"] = saved
+    return sft_config(loaded, hardware, "float32", run_dir, check=True), hardware

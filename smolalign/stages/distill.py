@@ -106,7 +106,7 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     student, _ = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
     teacher = load_teacher_tokenizer(recipe)
     pairing = pair_tokenizers(recipe, student, teacher)
-    check_config(recipe, lambda r, h, d, o: distill_config(r, pairing, h, d, o, teacher_dir=o))
+    check_config(recipe, lambda r, h, d, o, check: distill_config(r, pairing, h, d, o, teacher_dir=o, check=check))
     size, teacher_dtype = check_teacher_memory(recipe, hardware)
     rows = read_prompt_rows(recipe.data)
     checked = check_prompt_rows(recipe, rows.train, recipe.data.seed, recipe.template.kwargs)
@@ -173,7 +173,7 @@ def load_distill_data(recipe: Recipe, rows=None):
 
 
 def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: str, run_dir: Path, teacher_dir: str,
-                   base_url: str | None = None):
+                   base_url: str | None = None, *, check: bool = False):
     """The trainer's config; `generation:` picks how the student samples (TRL's use_vllm / vllm_mode)."""
     from smolalign.generation.backend_settings import vllm_fields
 
@@ -181,11 +181,11 @@ def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: 
     sampling = vllm_fields(recipe.generation, base_url)
     if not method_spec(recipe.stage, recipe.method).cross_tokenizer:
         fixed = {"chat_template_kwargs": dict(recipe.template.kwargs)} if recipe.template.kwargs else {}
-        return trl_config(recipe, hardware, dtype, run_dir, train, **fixed, **sampling)
+        return trl_config(recipe, hardware, dtype, run_dir, train, check=check, **fixed, **sampling)
     fixed = {"use_uld_loss": pairing.uld, **sampling}
     if pairing.uld:
         fixed["teacher_tokenizer_name_or_path"] = teacher_dir
-    return trl_config(recipe, hardware, dtype, run_dir, train, **fixed)
+    return trl_config(recipe, hardware, dtype, run_dir, train, check=check, **fixed)
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,

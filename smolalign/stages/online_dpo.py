@@ -81,11 +81,12 @@ def add_online_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
         rows["rewards"] += f", minus {settings['missing_eos_penalty']:g} for an answer that never ends"
 
 
-def online_dpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None):
+def online_dpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None, *,
+                      check: bool = False):
     from smolalign.generation.backend_settings import vllm_fields
 
     fixed = {"reward_weights": [r.weight for r in recipe.rewards], **vllm_fields(recipe.generation, base_url)}
-    return trl_config(recipe, hardware, dtype, run_dir, **fixed)
+    return trl_config(recipe, hardware, dtype, run_dir, check=check, **fixed)
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,

@@ -156,7 +156,7 @@ def weights_memory(recipe: Recipe, hardware: Hardware, role: str, after: str = "
     return f"{describe_bytes(count * DTYPE_BYTES.get(dtype, 4))}{after} ({describe_count(count)} parameters in {dtype})"
 
 
-def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
+def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, *, check: bool = False):
     method = recipe.method
     spec = method_spec(recipe.stage, method)
     fixed: dict = {}
@@ -170,7 +170,7 @@ def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
         fixed["precompute_ref_log_probs"] = recipe.reference.kind == "precomputed"
     if spec.keeps_columns:
         fixed["remove_unused_columns"] = False
-    return trl_config(recipe, hardware, dtype, run_dir, **fixed)
+    return trl_config(recipe, hardware, dtype, run_dir, check=check, **fixed)
 
 
 def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):

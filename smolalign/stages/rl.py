@@ -99,14 +99,15 @@ def add_sandbox_row(plan, rewards) -> None:
         plan.rows["sandbox"] = f"{pool.level}, {pool.workers} workers{hint}"
 
 
-def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None):
+def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None, *,
+                check: bool = False):
     from smolalign.generation.backend_settings import vllm_fields
 
     fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}
     if recipe.template.kwargs:
         fixed["chat_template_kwargs"] = dict(recipe.template.kwargs)
     fixed.update(vllm_fields(recipe.generation, base_url))
-    return trl_config(recipe, hardware, dtype, run_dir, **fixed)
+    return trl_config(recipe, hardware, dtype, run_dir, check=check, **fixed)
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,

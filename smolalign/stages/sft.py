@@ -35,10 +35,10 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
     return plan, mixture
 
 
-def sft_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path):
+def sft_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, *, check: bool = False):
     """SFTConfig from the run's settings, with precision decided by the hardware and TRL's data preparation switched
     off."""
-    return trl_config(recipe, hardware, dtype, run_dir, dataset_kwargs={"skip_prepare_dataset": True})
+    return trl_config(recipe, hardware, dtype, run_dir, check=check, dataset_kwargs={"skip_prepare_dataset": True})
 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,

@@ -1,8 +1,6 @@
 """The TRL config and LoRA config a stage hands its trainer: the run's settings with the precision this hardware
 decides, the run directory, the values smolalign sets itself, and DeepSpeed's config when a launcher handed one."""
 
-import contextvars
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,39 +10,34 @@ from smolalign.hardware import Hardware, precision_flags
 from smolalign.recipe.method_table import method_spec
 from smolalign.recipe.schema import Recipe
 
-_CHECKING: contextvars.ContextVar[bool] = contextvars.ContextVar("config_check", default=False)
 
-
-def check_config(recipe: Recipe, builder: Callable, *args, **kwargs) -> None:
-    """Build the stage's TRL config once before anything loads (`builder(recipe, hardware, dtype, run_dir, ...)`, the
-    stage's own config function), so TRL's and transformers' own `__post_init__` checks run in the dry run and in
-    `launch slurm`. Built for this machine's precision (transformers refuses bf16 where it cannot check it), without
-    the launcher's DeepSpeed config; creates nothing. Not in a launched process: there the config would set up the
-    process group before accelerate does, and the run builds its config before any weight loads anyway.
-
-    transformers sets up accelerate's process state while building the config; the check does so as one process
-    (the process variables hidden), and leaves no state behind that the run's own set-up would then inherit."""
-    from accelerate import PartialState
-
+def check_config(recipe: Recipe, builder: Callable, *args) -> None:
+    """Build the stage's TRL config once before anything loads (`builder(recipe, hardware, dtype, run_dir, *args,
+    check=True)`, the stage's own config function, which hands `check` to `trl_config`), so TRL's and transformers'
+    own `__post_init__` checks run in the dry run and in `launch slurm`. Built for this machine's precision
+    (transformers refuses bf16 where it cannot check it), as one process, without the launcher's DeepSpeed config;
+    creates nothing. Not in a launched process: the run builds its config before any weight loads anyway."""
     from smolalign.hardware import detect_hardware, resolve_dtype
-    from smolalign.launch import PROCESS_VARIABLES, is_launched, kept_process_variables
+    from smolalign.launch import is_launched
     from smolalign.stages.lifecycle import run_dir_of
 
     if is_launched():
         return
     hardware = detect_hardware()
-    fresh = not PartialState._shared_state
-    token = _CHECKING.set(True)
-    try:
-        with kept_process_variables():
-            for name in PROCESS_VARIABLES:
-                os.environ.pop(name, None)  # built as one process
-            builder(recipe, hardware, resolve_dtype(recipe.model.dtype, hardware), run_dir_of(recipe, None), *args,
-                    **kwargs)
-    finally:
-        _CHECKING.reset(token)
-        if fresh:
-            PartialState._reset_state()
+    builder(recipe, hardware, resolve_dtype(recipe.model.dtype, hardware), run_dir_of(recipe, None), *args,
+            check=True)
+
+
+def checked_config_class(config_class: type, hardware: Hardware) -> type:
+    """`config_class` as the check builds it: one process on the hardware's device. transformers' `__post_init__`
+    asks for `device` (and GRPO's for `world_size`), and the real answer sets up accelerate's process state, a
+    process group when a launcher's variables are set; that state would outlive the check and be the one the run's
+    own set-up then finds. Here both are plain answers, so the check creates no state at all."""
+    import torch
+
+    device = torch.device("cuda" if hardware.on_gpu else "cpu")
+    return type(config_class.__name__, (config_class,), {
+        "__doc__": config_class.__doc__, "device": property(lambda self: device), "world_size": property(lambda self: 1)})
 
 
 
@@ -55,28 +48,31 @@ def _config_error(exc: Exception, train: dict) -> SmolalignError:
     return SmolalignError(f"train.{named[0]}: {message}" if named else f"train: {message}")
 
 
-def trl_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, train: dict | None = None, **fixed):
+def trl_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, train: dict | None = None, *,
+               check: bool = False, **fixed):
     """The method's TRL config (from the method table) built from the run's settings (`train`, when given, in their
     place), with the hardware's precision (bf16 off on CPU whatever the recipe says), the run directory, and `fixed`
-    values set by smolalign. Keys smolalign's own pipeline applies are not passed."""
+    values set by smolalign. Keys smolalign's own pipeline applies are not passed. `check`: built only to run TRL's
+    own checks (`check_config`): no DeepSpeed, no accelerate state, no note."""
     consumed = method_spec(recipe.stage, recipe.method).consumed
     train = {k: v for k, v in (recipe.settings.train if train is None else train).items() if k not in consumed}
     flags = precision_flags(dtype, hardware)
     if hardware.on_gpu:
         train = {**flags, **train}
     else:
-        if (train.get("bf16") or train.get("fp16")) and not _CHECKING.get():
+        if (train.get("bf16") or train.get("fp16")) and not check:
             print("note: no GPU here, so bf16/fp16 are off and the run is float32 on CPU", file=sys.stderr)
         train.update(flags)
     train.update(output_dir=str(run_dir), **fixed)
     train.setdefault("report_to", "none")
-    if _CHECKING.get():
+    if check:
         train.pop("deepspeed", None)  # DeepSpeed's config object would start its communication layer
-    deepspeed = None if _CHECKING.get() else deepspeed_from_launcher()
+    deepspeed = None if check else deepspeed_from_launcher()
     if deepspeed is not None:
         train["deepspeed"] = deepspeed
+    cls = method_spec(recipe.stage, recipe.method).config_class()
     try:
-        config = method_spec(recipe.stage, recipe.method).config_class()(**train)
+        config = (checked_config_class(cls, hardware) if check else cls)(**train)
     except (ValueError, TypeError) as exc:
         raise _config_error(exc, recipe.settings.train) from None
     if deepspeed is not None and not hardware.on_gpu:

@@ -1,0 +1,92 @@
+"""What a command needs reaches the code as arguments, not as ambient state: the command line, the machine a recipe
+is checked for, the config check's mode and the vLLM server's GPUs are values passed along; running a command leaves
+every smolalign module's globals, this process's environment and accelerate's process state as they were."""
+
+import os
+import sys
+
+import pytest
+from tiny_models import chat_rows, write_jsonl
+
+
+@pytest.fixture
+def sft_recipe(write_recipe, tiny_dir, tmp_path):
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    return str(write_recipe({"model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": str(data)}]},
+                             "train": {"max_length": 128, "max_steps": 1}}))
+
+
+def _module_globals() -> dict[str, dict[str, int]]:
+    """Every loaded smolalign module's globals, by identity."""
+    return {name: {key: id(value) for key, value in vars(module).items()}
+            for name, module in list(sys.modules.items()) if name.split(".")[0] == "smolalign" and module is not None}
+
+
+def test_the_command_line_reaches_the_relaunch_as_a_value_and_no_module_keeps_it(cli, sft_recipe, tmp_path,
+                                                                                 monkeypatch):
+    """Two commands in one process each relaunch with their own arguments, and neither leaves a trace in any module
+    (a module-level copy of the arguments, set by `main`, would)."""
+    import smolalign.launch
+
+    relaunched = []
+    monkeypatch.setattr(smolalign.launch, "relaunch", lambda preset, n, argv: relaunched.append(argv) or 0)
+    for name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "SMOLALIGN_LAUNCHED"):
+        monkeypatch.delenv(name, raising=False)
+    first = ["sft", sft_recipe, "-o", str(tmp_path / "a"), "--launch", "ddp", "--num-processes", "2"]
+    assert cli(*first)[0] == 0
+    before = _module_globals()
+    second = ["sft", sft_recipe, "--set", "train.max_steps=2", "--launch", "ddp"]
+    assert cli(*second)[0] == 0
+    assert relaunched == [first, second]
+    after = _module_globals()
+    changed = {module: sorted(k for k in names if after[module].get(k) != names[k] or k not in after[module])
+               for module, names in before.items()}
+    added = {module: sorted(set(after[module]) - set(names)) for module, names in before.items()}
+    assert {m: c for m, c in changed.items() if c} == {} and {m: a for m, a in added.items() if a} == {}
+
+
+@pytest.fixture
+def launcher_variables(monkeypatch):
+    """A launcher's variables for a one-process group on this machine (what torchrun sets), and accelerate's state
+    empty for the test: a check that set up a process state would set up a real one here."""
+    from accelerate.state import AcceleratorState, PartialState
+
+    from smolalign.launch import free_port
+
+    monkeypatch.setattr(PartialState, "_shared_state", {})
+    monkeypatch.setattr(AcceleratorState, "_shared_state", {})
+    monkeypatch.delenv("SMOLALIGN_LAUNCHED", raising=False)
+    for name, value in {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}.items():
+        monkeypatch.setenv(name, value)
+    yield
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def test_the_config_check_sets_up_no_process_state(launcher_variables, sft_recipe, monkeypatch):
+    """TRL's own checks run (a value transformers refuses is exit 2 naming the key), and afterwards accelerate has no
+    state and torch no process group, without resetting anything: the run's own set-up starts from nothing. The
+    environment is not touched either (the launcher's variables are not hidden, they are not read)."""
+    import torch.distributed as dist
+    from accelerate.state import PartialState
+
+    from smolalign.errors import SmolalignError
+    from smolalign.recipe.validate import load_recipe
+    from smolalign.stages.sft import sft_config
+    from smolalign.stages.trainer_config import check_config
+
+    resets = []
+    monkeypatch.setattr(PartialState, "_reset_state", lambda *args, **kwargs: resets.append(args))
+    recipe = load_recipe(sft_recipe, [], "sft")
+    environment = dict(os.environ)
+    check_config(recipe, sft_config)
+    assert PartialState._shared_state == {} and not dist.is_initialized() and resets == []
+    assert dict(os.environ) == environment
+    bad = load_recipe(sft_recipe, ["train.load_best_model_at_end=true", "train.eval_strategy=steps",
+                                   "train.save_strategy=epoch"], "sft")
+    with pytest.raises(SmolalignError, match=r"^train\.(load_best_model_at_end|eval_strategy|save_strategy)"):
+        check_config(bad, sft_config)
+    assert PartialState._shared_state == {} and not dist.is_initialized() and resets == []
