@@ -9,7 +9,9 @@ accelerator: real ZeRO partitioning over gloo, the way a CI machine can test it.
 
 Without --launch the same happens when the recipe has a `launch:` section, or when this machine has several GPUs for
 training (`planned_launch`: one process per GPU). Inside the launched processes `SMOLALIGN_LAUNCHED` is set, and a
-process any launcher started (accelerate, torchrun, srun) runs the stage instead of launching again.
+process any launcher started (accelerate, torchrun, srun) runs the stage instead of launching again. A run that
+starts its vLLM server on this machine's GPUs hands the training processes the GPU partition in their environment;
+with one training process, that process is a child started on it (`run_on_partition`).
 """
 
 import contextlib
@@ -68,11 +70,30 @@ def _recipe_sections(argv: list[str]) -> tuple[dict, object]:
 
 def training_gpus(generation=None) -> int:
     """GPUs of this machine left for training processes (the CUDA devices this process sees, counted without
-    starting CUDA, less a started vLLM server's)."""
+    starting CUDA, less a started vLLM server's unless this process was started on the GPU partition already)."""
     from smolalign import hardware
-    from smolalign.generation.gpu_partition import training_device_count
+    from smolalign.generation.gpu_partition import handed_partition, training_device_count
 
-    return training_device_count(hardware.visible_gpu_count(), generation)
+    visible = hardware.visible_gpu_count()
+    return visible if handed_partition() is not None else training_device_count(visible, generation)
+
+
+def partition_for(argv: list[str], processes: int):
+    """The GPU partition (gpu_partition.GpuPartition) the `processes` training processes of `smolalign ARGV` are
+    started on, or None when they need none."""
+    from smolalign.generation.gpu_partition import partition_for_children
+
+    return partition_for_children(_recipe_sections(argv)[1], processes)
+
+
+def run_on_partition(argv: list[str], gpus) -> int:
+    """Run `smolalign ARGV` as one training process in a child started on `gpus` (a GpuPartition): which GPUs a
+    process sees is fixed by its environment before CUDA starts in it, and a process that saw the vLLM server's GPUs
+    too would train on all of them (torch's DataParallel). Returns the child's exit code."""
+    command = [sys.executable, "-m", "smolalign", *strip_launch_options(argv)]
+    print(f"training on GPU(s) {','.join(gpus.training)}, the vLLM server on {','.join(gpus.server)}: "
+          f"{' '.join(command[1:])}", file=sys.stderr)
+    return subprocess.run(command, env={**os.environ, **gpus.training_env()}).returncode
 
 
 def planned_launch(argv: list[str], launch: str | None, num_processes: int | None) -> tuple[str | None, int]:
@@ -235,7 +256,8 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
     from smolalign.hardware import detect_hardware
 
     settings = read_preset(preset)
-    env = {**os.environ, LAUNCHED: "1"}
+    gpus = partition_for(argv, num_processes)
+    env = {**os.environ, LAUNCHED: "1", **(gpus.training_env() if gpus else {})}
     config_file = deepspeed_file = None
     if detect_hardware().on_gpu:
         from smolalign import hardware

@@ -26,15 +26,19 @@ def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:
 
 def _maybe_launch(argv: list[str], launch: str | None, num_processes: int | None) -> bool:
     """Re-run this command (`argv`) on several processes (launch.planned_launch decides: --launch, the recipe's
-    `launch:` section, or one process per GPU), unless a launcher started this process."""
-    from smolalign.launch import planned_launch, relaunch, under_launcher
+    `launch:` section, or one process per GPU), or as one process in a child that sees only training's GPUs when
+    the run starts a vLLM server beside it; unless a launcher started this process."""
+    from smolalign.launch import partition_for, planned_launch, relaunch, run_on_partition, under_launcher
 
     if under_launcher():  # a rank of a run some launcher started (ours, accelerate, torchrun, srun): run the stage
         return False
     launch, num_processes = planned_launch(argv, launch, num_processes)
-    if launch is None:
+    if launch is not None:
+        code = relaunch(launch, num_processes, argv)
+    elif (gpus := partition_for(argv, 1)) is not None:
+        code = run_on_partition(argv, gpus)
+    else:
         return False
-    code = relaunch(launch, num_processes, argv)
     if code:
         raise typer.Exit(code)
     return True

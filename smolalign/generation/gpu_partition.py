@@ -1,22 +1,43 @@
 """The GPUs of a run whose vLLM server smolalign starts on the same node: the server gets `generation.server.gpus`,
-else the last `tensor_parallel` visible ones, and training keeps the others (each process's CUDA_VISIBLE_DEVICES,
-set before CUDA starts in it)."""
+else the last `tensor_parallel` visible ones, and training keeps the others. The partition is a value handed to
+whoever starts the processes: the training processes get it in their environment (their CUDA_VISIBLE_DEVICES, which
+must be set before CUDA starts in them, and SERVER_GPUS), the server its GPUs in its own; the environment of the
+process that works it out is never changed."""
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from smolalign.errors import SmolalignError
 from smolalign.recipe.generation_schema import VllmServerSection
 from smolalign.recipe.schema import Recipe
 
 SERVER_GPUS = "SMOLALIGN_VLLM_SERVER_GPUS"
-"""Set by the GPU partition for this process: the devices (in the launcher's numbering) the server gets."""
+"""Set in the environment of the training processes smolalign starts on a partition (never in its own): the devices,
+in the starting process's numbering, the server gets."""
 
 
-def visible_devices() -> list[str]:
-    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (counted without starting CUDA)."""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+@dataclass(frozen=True)
+class GpuPartition:
+    server: tuple[str, ...]
+    """The server's devices, as CUDA_VISIBLE_DEVICES entries of the process that made the partition."""
+    training: tuple[str, ...]
+    """Training's devices, in the same numbering."""
+
+    def training_env(self) -> dict[str, str]:
+        """What a training process started on this partition gets in its environment."""
+        return {"CUDA_VISIBLE_DEVICES": ",".join(self.training), SERVER_GPUS: ",".join(self.server)}
+
+
+def _entries(text: str) -> tuple[str, ...]:
+    return tuple(d.strip() for d in text.split(",") if d.strip())
+
+
+def visible_devices(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The GPUs a process with `environ` may use, as CUDA_VISIBLE_DEVICES entries (counted without starting CUDA)."""
+    listed = environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
-        return [d.strip() for d in listed.split(",") if d.strip()]
+        return list(_entries(listed))
     from smolalign.hardware import visible_gpu_count
 
     return [str(i) for i in range(visible_gpu_count())]
@@ -39,8 +60,8 @@ def training_device_count(gpus: int, generation) -> int:
     return max(gpus - server_device_count(generation.server), 0)
 
 
-def partition(visible: list[str], server: VllmServerSection, processes: int) -> tuple[list[str], list[str]]:
-    """(the server's devices, training's devices) out of the visible ones."""
+def partition(visible: list[str], server: VllmServerSection, processes: int) -> GpuPartition:
+    """The server's devices and training's, out of the visible ones."""
     if server.gpus:
         beyond = [g for g in server.gpus if g >= len(visible)]
         if beyond:
@@ -54,33 +75,69 @@ def partition(visible: list[str], server: VllmServerSection, processes: int) -> 
         raise SmolalignError(f"generation.server: {len(visible)} GPU(s) cannot hold the server ({len(chosen)}) and "
                              f"{processes} training process(es); use generation.backend: vllm_colocate, or set "
                              "generation.server.base_url to a server elsewhere")
-    return chosen, training
+    return GpuPartition(tuple(chosen), tuple(training))
 
 
-def claim_training_gpus(recipe: Recipe) -> None:
-    """Before CUDA starts in this process: hide the GPUs a started server will use from training."""
+def handed_partition(environ: Mapping[str, str] = os.environ) -> GpuPartition | None:
+    """The partition the process that started one with `environ` handed it (`GpuPartition.training_env`), if any."""
+    if SERVER_GPUS not in environ:
+        return None
+    return GpuPartition(_entries(environ[SERVER_GPUS]), _entries(environ.get("CUDA_VISIBLE_DEVICES", "")))
+
+
+def partition_for_children(generation, processes: int, environ: Mapping[str, str] = os.environ
+                           ) -> GpuPartition | None:
+    """The partition a process with `environ` starts `processes` training processes on: None when no server starts
+    beside training, when there is no GPU, when it was started on a partition itself (its children inherit it), or
+    when the GPUs cannot hold both (the preflight refuses that, naming the recipe's key)."""
+    if not starts_server_beside_training(generation) or handed_partition(environ) is not None:
+        return None
+    visible = visible_devices(environ)
+    if not visible:
+        return None  # no GPU here: the server shares the machine
+    try:
+        return partition(visible, generation.server, processes)
+    except SmolalignError:
+        return None
+
+
+def partition_of_this_process(recipe: Recipe, device_count: int, environ: Mapping[str, str] = os.environ
+                              ) -> GpuPartition | None:
+    """The GPUs of the server a training process starts, and its own: the partition it was started on
+    (`smolalign rl` starts training that way), else, for a process another launcher started, worked out from what it
+    sees, its rank training on the GPU of its local rank. Refused where training would use a GPU of the server's:
+    which GPUs a process sees is fixed by the environment it was started with, and this one was not given the
+    partition's."""
     generation = recipe.generation
     if not starts_server_beside_training(generation):
-        return
-    if SERVER_GPUS in os.environ:
-        return
-    visible = visible_devices()
+        return None
+    handed = handed_partition(environ)
+    if handed is not None:
+        if device_count != len(handed.training):
+            raise SmolalignError(f"training sees {device_count} GPUs, not the {len(handed.training)} it was started "
+                                 f"with (CUDA_VISIBLE_DEVICES={','.join(handed.training)}); set "
+                                 "generation.server.base_url and start the server yourself, or set "
+                                 "CUDA_VISIBLE_DEVICES for training")
+        return handed
+    visible = visible_devices(environ)
     if not visible:
-        return  # no GPU here: the preflight refused this recipe already
-    processes = int(os.environ.get("LOCAL_WORLD_SIZE") or 1)
-    server_devices, training = partition(visible, generation.server, processes)
-    os.environ[SERVER_GPUS] = ",".join(server_devices)
-    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(training)
+        return None
+    processes = int(environ.get("LOCAL_WORLD_SIZE") or 1)
+    found = partition(visible, generation.server, processes)
+    used = visible[:processes] if "WORLD_SIZE" in environ else visible  # a launcher's rank i trains on device i
+    shared = [d for d in used if d in found.server]
+    if shared:
+        raise SmolalignError(f"generation.server: training would use GPU(s) {','.join(shared)}, the server's; run "
+                             f"`smolalign {recipe.stage}`, which starts training on the other GPUs, or start this "
+                             f"process with {' '.join(f'{k}={v}' for k, v in found.training_env().items())}")
+    return found
 
 
-def check_claim(device_count: int) -> None:
-    """After CUDA started: training must see only its own GPUs, or it would share one with the server."""
-    if SERVER_GPUS not in os.environ or "CUDA_VISIBLE_DEVICES" not in os.environ:
-        return
-    training = [d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d]
-    if device_count != len(training):
-        raise SmolalignError(f"training sees {device_count} GPUs, not its {len(training)} (CUDA started before the "
-                             "vLLM server's GPUs could be hidden); set generation.server.base_url and start the "
-                             "server yourself, or set CUDA_VISIBLE_DEVICES for training")
-
-
+def server_devices(server: VllmServerSection, gpus: GpuPartition | None) -> dict[str, str]:
+    """CUDA_VISIBLE_DEVICES for the server smolalign starts: the partition's server devices, else `server.gpus` as
+    written (no partition: no GPU counted here), else nothing (the server sees what this process sees)."""
+    if gpus is not None:
+        return {"CUDA_VISIBLE_DEVICES": ",".join(gpus.server)}
+    if server.gpus:
+        return {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in server.gpus)}
+    return {}

@@ -4,12 +4,12 @@ or one smolalign starts, waits for until healthy, and stops at the end, whatever
 A started server is vLLM's OpenAI server with the options TRL 1.16 builds for `vllm serve` (its command line is
 smolalign.generation.server_command's, shared with a Slurm job's server node), from the Python smolalign runs in,
 with the development endpoints the trainer's client uses for weight sync. On GPUs it runs on its own:
-`generation.server.gpus`, else the last `tensor_parallel` visible ones; training keeps the others (each process's
-CUDA_VISIBLE_DEVICES, set before CUDA starts). On a CPU it shares the machine, with a KV cache sized for the work.
-Health is vLLM's `/health` answering 200, as TRL's client probes it (a redirect is not an answer), and the server
-must then name the model smolalign gave it (`--served-model-name`, unique per start): a server smolalign did not
-start, on the same port, is never used. The port must be free before it starts. The server dies with the
-process that started it, its whole process group with it (vLLM's engine core and workers are child processes that
+`generation.server.gpus`, else the last `tensor_parallel` visible ones; training keeps the others (the GPU partition,
+generation.gpu_partition, handed to the server and to the training processes in their environments). On a CPU it
+shares the machine, with a KV cache sized for the work. Health is vLLM's `/health` answering 200, as TRL's client
+probes it (a redirect is not an answer), and the server must then name the model smolalign gave it
+(`--served-model-name`, unique per start): a server smolalign did not start, on the same port, is never used. The
+port must be free before it starts. The server dies with the process that started it, its whole process group with it (vLLM's engine core and workers are child processes that
 watch no parent of their own): stopped at the end whatever happens (SIGTERM to the run included), and, when that
 process ends without running its `finally` blocks (SIGKILL, the watchdog's `os._exit`), killed by a reaper process
 that waits on a pipe only the starting process holds open (the kernel closes it however that process dies).
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.generation.gpu_partition import SERVER_GPUS
+from smolalign.generation.gpu_partition import SERVER_GPUS, GpuPartition, server_devices
 from smolalign.generation.server_command import server_command
 from smolalign.generation.server_process import Reaper, die_with_parent, stop_server
 from smolalign.hardware import Hardware
@@ -109,8 +109,10 @@ def serves(base_url: str, served_name: str, timeout: float = 5.0) -> bool:
 
 
 @contextlib.contextmanager
-def served_generation(recipe: Recipe, state, dtype: str = "auto") -> Iterator[ServerHandle | None]:
-    """Yields the server handle (None unless the backend is vllm_server); a started server is always stopped."""
+def served_generation(recipe: Recipe, state, dtype: str = "auto", gpus: GpuPartition | None = None
+                      ) -> Iterator[ServerHandle | None]:
+    """Yields the server handle (None unless the backend is vllm_server); a started server runs on `gpus`' server
+    devices (gpu_partition.partition_of_this_process) and is always stopped."""
     generation = recipe.generation
     if generation is None or generation.backend != "vllm_server":
         yield None
@@ -126,7 +128,7 @@ def served_generation(recipe: Recipe, state, dtype: str = "auto") -> Iterator[Se
     if not state.is_main_process:  # one server per run: rank 0 starts it, the others connect to it
         yield ServerHandle(f"http://127.0.0.1:{server.port}")
         return
-    handle = start_server(recipe, dtype)
+    handle = start_server(recipe, dtype, gpus)
     try:
         with _stopped_on_sigterm():
             yield handle
@@ -156,7 +158,7 @@ def _stopped_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def start_server(recipe: Recipe, dtype: str) -> ServerHandle:
+def start_server(recipe: Recipe, dtype: str, gpus: GpuPartition | None) -> ServerHandle:
     from smolalign.hardware import detect_hardware
 
     server = recipe.generation.server
@@ -164,10 +166,8 @@ def start_server(recipe: Recipe, dtype: str) -> ServerHandle:
     hardware = detect_hardware()
     served_name = f"smolalign-{secrets.token_hex(6)}"
     command = server_command(recipe, dtype, hardware, served_name)
-    env = server_env(hardware)
-    if server.gpus or SERVER_GPUS in os.environ:
-        env["CUDA_VISIBLE_DEVICES"] = os.environ.get(SERVER_GPUS) or ",".join(str(g) for g in server.gpus)
-    env.pop(SERVER_GPUS, None)
+    env = {**server_env(hardware), **server_devices(server, gpus)}
+    env.pop(SERVER_GPUS, None)  # the partition this process was started on, if any, is not the server's to read
     log = Path(tempfile.mkstemp(prefix="smolalign-vllm-", suffix=".log")[1])
     where = f"GPU(s) {env.get('CUDA_VISIBLE_DEVICES', 'all')}" if hardware.on_gpu else "this CPU"
     print(f"starting the vLLM server on {where}: {' '.join(command)} (log {log})")

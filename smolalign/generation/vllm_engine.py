@@ -150,7 +150,10 @@ def engine_options(model_dir: str, hardware: Hardware, *, dtype: str, sequence_t
 
 @contextlib.contextmanager
 def _in_process(hardware: Hardware) -> Iterator[None]:
-    """On a CPU, the engine core built inside this process: read by vLLM while it builds the engine only."""
+    """On a CPU, the engine core built inside this process: read by vLLM while it builds the engine only. An edit of
+    this process's environment, scoped to the build: `vllm.LLM` takes no argument for it, and vLLM 0.31 reads
+    VLLM_ENABLE_V1_MULTIPROCESSING from os.environ through vllm.envs (LLMEngine.from_engine_args, the CPU platform,
+    the uniprocess executor), so it is set for the build and put back as it was."""
     if hardware.on_gpu:
         yield
         return

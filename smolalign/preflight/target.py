@@ -56,9 +56,13 @@ IMAGE_PACKAGES = frozenset({"torch.nn.attention.flex_attention",
 
 
 def this_machine() -> Target:
-    gpus = hardware.visible_gpu_count()
-    processes = hardware.processes_on_this_node()
-    return Target(gpus, THIS_MACHINE, bf16=None, processes=processes)
+    """This machine: the GPUs this process sees (and, in a training process started on the vLLM server's GPU
+    partition, the server's, which it does not see), the training processes its launcher started on this node."""
+    from smolalign.generation.gpu_partition import handed_partition
+
+    handed = handed_partition()
+    gpus = hardware.visible_gpu_count() + (len(handed.server) if handed is not None else 0)
+    return Target(gpus, THIS_MACHINE, bf16=None, processes=hardware.processes_on_this_node())
 
 
 def described_target(spec: str, launch=None) -> Target:

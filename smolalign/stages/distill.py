@@ -190,13 +190,12 @@ def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: 
 
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
-    from smolalign.generation.gpu_partition import check_claim, claim_training_gpus
+    from smolalign.generation.gpu_partition import partition_of_this_process
     from smolalign.generation.server import check_port
     from smolalign.generation.vllm_engine import check_generation
 
-    claim_training_gpus(recipe)  # before anything starts CUDA in this process
     hardware = detect_hardware()
-    check_claim(hardware.device_count)
+    gpus = partition_of_this_process(recipe, hardware.device_count)
     plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(recipe, hardware)
     check_port(recipe)
     check_generation(recipe, hardware)
@@ -216,7 +215,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     teacher_dir = local_dir(source_of(recipe, "teacher"))
-    with served_generation(recipe, state, dtype) as server, stall_watchdog(stall_timeout(recipe.generation), server) \
+    with served_generation(recipe, state, dtype, gpus) as server, stall_watchdog(stall_timeout(recipe.generation), server) \
             as watchdog:
         # the config first, as in sft and po
         config = distill_config(recipe, pairing, hardware, dtype, run_dir, teacher_dir,

@@ -122,14 +122,13 @@ def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...],
     gives the plan, prompts and rewards before anything loads, `make_config(recipe, hardware, dtype, run_dir,
     base_url)` the TRL config, and `signals` the logged values the run's summary reports."""
     from smolalign.generation.backend_settings import stall_timeout
-    from smolalign.generation.gpu_partition import check_claim, claim_training_gpus
+    from smolalign.generation.gpu_partition import partition_of_this_process
     from smolalign.generation.server import check_port, served_generation
     from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
     from smolalign.generation.vllm_engine import check_generation, generated_tokens
 
-    claim_training_gpus(recipe)  # before anything starts CUDA in this process
     hardware = detect_hardware()
-    check_claim(hardware.device_count)
+    gpus = partition_of_this_process(recipe, hardware.device_count)
     plan, prompts, rewards = check(recipe, hardware)
     check_port(recipe)
     check_generation(recipe, hardware)
@@ -146,7 +145,7 @@ def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...],
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     stall = stall_timeout(recipe.generation)
-    with served_generation(recipe, state, dtype) as server, stall_watchdog(stall, server) as watchdog:
+    with served_generation(recipe, state, dtype, gpus) as server, stall_watchdog(stall, server) as watchdog:
         # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
         args = make_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
         model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))

@@ -26,7 +26,7 @@ import pytest
 from smolalign.errors import RunFailure, SmolalignError
 from smolalign.generation import server as lifecycle
 from smolalign.generation import server_process
-from smolalign.generation.gpu_partition import SERVER_GPUS, claim_training_gpus, partition
+from smolalign.generation.gpu_partition import SERVER_GPUS, GpuPartition, partition, partition_for_children
 from smolalign.generation.server import healthy, served_generation
 from smolalign.generation.server_command import SERVER_MODULE
 from smolalign.preflight.target import Target
@@ -78,10 +78,12 @@ def recipe_for(tiny_dir, tmp_path, monkeypatch):
 
 def test_partition_gives_the_server_its_gpus_and_training_the_others():
     server = SimpleNamespace(gpus=[], tensor_parallel=1)
-    assert partition(["0", "1", "2", "3"], server, 1) == (["3"], ["0", "1", "2"])
-    assert partition(["0", "1", "2", "3"], SimpleNamespace(gpus=[], tensor_parallel=2), 2) == (["2", "3"], ["0", "1"])
+    assert partition(["0", "1", "2", "3"], server, 1) == GpuPartition(("3",), ("0", "1", "2"))
+    assert partition(["0", "1", "2", "3"], SimpleNamespace(gpus=[], tensor_parallel=2), 2) == \
+        GpuPartition(("2", "3"), ("0", "1"))
     # server.gpus index the visible devices; under CUDA_VISIBLE_DEVICES=4,5,6 GPU 0 is device 4
-    assert partition(["4", "5", "6"], SimpleNamespace(gpus=[0], tensor_parallel=1), 2) == (["4"], ["5", "6"])
+    assert partition(["4", "5", "6"], SimpleNamespace(gpus=[0], tensor_parallel=1), 2) == \
+        GpuPartition(("4",), ("5", "6"))
     with pytest.raises(SmolalignError, match="cannot hold the server"):
         partition(["0"], server, 1)
     with pytest.raises(SmolalignError, match=r"generation.server.gpus \[5\]"):
@@ -97,9 +99,11 @@ def test_the_started_server_gets_its_gpus_and_the_model_settings_and_training_ke
     # a hub model at a revision (served by its id, which the stand-in does not download)
     hub = ModelSource("hub", "HuggingFaceTB/SmolLM3-3B", revision="v2")
     recipe = dataclasses.replace(recipe, sources={**recipe.sources, "model": hub})
-    claim_training_gpus(recipe)
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2"  # this (training) process, before CUDA starts
-    with served_generation(recipe, MAIN, "bfloat16") as server:
+    gpus = partition_for_children(recipe.generation, 1)
+    # what the training process is started with (before CUDA starts in it); this process's own is left as it is
+    assert gpus.training_env() == {"CUDA_VISIBLE_DEVICES": "0,1,2", SERVER_GPUS: "3"}
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2,3" and SERVER_GPUS not in os.environ
+    with served_generation(recipe, MAIN, "bfloat16", gpus) as server:
         assert healthy(server.base_url) and server.alive()
         [started] = recorded(standin)
         with urllib.request.urlopen(f"{server.base_url}/v1/models") as response:
@@ -125,9 +129,9 @@ def test_the_started_server_gets_its_gpus_and_the_model_settings_and_training_ke
 def test_server_gpus_named_in_the_recipe(standin, recipe_for, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
     recipe = recipe_for(gpus=[1])
-    claim_training_gpus(recipe)
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,2,3"
-    with served_generation(recipe, MAIN, "float32"):
+    gpus = partition_for_children(recipe.generation, 1)
+    assert gpus.training_env()["CUDA_VISIBLE_DEVICES"] == "0,2,3"
+    with served_generation(recipe, MAIN, "float32", gpus):
         assert recorded(standin)[0]["env"]["CUDA_VISIBLE_DEVICES"] == "1"
 
 
