@@ -2,6 +2,7 @@
 is checked for, the config check's mode and the vLLM server's GPUs are values passed along; running a command leaves
 every smolalign module's globals, this process's environment and accelerate's process state as they were."""
 
+import ast
 import os
 import sys
 
@@ -90,3 +91,67 @@ def test_the_config_check_sets_up_no_process_state(launcher_variables, sft_recip
     with pytest.raises(SmolalignError, match=r"^train\.(load_best_model_at_end|eval_strategy|save_strategy)"):
         check_config(bad, sft_config)
     assert PartialState._shared_state == {} and not dist.is_initialized() and resets == []
+
+
+ENVIRONMENT_EDITS = {
+    ("smolalign/generation/vllm_engine.py", "_in_process"): "vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING from "
+                                                              "os.environ only; set for one engine build, put back",
+    ("smolalign/launch.py", "kept_process_variables"): "puts back what TRL's colocated vLLM wrote into the process",
+    ("smolalign/recipe/methods.py", "load"): "TRL reads TRL_EXPERIMENTAL_SILENCE at import, from os.environ only",
+    ("smolalign/stages/po_trainers.py", ""): "the same, for the experimental trainers this module imports",
+}
+"""The only places smolalign's own process environment is written, and why."""
+
+
+def _enclosing_functions(tree):
+    """Each node of `tree` with the name of the function it is in ("" at module level)."""
+    stack = [(tree, "")]
+    while stack:
+        node, function = stack.pop()
+        yield node, function
+        inside = node.name if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else function
+        stack.extend((child, inside) for child in ast.iter_child_nodes(node))
+
+
+def _writes_environment(node) -> bool:
+    def is_environ(value):
+        return isinstance(value, ast.Attribute) and value.attr == "environ"
+
+    if isinstance(node, ast.Assign | ast.AugAssign | ast.Delete):
+        targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+        return any(isinstance(t, ast.Subscript) and is_environ(t.value) for t in targets)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        writes = ("update", "pop", "setdefault", "clear", "popitem", "__setitem__", "__delitem__")
+        return (is_environ(node.func.value) and node.func.attr in writes) or node.func.attr in ("putenv", "unsetenv")
+    return False
+
+
+def test_no_ambient_state_in_the_source():
+    """No context variable, no smolalign module's global set from elsewhere or through `global`, no private
+    accelerate state, and the process environment written only where a library reads a setting from it alone."""
+    from paths import REPO
+
+    found, edits = [], set()
+    paths = sorted((REPO / "smolalign").rglob("*.py"))
+    ours = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__") for p in paths}
+    for path in paths:
+        name = str(path.relative_to(REPO))
+        tree = ast.parse(path.read_text())
+        modules = {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                   for alias in node.names if alias.name in ours}
+        modules |= {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    for alias in node.names if f"{node.module}.{alias.name}" in ours}
+        for node, function in _enclosing_functions(tree):
+            if isinstance(node, ast.Name | ast.Attribute) and (getattr(node, "id", None) or node.attr) in (
+                    "ContextVar", "_reset_state", "_shared_state"):
+                found.append(f"{name}: {getattr(node, 'id', None) or node.attr}")
+            if isinstance(node, ast.Global):
+                found.append(f"{name}: global {', '.join(node.names)}")
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in modules
+                    for t in node.targets):
+                found.append(f"{name}: sets another module's global in {function or 'the module'}")
+            if _writes_environment(node):
+                edits.add((name, function))
+    assert found == []
+    assert edits == set(ENVIRONMENT_EDITS)
