@@ -253,14 +253,13 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
     if num_processes < 1:
         raise SmolalignError("--num-processes must be at least 1")
     preset = preset_path(preset_name)
-    from smolalign.hardware import detect_hardware
+    from smolalign import hardware
 
     settings = read_preset(preset)
     gpus = partition_for(argv, num_processes)
     env = {**os.environ, LAUNCHED: "1", **(gpus.training_env() if gpus else {})}
     config_file = deepspeed_file = None
-    if detect_hardware().on_gpu:
-        from smolalign import hardware
+    if hardware.detect_hardware().on_gpu:
         from smolalign.preflight.gpus import processes_problem
         from smolalign.preflight.target import THIS_MACHINE
 

@@ -52,9 +52,10 @@ ContainerMount = Annotated[list[str] | None, typer.Option("--container-mount", h
 
 
 @app.command()
-def slurm(ctx: typer.Context, recipe: RecipeArg, nodes: Nodes, vllm_nodes: VllmNodes = 0, gpus_per_node: GpusPerNode = 8,
-          preset: Preset = None, set_: SetOption = None, output_dir: OutputDirOption = None,
-          partition: Partition = None, time: TimeLimit = None, account: Account = None, job_name: JobName = None,
+def slurm(ctx: typer.Context, recipe: RecipeArg, nodes: Nodes, vllm_nodes: VllmNodes = 0,
+          gpus_per_node: GpusPerNode = 8, preset: Preset = None, set_: SetOption = None,
+          output_dir: OutputDirOption = None, partition: Partition = None, time: TimeLimit = None,
+          account: Account = None, job_name: JobName = None,
           script: Script = None, log_dir: LogDir = None, overwrite: Overwrite = False, main_process_port: Port = 29500,
           signal_before: SignalBefore = 300, sbatch: Sbatch = None, setup: Setup = None, vllm_set: VllmSet = None,
           skip_data: SkipData = False, submit: Submit = False, container: ContainerImage = None,

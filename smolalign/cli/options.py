@@ -10,7 +10,6 @@ SetOption = Annotated[list[str] | None, typer.Option("--set", "-s", help="Overri
 OutputDirOption = Annotated[Path | None, typer.Option("--output-dir", "-o", help="Run directory (default: train.output_dir, else runs/<recipe name>).")]
 
 
-
 def command_line(ctx: typer.Context) -> list[str]:
     """The arguments of the running `smolalign` command, as `cli.main` handed them to the app (re-used to launch the
     same command again, and written into job scripts)."""
