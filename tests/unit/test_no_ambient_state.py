@@ -97,7 +97,8 @@ ENVIRONMENT_EDITS = {
     ("smolalign/generation/vllm_engine.py", "_in_process"): "vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING from "
                                                               "os.environ only; set for one engine build, put back",
     ("smolalign/launch.py", "kept_process_variables"): "puts back what TRL's colocated vLLM wrote into the process",
-    ("smolalign/recipe/methods.py", "load"): "TRL reads TRL_EXPERIMENTAL_SILENCE at import, from os.environ only",
+    ("smolalign/recipe/method_table.py", "quiet_experimental"): "TRL reads TRL_EXPERIMENTAL_SILENCE at import, from "
+                                                                "os.environ only",
     ("smolalign/stages/po_trainers.py", ""): "the same, for the experimental trainers this module imports",
 }
 """The only places smolalign's own process environment is written, and why."""
