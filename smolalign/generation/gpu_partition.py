@@ -33,8 +33,9 @@ def _entries(text: str) -> tuple[str, ...]:
     return tuple(d.strip() for d in text.split(",") if d.strip())
 
 
-def visible_devices(environ: Mapping[str, str] = os.environ) -> list[str]:
+def visible_devices(environ: Mapping[str, str] | None = None) -> list[str]:
     """The GPUs a process with `environ` may use, as CUDA_VISIBLE_DEVICES entries (counted without starting CUDA)."""
+    environ = os.environ if environ is None else environ  # read at call time: tests replace it
     listed = environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return list(_entries(listed))
@@ -78,18 +79,20 @@ def partition(visible: list[str], server: VllmServerSection, processes: int) -> 
     return GpuPartition(tuple(chosen), tuple(training))
 
 
-def handed_partition(environ: Mapping[str, str] = os.environ) -> GpuPartition | None:
+def handed_partition(environ: Mapping[str, str] | None = None) -> GpuPartition | None:
     """The partition the process that started one with `environ` handed it (`GpuPartition.training_env`), if any."""
+    environ = os.environ if environ is None else environ  # read at call time: tests replace it
     if SERVER_GPUS not in environ:
         return None
     return GpuPartition(_entries(environ[SERVER_GPUS]), _entries(environ.get("CUDA_VISIBLE_DEVICES", "")))
 
 
-def partition_for_children(generation, processes: int, environ: Mapping[str, str] = os.environ
+def partition_for_children(generation, processes: int, environ: Mapping[str, str] | None = None
                            ) -> GpuPartition | None:
     """The partition a process with `environ` starts `processes` training processes on: None when no server starts
     beside training, when there is no GPU, when it was started on a partition itself (its children inherit it), or
     when the GPUs cannot hold both (the preflight refuses that, naming the recipe's key)."""
+    environ = os.environ if environ is None else environ  # read at call time: tests replace it
     if not starts_server_beside_training(generation) or handed_partition(environ) is not None:
         return None
     visible = visible_devices(environ)
@@ -101,13 +104,14 @@ def partition_for_children(generation, processes: int, environ: Mapping[str, str
         return None
 
 
-def partition_of_this_process(recipe: Recipe, device_count: int, environ: Mapping[str, str] = os.environ
+def partition_of_this_process(recipe: Recipe, device_count: int, environ: Mapping[str, str] | None = None
                               ) -> GpuPartition | None:
     """The GPUs of the server a training process starts, and its own: the partition it was started on
     (`smolalign rl` starts training that way), else, for a process another launcher started, worked out from what it
     sees, its rank training on the GPU of its local rank. Refused where training would use a GPU of the server's:
     which GPUs a process sees is fixed by the environment it was started with, and this one was not given the
     partition's."""
+    environ = os.environ if environ is None else environ  # read at call time: tests replace it
     generation = recipe.generation
     if not starts_server_beside_training(generation):
         return None

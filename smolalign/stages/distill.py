@@ -12,8 +12,9 @@ learning-rate defaults that learn in a few hundred steps replace TRL's 1e-7 / 1e
 from dataclasses import dataclass
 from pathlib import Path
 
+from smolalign import hardware as hardware_module  # called through the module: tests patch detect_hardware there
 from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
+from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
@@ -194,7 +195,7 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     from smolalign.generation.server import check_port
     from smolalign.generation.vllm_engine import check_generation
 
-    hardware = detect_hardware()
+    hardware = hardware_module.detect_hardware()
     gpus = partition_of_this_process(recipe, hardware.device_count)
     plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(recipe, hardware)
     check_port(recipe)

@@ -9,8 +9,9 @@ the recipe names, and hands TRL prepared rows.
 import dataclasses
 from pathlib import Path
 
+from smolalign import hardware as hardware_module  # called through the module: tests patch detect_hardware there
 from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
+from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
@@ -213,7 +214,7 @@ def build_trainer(recipe: Recipe, model, reference, tokenizer, data, config, run
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
     """Generate pairs if needed, plan, prepare, train and save; returns the saved model's directory."""
-    hardware = detect_hardware()
+    hardware = hardware_module.detect_hardware()
     plan, mixture = check_before_loading(recipe, hardware)
     evaluation = announce(recipe, plan, dry_run)
     if dry_run:

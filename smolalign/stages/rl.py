@@ -9,8 +9,9 @@ A watchdog fails the run when no step finishes within `generation.stall_timeout`
 
 from pathlib import Path
 
+from smolalign import hardware as hardware_module  # called through the module: tests patch detect_hardware there
 from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
+from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
@@ -127,7 +128,7 @@ def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...],
     from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
     from smolalign.generation.vllm_engine import check_generation, generated_tokens
 
-    hardware = detect_hardware()
+    hardware = hardware_module.detect_hardware()
     gpus = partition_of_this_process(recipe, hardware.device_count)
     plan, prompts, rewards = check(recipe, hardware)
     check_port(recipe)

@@ -6,7 +6,8 @@ skipped; TRL's collator and trainer do the rest, padding-free with per-document 
 
 from pathlib import Path
 
-from smolalign.hardware import Hardware, detect_hardware, resolve_dtype
+from smolalign import hardware as hardware_module  # called through the module: tests patch detect_hardware there
+from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
@@ -44,7 +45,7 @@ def sft_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, *,
 def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
     """Plan, prepare, train and save; returns the saved model's directory (None for a dry run)."""
-    hardware = detect_hardware()
+    hardware = hardware_module.detect_hardware()
     plan, mixture = check_before_loading(recipe, hardware)
     evaluation = announce(recipe, plan, dry_run)
     if dry_run:

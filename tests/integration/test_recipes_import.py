@@ -135,7 +135,7 @@ def test_unrecognised_format_is_refused(cli, tmp_path):
 def test_cp_copies_a_shipped_recipe_with_its_data(cli, tmp_path, monkeypatch):
     code, _, err = cli("recipes", "cp", "quickstart/rl", tmp_path / "new" / "my_rl.yaml")
     assert code == 0, err
-    assert (tmp_path / "new" / "data" / "arithmetic_rl.jsonl").is_file()
+    assert (tmp_path / "new" / "data" / "arithmetic_three.jsonl").is_file()
     dest = tmp_path / "work"  # a folder, created
     code, _, err = cli("recipes", "cp", "quickstart/sft", dest)
     assert code == 0, err
