@@ -18,13 +18,12 @@ QUESTION ?= Which is larger, 38 or 83?
 # and distilled models are compared with the bundled model, the APO model with the SFT model it started from, the
 # GRPO model with the APO model. GRPO trains on the largest of three numbers: EVAL_THREE_ARGS compares it with the APO
 # model on 96 held-out questions of that kind (no_think, the mode it trains in).
+EVAL_SAMPLING := --reward math_accuracy --samples 1 --max-new-tokens 40 --batch-size 32
 EVAL_ARGS := --baseline base=smollm2-135m-instruct --compare po=sft --compare rl=po \
-	--data recipes/quickstart/data/arithmetic_eval.jsonl --max-prompts 64 --reward math_accuracy --samples 1 \
-	--max-new-tokens 40 --batch-size 32 --json runs/quickstart/eval/eval.json --markdown runs/quickstart/eval/eval.md \
-	--chart runs/quickstart/eval/eval.png
+	--data recipes/quickstart/data/arithmetic_eval.jsonl --max-prompts 64 $(EVAL_SAMPLING) \
+	--json runs/quickstart/eval/eval.json --markdown runs/quickstart/eval/eval.md --chart runs/quickstart/eval/eval.png
 EVAL_THREE_ARGS := --baseline po=runs/quickstart/po/model --data recipes/quickstart/data/arithmetic_eval_three.jsonl \
-	--reward math_accuracy --modes no_think --samples 1 --max-new-tokens 40 --batch-size 32 \
-	--json runs/quickstart/eval/three.json --markdown runs/quickstart/eval/three.md
+	--modes no_think $(EVAL_SAMPLING) --json runs/quickstart/eval/three.json --markdown runs/quickstart/eval/three.md
 
 .PHONY: quickstart test test-unit test-integration test-slow test-gpu test-teeth bench lint docs docs-serve clean
 

@@ -41,12 +41,18 @@ QUESTIONS = ["Which is larger, {a} or {b}?", "Which number is bigger: {a} or {b}
              "Which is greater, {a} or {b}?"]
 
 
-def pair(rng: random.Random, excluded: set) -> tuple[int, int]:
-    """Two different 2-digit numbers whose pair is not in `excluded` (pairs are unordered)."""
+def distinct_numbers(rng: random.Random, count: int, excluded: set) -> list[int]:
+    """`count` different 2-digit numbers whose set is not in `excluded` (sets are unordered)."""
     while True:
-        a, b = rng.sample(range(10, 100), 2)
-        if frozenset((a, b)) not in excluded:
-            return a, b
+        numbers = rng.sample(range(10, 100), count)
+        if frozenset(numbers) not in excluded:
+            return numbers
+
+
+def pair(rng: random.Random, excluded: set) -> tuple[int, int]:
+    """Two different 2-digit numbers whose pair is not in `excluded`."""
+    a, b = distinct_numbers(rng, 2, excluded)
+    return a, b
 
 
 def three_questions(rng: random.Random, count: int, excluded: set) -> list[dict]:
@@ -54,9 +60,7 @@ def three_questions(rng: random.Random, count: int, excluded: set) -> list[dict]
     with the largest as their `solution`."""
     rows = []
     while len(rows) < count:
-        numbers = rng.sample(range(10, 100), 3)
-        if frozenset(numbers) in excluded:
-            continue
+        numbers = distinct_numbers(rng, 3, excluded)
         excluded.add(frozenset(numbers))
         question = rng.choice(THREE_QUESTIONS).format(a=numbers[0], b=numbers[1], c=numbers[2])
         rows.append({"prompt": [{"role": "user", "content": question}], "solution": str(max(numbers))})
