@@ -1,6 +1,8 @@
 """Shared fixtures: a private smolalign cache, tiny offline models, and a way to run the CLI in-process."""
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -11,6 +13,9 @@ import pytest
 # runners swing wildly otherwise; `make test-slow` uses 2), no hub,
 # and caches private to this test session.
 _SESSION_CACHE = Path(tempfile.mkdtemp(prefix="smolalign-tests-"))
+# Half a gigabyte per session (the bundled model's conversion among it), and the mutation runs start hundreds of
+# sessions: left behind, they filled a runner's disk.
+atexit.register(shutil.rmtree, _SESSION_CACHE, ignore_errors=True)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
