@@ -155,9 +155,9 @@ def _allocation_peak(prof) -> int:
 def predict(args, device: str) -> dict:
     """What the plan predicts for these settings on this device."""
     from smolalign.estimate.dims import dims_from_config
-    from smolalign.estimate.gpus import find_gpu
     from smolalign.estimate.memory import CUDA_CONTEXT, Setup, estimate_memory
     from smolalign.estimate.time import DEFAULT_UTILIZATION, step_time
+    from smolalign.gpus import find_gpu
 
     gpu = device != "cpu"
     config = model_config(args.model)

@@ -5,10 +5,10 @@ from dataclasses import replace
 
 from smolalign.errors import SmolalignError
 from smolalign.estimate.dims import ModelDims, read_dims
-from smolalign.estimate.gpus import Gpu
 from smolalign.estimate.memory import DTYPE_BYTES, MemoryEstimate, Setup, estimate_memory
 from smolalign.estimate.settings import setup_for, target_device, workload
 from smolalign.estimate.time import DEFAULT_UTILIZATION, describe_seconds, step_time
+from smolalign.gpus import Gpu
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.size import source_parameter_count
 from smolalign.models.sources import source_of

@@ -4,8 +4,8 @@
 import json
 from pathlib import Path
 
-from smolalign.estimate.gpus import Gpu, find_gpu, gpu_named, parse_size
 from smolalign.estimate.memory import Setup
+from smolalign.gpus import Gpu, find_gpu, gpu_named, parse_size
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.recipe.method_table import method_spec
 

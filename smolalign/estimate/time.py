@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from smolalign.estimate.dims import ModelDims
-from smolalign.estimate.gpus import Gpu
+from smolalign.gpus import Gpu
 
 DEFAULT_UTILIZATION = 0.4
 """Model FLOPs utilisation assumed when the recipe states none (launch.utilization): typical of a well-fed

@@ -70,7 +70,7 @@ def described_target(spec: str, launch=None) -> Target:
     the GPU table on one node), or `launch` (the recipe's launch.num_processes × launch.gpu), running the smolalign
     GPU image (its packages: IMAGE_PACKAGES). One training process per GPU, or the recipe's launch.num_processes."""
 
-    from smolalign.estimate.gpus import gpu_named
+    from smolalign.gpus import gpu_named
 
     if spec == "launch":
         if launch is None or not launch.gpu:

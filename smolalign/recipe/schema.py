@@ -198,7 +198,7 @@ class LaunchSection:
     def __post_init__(self) -> None:
         if self.num_processes < 1 or (self.global_batch_size is not None and self.global_batch_size < 1):
             raise ValueError("num_processes and global_batch_size must be at least 1")
-        from smolalign.estimate.gpus import gpu_named, parse_size
+        from smolalign.gpus import gpu_named, parse_size
 
         if self.gpu is not None:
             gpu_named(self.gpu)

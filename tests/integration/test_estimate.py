@@ -4,8 +4,8 @@ against hand-computed byte counts and DeepSpeed's own formulas, FLOPs against th
 import pytest
 
 from smolalign.errors import SmolalignError
-from smolalign.estimate.gpus import GIB, GPUS, find_gpu, gpu_named, parse_size
 from smolalign.estimate.memory import Setup, estimate_memory, model_states, optimizer_state_bytes
+from smolalign.gpus import GIB, GPUS, find_gpu, gpu_named, parse_size
 
 
 def test_sizes_and_units():

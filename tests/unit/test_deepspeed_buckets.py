@@ -106,9 +106,9 @@ def test_the_plan_counts_the_zero_buckets(preset, stated, sharding, tiny_dir):
     from dataclasses import replace
 
     from smolalign.estimate.dims import read_dims
-    from smolalign.estimate.gpus import gpu_named
     from smolalign.estimate.plan_rows import _estimate
     from smolalign.estimate.settings import setup_for
+    from smolalign.gpus import gpu_named
     from smolalign.hardware import Hardware
     from smolalign.models.sources import source_of
     from smolalign.recipe.validate import validate_recipe

@@ -7,6 +7,7 @@ Figures are the vendors' dense (no sparsity) bf16 peaks; memory is what torch re
 import re
 from dataclasses import dataclass
 
+from rewards.errors import suggest
 from smolalign.errors import SmolalignError
 
 GIB = 1024**3
@@ -63,8 +64,6 @@ def find_gpu(name: str) -> Gpu | None:
 
 def gpu_named(name: str, key: str = "launch.gpu") -> Gpu:
     """The table's GPU, or a SmolalignError naming `key` and the known types."""
-    from smolalign.recipe.typecheck import suggest
-
     gpu = find_gpu(name)
     if gpu is None:
         raise SmolalignError(f"{key}: unknown GPU type {name!r}{suggest(name, GPUS)}; known: {', '.join(GPUS)} "
