@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.recipe.generation_schema import GradedSection, RewardSection
+from smolalign.recipe.typecheck import resolve_rewards
 
 
 @dataclass
@@ -73,15 +74,7 @@ class Scorer:
 def build_scorer(graded: GradedSection) -> Scorer:
     """Every scorer reward resolved now, so an unknown name, a bad parameter or a reward model without a head is
     refused before anything generates."""
-    from rewards.registry import resolve_reward
-
-    rewards = []
-    for index, section in enumerate(graded.scorer):
-        try:
-            rewards.append(resolve_reward(section.name, section.params))
-        except USER_ERRORS as exc:
-            raise SmolalignError(f"pairs.graded.scorer.{index}: {exc}") from None
-    return Scorer(list(graded.scorer), rewards)
+    return Scorer(list(graded.scorer), resolve_rewards(graded.scorer, "pairs.graded.scorer"))
 
 
 def pick(scores: list[float | None], how: str, margin: float, rng: random.Random) -> tuple[int, int] | str:

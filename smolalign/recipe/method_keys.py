@@ -9,11 +9,11 @@ A `po` `method:` is a name (`apo_zero`, `dpo`, `kto`, `orpo`, `reward`), a list 
 
 from typing import Any
 
-from smolalign.errors import USER_ERRORS, SmolalignError
+from smolalign.errors import SmolalignError
 from smolalign.recipe.generation_schema import GenerationSection, RewardSection
 from smolalign.recipe.method_table import METHODS, method_spec
 from smolalign.recipe.schema import Method, ReferenceSection, TeacherSection
-from smolalign.recipe.typecheck import build, suggest
+from smolalign.recipe.typecheck import build, resolve_rewards, suggest
 
 DPO_LOSSES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot",
               "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm")
@@ -89,8 +89,6 @@ def parse_reference(value: Any, method: Method, has_peft: bool) -> ReferenceSect
 def parse_rl_sections(raw: dict):
     """(method, rewards, generation, teacher) of an rl recipe; each reward is built once here so a bad name, file or
     parameter fails before anything loads."""
-    from rewards.registry import resolve_reward
-
     name = raw.get("method", "grpo")
     if name not in RL_METHODS:
         raise SmolalignError(f"method: {name!r} is not an rl method{suggest(str(name), RL_METHODS)}; one of "
@@ -109,9 +107,5 @@ def parse_rl_sections(raw: dict):
     if not isinstance(listed, list) or not listed:
         raise SmolalignError("rewards: an rl recipe needs a list of rewards, e.g. [{name: math_accuracy}]")
     rewards = tuple(build(RewardSection, item, f"rewards.{i}") for i, item in enumerate(listed))
-    for index, reward in enumerate(rewards):
-        try:
-            resolve_reward(reward.name, reward.params)
-        except USER_ERRORS as exc:
-            raise SmolalignError(f"rewards.{index}: {exc}") from None
+    resolve_rewards(rewards, "rewards")
     return Method(name, name), rewards, generation, None

@@ -7,7 +7,7 @@ never for `--help`.
 
 from typing import Any
 
-from smolalign.errors import USER_ERRORS, SmolalignError
+from smolalign.errors import SmolalignError
 from smolalign.recipe.eval_schema import EvalSection
 from smolalign.recipe.schema import (
     STAGES,
@@ -20,7 +20,7 @@ from smolalign.recipe.schema import (
     ReferenceSection,
     TemplateSection,
 )
-from smolalign.recipe.typecheck import build, check_config_section, reject_unknown
+from smolalign.recipe.typecheck import build, check_config_section, reject_unknown, resolve_rewards
 
 SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train", "launch", "eval", "hub")
 STAGE_SECTIONS = {"po": ("method", "reference", "pairs"), "rl": ("method", "rewards", "generation", "teacher")}
@@ -106,14 +106,8 @@ def eval_section(mapping: Any) -> EvalSection | None:
     """The `eval:` section, its rewards built once so a bad name or parameter fails before anything loads."""
     if mapping is None:
         return None
-    from rewards.registry import resolve_reward
-
     section = build(EvalSection, mapping, "eval")
-    for index, reward in enumerate(section.rewards):
-        try:
-            resolve_reward(reward.name, reward.params)
-        except USER_ERRORS as exc:
-            raise SmolalignError(f"eval.rewards.{index}: {exc}") from None
+    resolve_rewards(section.rewards, "eval.rewards")
     return section
 
 
@@ -131,14 +125,12 @@ def _pairs_section(raw: dict) -> PairsSection | None:
             mapping = {**mapping, "graded": {**graded, "sampler": {"source": model.get("source"), **sampler}}}
     pairs = build(PairsSection, mapping, "pairs")
     if pairs.graded is not None:
-        from smolalign.pairs.scorer import build_scorer
-
         if pairs.graded.sampler is None:
             raise SmolalignError("pairs.graded.sampler.source is required (no model.source to default to)")
         if pairs.graded.sampler.temperature == 0:
             raise SmolalignError(f"pairs.graded.sampler.temperature: 0 (greedy) writes {pairs.graded.n} identical "
                                  "answers per prompt; sample with a temperature > 0, e.g. 0.8")
-        build_scorer(pairs.graded)
+        resolve_rewards(pairs.graded.scorer, "pairs.graded.scorer")
     return pairs
 
 

@@ -20,9 +20,9 @@ from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 
 def build_rewards(recipe: Recipe) -> list:
-    from rewards.registry import resolve_reward
+    from smolalign.recipe.typecheck import resolve_rewards
 
-    return [resolve_reward(r.name, r.params) for r in recipe.rewards]
+    return resolve_rewards(recipe.rewards, "rewards")
 
 
 def check_batch(recipe: Recipe, hardware: Hardware) -> None:
