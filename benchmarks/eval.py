@@ -25,8 +25,8 @@ HELD_OUT = Path(__file__).resolve().parent.parent / "recipes" / "quickstart" / "
 
 def eval_inputs(model: str, backend: str, args, batch_size: int):
     from smolalign.evaluation.inputs import EvalModel, prepare
+    from smolalign.recipe.data_schema import SourceSection
     from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
-    from smolalign.recipe.schema import SourceSection
 
     section = EvalSection(data=[SourceSection(str(HELD_OUT))], rewards=[EvalRewardSection("math_accuracy")],
                           samples=args.samples, max_new_tokens=args.max_new_tokens, backend=backend,

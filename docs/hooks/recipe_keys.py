@@ -1,5 +1,5 @@
 """The recipe-keys reference page, written from the schema at build time: every key a recipe can hold, with its type,
-default and the attribute docstring under its field (smolalign/recipe/schema.py, eval_schema.py,
+default and the attribute docstring under its field (smolalign/recipe/schema.py, data_schema.py, eval_schema.py,
 generation_schema.py), then the `train:` method table and ranges. Build: `make docs`."""
 
 import ast
@@ -59,13 +59,9 @@ def _recipe_field(key: str) -> str:
 
 
 def _section_type(key: str) -> Any:
-    """The annotation a top-level key is built from (Recipe.evaluation is typed Any: schema.py cannot import
-    eval_schema.py, which imports it)."""
-    from smolalign.recipe.eval_schema import EvalSection
+    """The annotation a top-level key is built from."""
     from smolalign.recipe.schema import Recipe
 
-    if key == "eval":
-        return EvalSection | None
     return typing.get_type_hints(Recipe)[_recipe_field(key)]
 
 
@@ -170,7 +166,7 @@ def page() -> str:
     return "\n".join([
         "# Recipe keys",
         "",
-        "Generated from the schema (`smolalign/recipe/schema.py`, `eval_schema.py`, `generation_schema.py`) when the "
+        "Generated from the schema (`smolalign/recipe/schema.py`, `data_schema.py`, `eval_schema.py`, `generation_schema.py`) when the "
         "site is built. How recipes are read, composed and overridden: [Recipe files](../recipes/index.md). "
         "`a[]` is a list whose items take the keys listed under `a[].`; a top-level section starts with the verbs "
         "that accept it.",

@@ -125,7 +125,7 @@ def data_source(text: str, split: str):
     """A `--data` value as a source: a path or hub id, or `reasoning_gym:TASK` followed by a YAML mapping of the
     source's keys (size, seed, config, weight), as a recipe's `data.sources` entry writes them."""
     from rewards.reasoning_gym import task_of
-    from smolalign.recipe.schema import SourceSection
+    from smolalign.recipe.data_schema import SourceSection
     from smolalign.recipe.typecheck import build
     from smolalign.recipe.yamlio import load_yaml
 

@@ -17,7 +17,7 @@ from smolalign.data.formats import (
 from smolalign.data.rows import messages_problem, missing_problem
 from smolalign.data.sources import load_source
 from smolalign.errors import SmolalignError
-from smolalign.recipe.schema import DataSection, SourceSection
+from smolalign.recipe.data_schema import DataSection, SourceSection
 
 ORIGIN = "_origin"
 JSON_PREFIX = "\x00json\x00"

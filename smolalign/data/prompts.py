@@ -10,7 +10,7 @@ from rewards.think_mode import flag_mode, row_mode, with_mode_flag
 from smolalign.data.mixture import ORIGIN, PROMPT_FORMAT, build_mixture, decoded
 from smolalign.data.rows import messages_problem
 from smolalign.errors import SmolalignError
-from smolalign.recipe.schema import DataSection, SourceSection
+from smolalign.recipe.data_schema import DataSection, SourceSection
 
 
 @dataclass

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.jsonl import read_jsonl
-from smolalign.recipe.schema import SourceSection
+from smolalign.recipe.data_schema import SourceSection
 
 LOCAL_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 

@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from smolalign.recipe.schema import SourceSection
+from smolalign.recipe.data_schema import SourceSection
 
 EVAL_MODES = ("think", "no_think")
 

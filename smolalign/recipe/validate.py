@@ -8,10 +8,10 @@ never for `--help`.
 from typing import Any
 
 from smolalign.errors import SmolalignError
+from smolalign.recipe.data_schema import DataSection
 from smolalign.recipe.eval_schema import EvalSection
 from smolalign.recipe.schema import (
     STAGES,
-    DataSection,
     HubSection,
     LaunchSection,
     ModelSection,

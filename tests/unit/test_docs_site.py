@@ -62,9 +62,10 @@ def test_no_page_fetches_anything_from_the_network(site):
 
 
 def test_the_recipe_keys_page_holds_every_field_with_its_docstring(site):
+    from smolalign.recipe.data_schema import DataSection, SourceSection
     from smolalign.recipe.eval_schema import EvalSection
     from smolalign.recipe.generation_schema import GenerationSection
-    from smolalign.recipe.schema import DataSection, LaunchSection, SourceSection
+    from smolalign.recipe.schema import LaunchSection
 
     text = text_of(site, "reference/recipe")
     for prefix, cls in (("data", DataSection), ("data.sources[]", SourceSection), ("generation", GenerationSection),

@@ -170,8 +170,8 @@ def test_eval_with_the_vllm_backend_needs_a_vllm_that_imports(monkeypatch):
     import dataclasses
 
     from smolalign.preflight import target as module
+    from smolalign.recipe.data_schema import SourceSection
     from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
-    from smolalign.recipe.schema import SourceSection
 
     recipe = sft()
     evaluation = EvalSection(data=[SourceSection("p.jsonl")], rewards=[EvalRewardSection("math_accuracy")],

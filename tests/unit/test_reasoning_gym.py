@@ -28,7 +28,7 @@ SEED, SIZE = 1234, 6
 def source_rows(task: str, config: dict) -> list[dict]:
     """The rows as every stage reads them: the source read through the data mixture (Arrow and back)."""
     from smolalign.data.prompts import source_prompts
-    from smolalign.recipe.schema import SourceSection
+    from smolalign.recipe.data_schema import SourceSection
 
     rows = source_prompts([SourceSection(f"reasoning_gym:{task}", size=SIZE, seed=SEED, config=config)]).train
     return list(rows)

@@ -8,8 +8,8 @@ from rewards.errors import RewardError
 from rewards.registry import resolve_reward
 from smolalign.data.mixture import build_mixture
 from smolalign.errors import SmolalignError
+from smolalign.recipe.data_schema import DataSection, SourceSection
 from smolalign.recipe.importer import detect_format, detect_stage, import_config
-from smolalign.recipe.schema import DataSection, SourceSection
 from smolalign.recipe.validate import validate_recipe
 
 HANDBOOK_QLORA = {
