@@ -261,7 +261,7 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
     config_file = deepspeed_file = None
     if hardware.detect_hardware().on_gpu:
         from smolalign.preflight.gpus import processes_problem
-        from smolalign.preflight.target import THIS_MACHINE
+        from smolalign.target import THIS_MACHINE
 
         problem = processes_problem(num_processes, hardware.visible_gpu_count(), _recipe_sections(argv)[1],
                                     THIS_MACHINE, "--num-processes")

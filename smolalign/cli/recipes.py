@@ -55,9 +55,9 @@ def validate(recipe: RecipeArg, set_: SetOption = None,
     from smolalign.errors import SmolalignError
     from smolalign.hardware import Hardware
     from smolalign.preflight import findings
-    from smolalign.preflight.target import described_target, this_machine
     from smolalign.recipe.schema import LaunchSection
     from smolalign.recipe.typecheck import build
+    from smolalign.target import described_target, this_machine
 
     launch = build(LaunchSection, raw["launch"], "launch") if raw.get("launch") is not None else None
     target = described_target(for_, launch)

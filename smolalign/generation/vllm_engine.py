@@ -37,8 +37,8 @@ UNKNOWN_MODEL_KV_BYTES = 2**30
 
 def require_vllm(where: str, hardware: Hardware) -> None:
     """vLLM imports here (not only found: a build that does not load against this torch is refused too)."""
-    from smolalign.preflight.target import installed
     from smolalign.preflight.vllm import vllm_import_problem, vllm_install
+    from smolalign.target import installed
 
     if not installed("vllm"):
         raise SmolalignError(f"{where}: vLLM is not installed ({vllm_install(hardware.device_count)})")
@@ -91,8 +91,8 @@ def check_generation(recipe, hardware: Hardware) -> None:
     the dry run before any weight loads (only where vLLM imports: the preflight refuses it otherwise)."""
     from smolalign.models.load import local_dir
     from smolalign.models.sources import source_of
-    from smolalign.preflight.target import installed
     from smolalign.preflight.vllm import vllm_import_problem
+    from smolalign.target import installed
 
     generation = recipe.generation
     if generation is None or generation.backend == "transformers" or generation.server.base_url:

@@ -108,7 +108,7 @@ def load_tokenizer(section: ModelSection, template_name: str, source: ModelSourc
 def preflight_tokenizer(section: ModelSection, template_name: str, source: ModelSource, target):
     """(tokenizer, template) as `load_tokenizer` gives them, read without converting or downloading weights (a
     GGUF file's own tokenizer, a checkpoint's tokenizer directory); None for a hub id that is not in the local cache
-    (a dry run downloads nothing), refused when HF_HUB_OFFLINE is set and `target` (preflight.target.Target) is this
+    (a dry run downloads nothing), refused when HF_HUB_OFFLINE is set and `target` (smolalign.target.Target) is this
     machine, since training could not fetch it either."""
     from transformers import AutoTokenizer
 

@@ -3,7 +3,7 @@ validated, so `--dry-run` and a real run refuse it before any weight loads, with
 and the fix.
 
 The checks are one table, `CHECKS` (docs/scaling/preflight.md lists the same table). Each takes the recipe and the
-`Target` it is checked for (preflight.target: this machine, or the nodes of a Slurm job) and returns the problem and
+`Target` it is checked for (smolalign.target: this machine, or the nodes of a Slurm job) and returns the problem and
 its fix, or None. The checks live with their concern: preflight.gpus (processes per GPU, bf16, the driver),
 preflight.kernels (attention, Liger), preflight.vllm, preflight.packages (trackers, DeepSpeed) and
 preflight.services (the hub, judges). Nothing here initialises CUDA: GPUs are counted through NVML.
@@ -17,9 +17,9 @@ from smolalign.preflight.gpus import check_bf16, check_driver, check_processes
 from smolalign.preflight.kernels import check_attention, check_liger
 from smolalign.preflight.packages import check_deepspeed, check_report_to
 from smolalign.preflight.services import check_hub, check_judges
-from smolalign.preflight.target import Target
 from smolalign.preflight.vllm import check_eval, check_pairs, check_rl_generation
 from smolalign.recipe.schema import Recipe
+from smolalign.target import Target
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@ for `train.report_to` (transformers knows it, and the target has it), DeepSpeed 
 `smolalign eval`'s own options, vLLM (--backend vllm) and matplotlib (--chart)."""
 
 from smolalign.errors import SmolalignError
-from smolalign.preflight.target import EXTRA_MODULES, this_machine
 from smolalign.preflight.vllm import needs_vllm
 from smolalign.recipe.schema import Recipe
+from smolalign.target import EXTRA_MODULES, this_machine
 
 REPORT_EXTRAS = ("wandb", "trackio", "tensorboard")
 """The trackers smolalign ships as extras (pyproject's optional dependencies of the same names)."""

@@ -228,5 +228,5 @@ class Recipe:
     sources: dict[str, Any] = field(default_factory=dict)
     """The model sources (`models.sources.ModelSource`) by role, classified at validation; read with `source_of`."""
     target: Any = None
-    """Where the recipe was validated to run (`preflight.target.Target`): this machine, or another one (a Slurm
+    """Where the recipe was validated to run (`smolalign.target.Target`): this machine, or another one (a Slurm
     job's nodes, `recipes validate --for`), whose caches and hub access this machine cannot see."""

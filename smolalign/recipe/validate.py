@@ -34,7 +34,7 @@ def lora_config_class() -> type:
 
 def validate_recipe(raw: dict, stage: str, source: str, hardware=None, target=None, machine: bool = True) -> Recipe:
     """Check every section of a merged recipe for `stage` and build the typed `Recipe`; its settings are for
-    `hardware` (this machine's when None), and it is checked for, and carries, `target` (`preflight.target.Target`:
+    `hardware` (this machine's when None), and it is checked for, and carries, `target` (`smolalign.target.Target`:
     where it will run; this machine when None). `machine=False` leaves out the preflight (what the recipe needs from
     the machine), for a recipe written here to run elsewhere."""
     from smolalign.models.sources import resolve_recipe_sources
@@ -87,7 +87,7 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None, target=No
     hub = build(HubSection, raw["hub"], "hub") if raw.get("hub") is not None else None
     resolved = {**raw, "train": train}
     if target is None:
-        from smolalign.preflight.target import this_machine
+        from smolalign.target import this_machine
 
         target = this_machine()
     recipe = Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,

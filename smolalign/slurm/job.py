@@ -83,7 +83,7 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
                              f"nodes; use a {', '.join(MULTI_NODE_TYPES)} config (presets ddp, zero2, zero3, "
                              "zero3_offload, fsdp2)")
     hardware = cluster_hardware(request)
-    from smolalign.preflight.target import IMAGE_PACKAGES, Target
+    from smolalign.target import IMAGE_PACKAGES, Target
 
     # The job runs in this environment (environment_activation), or in the image with --container, on its nodes'
     # GPUs: the preflight checks that target. Validated for the cluster: launch.global_batch_size is divided over its

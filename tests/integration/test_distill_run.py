@@ -122,11 +122,11 @@ def test_a_teacher_whose_tokenizer_cannot_load_is_exit_2(cli, distill_recipe, tm
 def test_the_student_samples_with_the_generation_backend(trainer, backend, mode, monkeypatch, tmp_path):
     """`generation:` reaches TRL's distillation configs (use_vllm, vllm_mode, the server's URL)."""
     from smolalign.hardware import Hardware
-    from smolalign.preflight.target import Target
     from smolalign.recipe.validate import validate_recipe
     from smolalign.stages.distill import Pairing, distill_config
+    from smolalign.target import Target
 
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: True)
+    monkeypatch.setattr("smolalign.target.installed", lambda module: True)
     raw = {"method": trainer, "model": {"source": "org/student"}, "teacher": {"source": "org/teacher"},
            "data": {"sources": [{"path": "prompts.jsonl"}]},
            "generation": {"backend": backend, "server": {"base_url": "http://gpu-node:8000"}}}

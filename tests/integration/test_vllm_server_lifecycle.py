@@ -29,9 +29,9 @@ from smolalign.generation import server_process
 from smolalign.generation.gpu_partition import SERVER_GPUS, GpuPartition, partition, partition_for_children
 from smolalign.generation.server import healthy, served_generation
 from smolalign.generation.server_command import SERVER_MODULE
-from smolalign.preflight.target import Target
 from smolalign.recipe.validate import validate_recipe
 from smolalign.runs.watchdog import stall_watchdog
+from smolalign.target import Target
 from tests.processes import assert_gone, group_members
 from tests.tiny_models import write_jsonl
 
@@ -62,7 +62,7 @@ def recorded(record: Path) -> list[dict]:
 
 @pytest.fixture
 def recipe_for(tiny_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: True)
+    monkeypatch.setattr("smolalign.target.installed", lambda module: True)
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "1+1?", "solution": "2"}])
 
     def make(behaviour="ok", model=None, train=None, **server):

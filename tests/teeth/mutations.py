@@ -492,7 +492,7 @@ MUTATIONS = [
       "ZeRO-3 printed, memory sized for one unsharded process"),
     M("validate_for_the_image", "recipes validate --for NxGPU (and launch slurm --container) check the image's "
       "packages, and what only this machine lacks is a note", "scaling/preflight.md",
-      "smolalign/preflight/target.py",
+      "smolalign/target.py",
       "        return installed(module) if self.packages is None else module in self.packages",
       "        return installed(module)",
       ("tests/unit/test_launch_slurm.py::test_in_a_container_the_recipe_is_checked_against_the_images_packages",),

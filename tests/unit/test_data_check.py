@@ -9,9 +9,9 @@ from badinput import GOOD_CHAT, jsonl, sft_recipe
 from smolalign.data.check import FIRST, RANDOM, sample, tokenizer_for
 from smolalign.data.mixture import ORIGIN
 from smolalign.errors import SmolalignError
-from smolalign.preflight.target import Target
 from smolalign.recipe.train_section import RANGES, check_ranges
 from smolalign.recipe.validate import validate_recipe
+from smolalign.target import Target
 
 
 def test_sample_takes_the_first_rows_and_a_seeded_draw_of_each_source():

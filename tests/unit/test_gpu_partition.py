@@ -84,7 +84,7 @@ def test_a_process_started_on_the_partition_starts_nothing_more_and_counts_the_s
     """It trains here, on what it sees, and the preflight checks the recipe against the whole machine (a server
     on GPUs this process does not see, one more than its own)."""
     from smolalign.launch import partition_for, planned_launch
-    from smolalign.preflight.target import this_machine
+    from smolalign.target import this_machine
 
     node(1)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")

@@ -8,10 +8,10 @@ import pytest
 
 from smolalign.errors import RunFailure, SmolalignError
 from smolalign.preflight import preflight
-from smolalign.preflight.target import Target
 from smolalign.recipe.schema import HubSection
 from smolalign.recipe.validate import validate_recipe
 from smolalign.runs.hub import push_model
+from smolalign.target import Target
 
 CPU = Target(0, "this machine")
 RAW = {"model": {"source": "HuggingFaceTB/SmolLM3-3B"}, "data": {"sources": [{"path": "chat.jsonl"}]}}

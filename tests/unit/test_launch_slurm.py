@@ -141,7 +141,7 @@ elif name == "sbatch":
 def cluster(tmp_path, monkeypatch):
     """A fake environment whose `activate` puts the Slurm, accelerate, trl and curl shims first on PATH; the
     preflight sees it as the GPU image (vLLM installed), which is what the job's nodes run."""
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: module != "flash_attn")
+    monkeypatch.setattr("smolalign.target.installed", lambda module: module != "flash_attn")
     fake = tmp_path / "fake"
     bin_dir = fake / "venv" / "bin"
     bin_dir.mkdir(parents=True)
@@ -510,7 +510,7 @@ def test_in_a_container_a_shipped_recipe_stays_a_name(cli, cluster, tmp_path):
 def test_in_a_container_the_recipe_is_checked_against_the_images_packages(cli, cluster, tmp_path, monkeypatch):
     """smollm3/sft uses Liger, which this environment lacks and the image has: the script is written for the image,
     and refused for this environment."""
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: module not in ("flash_attn", "liger_kernel"))
+    monkeypatch.setattr("smolalign.target.installed", lambda module: module not in ("flash_attn", "liger_kernel"))
     args = ("launch", "slurm", "smollm3/sft", "--nodes", "1", "--skip-data", "--script", "job.sbatch")
     code, out, err = cli(*args)
     assert code == 2 and "train.use_liger_kernel" in err and not (tmp_path / "job.sbatch").exists()

@@ -123,9 +123,9 @@ def test_vllm_backends_map_onto_online_dpo_config_as_for_grpo(write_recipe, tiny
     from trl.experimental.online_dpo import OnlineDPOConfig
 
     from smolalign.hardware import detect_hardware
-    from smolalign.preflight.target import Target
     from smolalign.recipe.validate import load_recipe
     from smolalign.stages.online_dpo import online_dpo_config
+    from smolalign.target import Target
 
     data = tmp_path / "prompts.jsonl"
     data.write_text(_PROMPTS)
@@ -134,7 +134,7 @@ def test_vllm_backends_map_onto_online_dpo_config_as_for_grpo(write_recipe, tiny
                          "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": "math_accuracy"}],
                          "generation": {"backend": backend, **server},
                          "train": {"max_new_tokens": 8, "max_length": 64, "beta": 0.2}})
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: module != "flash_attn")
+    monkeypatch.setattr("smolalign.target.installed", lambda module: module != "flash_attn")
     recipe = load_recipe(str(path), [], "rl", target=Target(1, "a GPU machine with vLLM", bf16=True, processes=1))
     base_url = server["server"]["base_url"] if server else None
     config = online_dpo_config(recipe, detect_hardware(), "float32", tmp_path / "run", base_url)

@@ -9,8 +9,8 @@ import pytest
 
 from smolalign.errors import SmolalignError
 from smolalign.preflight import CHECKS, preflight
-from smolalign.preflight.target import Target
 from smolalign.recipe.validate import validate_recipe
+from smolalign.target import Target
 
 REPO = Path(__file__).resolve().parents[2]
 PREFLIGHT_PAGE = REPO / "docs" / "scaling" / "preflight.md"
@@ -44,7 +44,7 @@ def refused(recipe, target) -> str:
 
 @pytest.mark.parametrize("backend", ["vllm_colocate", "vllm_server"])
 def test_a_vllm_backend_without_vllm_is_refused_with_the_install_command(backend, monkeypatch):
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: module != "vllm")  # as where it is absent
+    monkeypatch.setattr("smolalign.target.installed", lambda module: module != "vllm")  # as where it is absent
     message = refused(_unchecked_rl(backend), GPU_NODE)
     assert message.startswith(f"generation.backend {backend}:") and "pip install 'smolalign[vllm]'" in message
     message = refused(_unchecked_rl(backend), CPU)  # a CPU gets vLLM's CPU build
@@ -53,7 +53,7 @@ def test_a_vllm_backend_without_vllm_is_refused_with_the_install_command(backend
 
 def test_a_vllm_that_does_not_import_is_refused(monkeypatch):
     """Found is not enough: a build for another torch is refused with what stopped it importing."""
-    from smolalign.preflight import target as module
+    from smolalign import target as module
 
     monkeypatch.setattr(module, "installed", lambda name: True)
     monkeypatch.setattr("smolalign.preflight.vllm.vllm_import_problem", lambda: "operator torchvision::nms does not exist")
@@ -72,7 +72,7 @@ def _unchecked_rl(backend, **server):
 
 
 def test_vllm_on_a_cpu_needs_only_its_cpu_build(monkeypatch):
-    from smolalign.preflight import target as module
+    from smolalign import target as module
 
     monkeypatch.setattr(module, "installed", lambda name: True)
     monkeypatch.setattr("smolalign.preflight.vllm.vllm_import_problem", lambda: None)
@@ -87,7 +87,7 @@ def test_vllm_on_a_cpu_needs_only_its_cpu_build(monkeypatch):
 
 
 def test_a_started_server_needs_a_gpu_beside_training(monkeypatch):
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: True)
+    monkeypatch.setattr("smolalign.target.installed", lambda module: True)
     one_gpu = Target(1, "this machine", processes=1)
     message = refused(_unchecked_rl("vllm_server"), one_gpu)
     assert message.startswith("generation.server:") and "need 2 GPUs" in message
@@ -122,7 +122,7 @@ def test_flex_attention_and_sdpa_pass_on_any_target():
 def test_optional_packages_and_gpu_only_kernels(monkeypatch):
     if importlib.util.find_spec("liger_kernel") is None:
         assert refused(sft(train={"use_liger_kernel": True}), GPU_NODE).startswith("train.use_liger_kernel:")
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: True)
+    monkeypatch.setattr("smolalign.target.installed", lambda module: True)
     assert "has none" in refused(sft(train={"use_liger_kernel": True}), CPU)
 
 
@@ -169,7 +169,7 @@ def test_bf16_on_gpus_without_it():
 def test_eval_with_the_vllm_backend_needs_a_vllm_that_imports(monkeypatch):
     import dataclasses
 
-    from smolalign.preflight import target as module
+    from smolalign import target as module
     from smolalign.recipe.data_schema import SourceSection
     from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
 
@@ -206,12 +206,12 @@ def test_dry_run_refuses_before_anything_is_written(cli, tmp_path):
 
 def test_the_eval_command_checks_its_backend_and_chart_before_loading(cli, tmp_path, monkeypatch):
     monkeypatch.setattr("smolalign.hardware.visible_gpu_count", lambda: 0)
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: module != "vllm")  # as where it is absent
+    monkeypatch.setattr("smolalign.target.installed", lambda module: module != "vllm")  # as where it is absent
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "1+1?", "solution": "2"}\n')
     code, _, err = cli("eval", "no/such-model", "--data", prompts, "--reward", "math_accuracy", "--backend", "vllm")
     assert code == 2 and err.startswith("error: --backend vllm:") and "--backend transformers" in err
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: module != "matplotlib")
+    monkeypatch.setattr("smolalign.target.installed", lambda module: module != "matplotlib")
     code, _, err = cli("eval", "no/such-model", "--data", prompts, "--reward", "math_accuracy",
                        "--chart", tmp_path / "c.png")
     assert code == 2 and "--chart needs matplotlib" in err and not (tmp_path / "c.png").exists()

@@ -133,12 +133,12 @@ def test_quantization_requires_adapters(tmp_path):
 
 def test_shipped_recipes_validate(monkeypatch):
     """On the machine they are written for: the GPU image (vLLM, DeepSpeed, Liger installed) on an 8-GPU node."""
-    from smolalign.preflight.target import Target
     from smolalign.recipe.load import shipped_recipes
+    from smolalign.target import Target
 
     shipped = shipped_recipes()
     assert "quickstart/sft" in shipped
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: module != "flash_attn")
+    monkeypatch.setattr("smolalign.target.installed", lambda module: module != "flash_attn")
     node = Target(8, "an 8-GPU node", bf16=True, processes=7)
     for name, path in shipped.items():
         raw = read_recipe(path)
@@ -186,8 +186,8 @@ PUBLISHED = {
 def test_smollm3_recipes_are_the_published_ones(name, monkeypatch):
     """Splits, weights, columns and train fields as upstream; the published global batch on 1, 2 or 8 nodes."""
     from smolalign.hardware import Hardware
-    from smolalign.preflight.target import Target
     from smolalign.recipe.load import shipped_recipes
+    from smolalign.target import Target
 
     config, splits, columns, global_batch, fields = PUBLISHED[name]
     raw = read_recipe(shipped_recipes()[name])
@@ -201,7 +201,7 @@ def test_smollm3_recipes_are_the_published_ones(name, monkeypatch):
     assert train["use_liger_kernel"] is True and train["gradient_checkpointing_kwargs"] == {"use_reentrant": True}
     assert train["warmup_steps"] == {"smollm3/apo": 0.1}.get(name, 0.03)  # upstream warmup_ratio
     assert "gradient_accumulation_steps" not in train  # derived from the global batch for each GPU count
-    monkeypatch.setattr("smolalign.preflight.target.installed", lambda module: module != "flash_attn")
+    monkeypatch.setattr("smolalign.target.installed", lambda module: module != "flash_attn")
 
     def on_nodes(nodes: int):
         hardware = Hardware("cuda", 8, f"{nodes} node(s) x 8 GPUs", True, 8 * nodes, 16)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from smolalign.preflight.target import IMAGE_EXTRAS
+from smolalign.target import IMAGE_EXTRAS
 
 
 def validate(cli, *args):
