@@ -4,8 +4,8 @@ template and dtype. `--dry-run` prints it; a real run prints it too before it st
 from dataclasses import dataclass, field
 
 from smolalign.data.check import Checked
-from smolalign.hardware import Hardware, resolve_dtype
-from smolalign.recipe.schema import Recipe
+from smolalign.hardware import resolve_dtype
+from smolalign.resolve import Run
 from smolalign.templates.registry import ChatTemplate
 
 
@@ -45,13 +45,14 @@ def _sharding() -> str | None:
     return f"DeepSpeed ZeRO-{stage}" + (f", {' and '.join(offload)} offloaded to CPU" if offload else "")
 
 
-def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None, train_rows: int | None,
+def make_plan(run: Run, template: ChatTemplate | None, train_rows: int | None,
               packed_rows: int | None = None, data_format: str | None = None) -> Plan:
-    """Everything derivable from the recipe and the hardware; `train_rows` from the data when it was read."""
+    """Everything derivable from the run (its recipe, settings and hardware); `train_rows` from the data when it was
+    read."""
     from smolalign.data.prepare import Layout
 
-    settings = recipe.settings
-    layout = Layout.from_recipe(recipe)
+    recipe, hardware, settings = run.recipe, run.hardware, run.settings
+    layout = Layout.from_settings(settings)
     per_device, accumulation, world = settings.per_device_batch, settings.accumulation, settings.world_size
     global_batch = settings.global_batch
     plan = Plan()
@@ -81,7 +82,7 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
     rows["packing"] = layout.packing or "off"
     if layout.packing == "wrapped":
         plan.notes.append("packing: wrapped lets documents attend across boundaries; bfd keeps them apart")
-    rows["loss"] = _loss_description(data_format or recipe.data.format, layout)
+    rows["loss"] = _loss_description(data_format or run.data.format, layout)
     if template is not None:
         markers = "with" if template.has_generation_markers else "without"
         from smolalign.templates.render import trained_after_end_of_turn
@@ -112,7 +113,7 @@ def make_plan(recipe: Recipe, hardware: Hardware, template: ChatTemplate | None,
     from smolalign.estimate.plan_rows import add_memory_and_time_rows
 
     plan.steps = steps
-    add_memory_and_time_rows(plan, recipe, hardware, steps=steps)
+    add_memory_and_time_rows(plan, run, steps=steps)
     return plan
 
 

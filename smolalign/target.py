@@ -1,7 +1,7 @@
 """Where a recipe will run: a `Target` (GPUs per node, training processes, bf16, the modules it can import), for this
 machine or for another one (a Slurm job's nodes, the machine `recipes validate --for` describes, running the
-smolalign GPU image). The target is chosen by whoever validates the recipe and passed to `validate_recipe`; the
-validated recipe carries it (`Recipe.target`), and the preflight checks the recipe against it."""
+smolalign GPU image). The target is chosen by whoever resolves the recipe (`smolalign.resolve.resolve`); the `Run`
+carries it, and the preflight checks the recipe against it."""
 
 import importlib.util
 import re

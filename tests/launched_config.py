@@ -8,14 +8,15 @@ from pathlib import Path
 
 def launched_sft_config(recipe: str, overrides: list[str], world: int, run_dir: Path):
     """(SFTConfig, hardware) as each of `world` processes builds them for `recipe` with `overrides`."""
+    from recipe_runs import loaded_run
+
     from smolalign.hardware import detect_hardware
-    from smolalign.recipe.validate import load_recipe
     from smolalign.stages.sft import sft_config
 
     saved = os.environ.get("WORLD_SIZE")
     os.environ["WORLD_SIZE"] = str(world)
     try:
-        loaded = load_recipe(recipe, overrides, "sft")
+        loaded = loaded_run(recipe, overrides, "sft")
         hardware = detect_hardware()
     finally:
         os.environ.pop("WORLD_SIZE")

@@ -23,34 +23,37 @@ def preview(
     from smolalign.data.prepare import Layout, prepare_sft_data
     from smolalign.data.preview import collated_rows, print_json, print_readable
     from smolalign.models.load import load_tokenizer
-    from smolalign.recipe.method_table import method_spec
-    from smolalign.recipe.validate import load_recipe, recipe_stage
+    from smolalign.preflight import preflight
+    from smolalign.recipe.validate import recipe_stage
+    from smolalign.resolve import load_run
 
     if n < 1:
         raise SmolalignError(f"-n {n}: show at least 1 row")
     stage = recipe_stage(recipe, set_ or [])
-    loaded = load_recipe(recipe, set_ or [], stage)
-    tokenizer, template = load_tokenizer(loaded.model, loaded.template.name)
-    if method_spec(stage, loaded.method).preference:
-        _preview_preference(loaded, tokenizer, template, n, as_json)
+    run = load_run(recipe, set_ or [], stage)
+    preflight(run)
+    tokenizer, template = load_tokenizer(run.recipe.model, run.recipe.template.name, run.source())
+    if run.method_spec.preference:
+        _preview_preference(run, tokenizer, template, n, as_json)
         return
-    data = prepare_sft_data(loaded, tokenizer, template)
-    rows = collated_rows(data.train, tokenizer, Layout.from_recipe(loaded).packing, n)
+    data = prepare_sft_data(run, tokenizer, template)
+    rows = collated_rows(data.train, tokenizer, Layout.from_settings(run.settings).packing, n)
     if as_json:
         print_json(rows)
     else:
         print_readable(rows, color=sys.stdout.isatty())
 
 
-def _preview_preference(recipe, tokenizer, template, n: int, as_json: bool) -> None:
+def _preview_preference(run, tokenizer, template, n: int, as_json: bool) -> None:
     from smolalign.data.prepare_preference import prepare_preference_data
     from smolalign.data.preview import preference_rows, print_json, print_preference_readable
     from smolalign.pairs.output import is_up_to_date
 
+    recipe = run.recipe
     if recipe.pairs is not None and not is_up_to_date(recipe):
         raise SmolalignError(f"the pairs of {recipe.source} are not generated yet: run smolalign po pairs "
                              f"{recipe.source} first")
-    rows = preference_rows(prepare_preference_data(recipe, tokenizer, template).train, tokenizer, n)
+    rows = preference_rows(prepare_preference_data(run, tokenizer, template).train, tokenizer, n)
     if as_json:
         print_json(rows)
     else:

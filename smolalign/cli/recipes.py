@@ -42,33 +42,25 @@ def validate(recipe: RecipeArg, set_: SetOption = None,
              for_: ForMachine = None) -> None:
     """Check every section (unknown keys, types, TRL fields) without touching data or weights, and what the recipe
     needs from the machine it runs on (this one, or the one --for describes)."""
+    from smolalign.hardware import Hardware
+    from smolalign.preflight import findings, preflight
     from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
-    from smolalign.recipe.validate import validate_recipe
+    from smolalign.recipe.validate import parse_recipe
+    from smolalign.resolve import resolve
+    from smolalign.target import described_target, this_machine
 
     path = recipe_path(recipe)
     raw = apply_overrides(read_recipe(path), set_ or [])
-    stage = stage or raw.get("stage") or "sft"
+    parsed = parse_recipe(raw, stage or raw.get("stage") or "sft", str(path))
     if for_ is None:
-        validate_recipe(raw, stage, str(path))
+        preflight(resolve(parsed))
         typer.echo(f"{path}: ok")
         return
-    from smolalign.errors import SmolalignError
-    from smolalign.hardware import Hardware
-    from smolalign.preflight import findings
-    from smolalign.recipe.schema import LaunchSection
-    from smolalign.recipe.typecheck import build
-    from smolalign.target import described_target, this_machine
-
-    launch = build(LaunchSection, raw["launch"], "launch") if raw.get("launch") is not None else None
-    target = described_target(for_, launch)
-    machine = Hardware("cuda", target.gpus, target.where, True, target.processes, 1)
-    # for the target: its processes and GPUs divide the global batch; its caches are not this machine's
-    checked = validate_recipe(raw, stage, str(path), hardware=machine, target=target, machine=False)
-    problems = findings(checked, target)
-    if problems:
-        raise SmolalignError(problems[0])
+    target = described_target(for_, parsed.launch)
+    # the target's processes and GPUs divide the global batch; its caches are not this machine's
+    preflight(resolve(parsed, Hardware("cuda", target.gpus, target.where, True, target.processes, 1), target))
     typer.echo(f"{path}: ok for {target.where}")
-    for problem in findings(checked, this_machine()):
+    for problem in findings(parsed, this_machine()):
         typer.echo(f"note: on this machine, {problem}")
 
 
@@ -82,9 +74,25 @@ ImportStage = Annotated[str | None, typer.Option(help="sft, po or rl (default: f
 @app.command("import")
 def import_(file: ImportFile, from_: ImportFrom = None, out: ImportOut = None, stage: ImportStage = None) -> None:
     """Translate an upstream config into a smolalign recipe; prints where every key went."""
-    from smolalign.recipe.importer import run_import
+    _import(file, from_, out, stage)
 
-    run_import(file, from_, out, stage)
+
+def _import(file: Path, fmt: str | None, out: Path | None, stage: str | None) -> None:
+    """Translate, then parse and resolve the recipe for this machine; a recipe that does not validate writes
+    nothing. Upstream configs are written for a cluster: what this machine lacks is a note, not a refusal."""
+    from smolalign.errors import SmolalignError
+    from smolalign.preflight import findings
+    from smolalign.recipe.importer import translate_file, write_import
+    from smolalign.recipe.validate import parse_recipe
+    from smolalign.resolve import resolve
+
+    imported, mapping = translate_file(file, fmt, out, stage)
+    try:
+        run = resolve(parse_recipe(mapping, imported.stage, str(out or file)))
+    except SmolalignError as exc:
+        raise SmolalignError(f"{file}: the imported recipe does not validate: {exc}") from None
+    imported.lines += [f"note     on this machine, {problem}" for problem in findings(run.recipe, run.target)]
+    write_import(file, imported, out)
 
 
 @app.command()

@@ -45,16 +45,18 @@ def _maybe_launch(argv: list[str], launch: str | None, num_processes: int | None
 
 
 def _run(stage: str, recipe: str, overrides: list[str] | None, argv: list[str], **options) -> None:
-    """Validate the recipe for `stage` and run it in this process with its method's stage (`stages.registry` decides
-    which); one process that would see several GPUs is refused first, with the command (`argv` launched) that runs
-    one per GPU."""
+    """Parse the recipe for `stage`, resolve it once for this machine, check what it needs from the machine, and run
+    it in this process with its method's stage (`stages.registry` decides which); one process that would see several
+    GPUs is refused first, with the command (`argv` launched) that runs one per GPU."""
     from smolalign.launch import check_not_data_parallel
-    from smolalign.recipe.validate import load_recipe
+    from smolalign.preflight import preflight
+    from smolalign.resolve import load_run
     from smolalign.stages.registry import run_stage
 
-    loaded = load_recipe(recipe, overrides or [], stage)
-    check_not_data_parallel(loaded, argv)
-    run_stage(loaded, **options)
+    run = load_run(recipe, overrides or [], stage)
+    preflight(run)
+    check_not_data_parallel(run.recipe, argv)
+    run_stage(run, **options)
 
 
 def sft(ctx: typer.Context, recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None,
@@ -85,14 +87,16 @@ def po(ctx: typer.Context, target: PoTarget, pairs_recipe: PairsRecipe = None, s
     refuse_resume_with_overwrite(resume, overwrite)
     if target != "pairs" and _maybe_launch(command_line(ctx), launch, num_processes):
         return
-    from smolalign.recipe.validate import load_recipe
-
     if target == "pairs":
         if pairs_recipe is None:
             raise SmolalignError("usage: smolalign po pairs RECIPE")
         from smolalign.pairs.build import generate_pairs
+        from smolalign.preflight import preflight
+        from smolalign.resolve import load_run
 
-        generate_pairs(load_recipe(pairs_recipe, set_ or [], "po"), force=regenerate)
+        run = load_run(pairs_recipe, set_ or [], "po")
+        preflight(run)
+        generate_pairs(run, force=regenerate)
         return
     if pairs_recipe is not None:
         raise SmolalignError(f"unexpected argument {pairs_recipe!r} (did you mean smolalign po pairs {pairs_recipe}?)")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from smolalign.data.mixture import ORIGIN, decoded
 from smolalign.errors import SmolalignError
+from smolalign.resolve import Run
 
 FIRST, RANDOM = 32, 32
 """Rows per source: the first FIRST, then RANDOM drawn (seeded by data.seed) from the rest."""
@@ -122,67 +123,66 @@ def sample(dataset, seed: int):
     return dataset.select(chosen), len(by_source)
 
 
-def tokenizer_for(recipe):
+def tokenizer_for(run: Run):
     """(tokenizer, template), or None with the reason when only a download would give the tokenizer."""
     from smolalign.models.load import preflight_tokenizer
-    from smolalign.models.sources import source_of
 
-    source = source_of(recipe)
-    found = preflight_tokenizer(recipe.model, recipe.template.name, source, recipe.target)
+    source = run.source()
+    found = preflight_tokenizer(run.recipe.model, run.recipe.template.name, source, run.target)
     if found is None:
         return None, (f"model.source {source.label} is a hub id not in this machine's cache: it and its tokenizer "
                       "were not checked (a dry run downloads nothing)")
     return found, ""
 
 
-def check_sft_rows(recipe, mixture) -> Checked:
+def check_sft_rows(run: Run, mixture) -> Checked:
     """Render, tokenize, mask and check a sample of an SFT mixture as `prepare_sft_data` would."""
     from smolalign.data.encode import Encoder
     from smolalign.data.prepare import Layout, prepare_split
 
     start = time.perf_counter()
-    found, skipped = tokenizer_for(recipe)
+    found, skipped = tokenizer_for(run)
     if found is None:
         return Checked(0, len(mixture.rows_per_source), 0.0, skipped)
     tokenizer, template = found
-    layout = Layout.from_recipe(recipe)
-    rows, sources = sample(mixture.train, recipe.data.seed)
-    encoder = Encoder(tokenizer, template, mixture.format, layout.loss, recipe.template.kwargs)
+    layout = Layout.from_settings(run.settings)
+    rows, sources = sample(mixture.train, run.data.seed)
+    encoder = Encoder(tokenizer, template, mixture.format, layout.loss, run.recipe.template.kwargs)
     fields = sum(check_fields(split, encoder.row_problem) for split in (mixture.train, mixture.eval) if split)
-    prepare_split(rows, encoder, layout, recipe.data.on_untrained)
+    prepare_split(rows, encoder, layout, run.data.on_untrained)
     return Checked(len(rows), sources, time.perf_counter() - start, fields=fields,
                    total=len(mixture.train) + len(mixture.eval or []))
 
 
-def check_preference_rows(recipe, mixture) -> Checked:
+def check_preference_rows(run: Run, mixture) -> Checked:
     """Render, tokenize and check a sample of preference (or unpaired) rows as `prepare_preference_data` would."""
     from smolalign.data.preference import PreferenceEncoder, check_rows
     from smolalign.data.prepare import encode_rows
 
     start = time.perf_counter()
-    found, skipped = tokenizer_for(recipe)
+    found, skipped = tokenizer_for(run)
     if found is None:
         return Checked(0, len(mixture.rows_per_source), 0.0, skipped)
     tokenizer, template = found
-    rows, sources = sample(mixture.train, recipe.data.seed)
-    encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=recipe.template.kwargs)
+    rows, sources = sample(mixture.train, run.data.seed)
+    encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=run.recipe.template.kwargs)
     names = ("chosen", "rejected") if mixture.format == "preference" else ("completion",)
     def problem_of(row):
         return encoder.pair_problem(row, decoded(row.get("prompt")), [decoded(row.get(n)) for n in names], names)
 
     fields = sum(check_fields(split, problem_of) for split in (mixture.train, mixture.eval) if split)
-    check_rows(encode_rows(rows, encoder), recipe.data.on_untrained)
+    check_rows(encode_rows(rows, encoder), run.data.on_untrained)
     return Checked(len(rows), sources, time.perf_counter() - start, fields=fields,
                    total=len(mixture.train) + len(mixture.eval or []))
 
 
-def check_prompt_rows(recipe, dataset, seed: int, kwargs: dict) -> Checked:
+def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict) -> Checked:
     """Render and tokenize a sample of prompt rows (`prompt` as messages, `_origin`) with the generation prompt, as
     the generating trainer (or pair generation) will."""
     from smolalign.templates.render import render
 
     start = time.perf_counter()
-    found, skipped = tokenizer_for(recipe)
+    found, skipped = tokenizer_for(run)
     if found is None:
         return Checked(0, 0, 0.0, skipped)
     tokenizer, template = found

@@ -20,7 +20,8 @@ from smolalign.data.mixture import ORIGIN, Mixture, build_mixture
 from smolalign.data.sources import fingerprint_of
 from smolalign.errors import SmolalignError
 from smolalign.models.sources import cache_root
-from smolalign.recipe.schema import Recipe
+from smolalign.recipe.settings import TrainSettings
+from smolalign.resolve import Run
 from smolalign.templates.registry import ChatTemplate
 
 PIPELINE_VERSION = 1
@@ -38,8 +39,7 @@ class Layout:
     loss: LossMask
 
     @classmethod
-    def from_recipe(cls, recipe: Recipe) -> "Layout":
-        settings = recipe.settings
+    def from_settings(cls, settings: TrainSettings) -> "Layout":
         packing = settings["packing_strategy"] if settings.get("packing") else None
         max_length = settings.get("max_length")
         if packing and max_length is None:
@@ -65,45 +65,45 @@ def tokenizer_fingerprint(tokenizer) -> str:
     return hashlib.sha256((body + specials).encode()).hexdigest()
 
 
-def cache_key(recipe: Recipe, layout: "Layout | dict", tokenizer, template: ChatTemplate) -> str:
+def cache_key(run: Run, layout: "Layout | dict", tokenizer, template: ChatTemplate) -> str:
     """What prepared rows depend on; `layout` is the SFT layout, or a mapping of the settings another stage uses."""
     parts = {
         "pipeline": PIPELINE_VERSION,
-        "sources": [(fingerprint_of(s), asdict(s)) for s in recipe.data.sources],
-        "data": {k: v for k, v in asdict(recipe.data).items() if k != "sources"},
+        "sources": [(fingerprint_of(s), asdict(s)) for s in run.data.sources],
+        "data": {k: v for k, v in asdict(run.data).items() if k != "sources"},
         "tokenizer": tokenizer_fingerprint(tokenizer),
         "template": template.sha256,
-        "template_kwargs": recipe.template.kwargs,
+        "template_kwargs": run.recipe.template.kwargs,
         "layout": layout if isinstance(layout, dict) else asdict(layout),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def prepare_sft_data(recipe: Recipe, tokenizer, template: ChatTemplate, *, use_cache: bool = True,
+def prepare_sft_data(run: Run, tokenizer, template: ChatTemplate, *, use_cache: bool = True,
                      mixture: Mixture | None = None) -> PreparedData:
     """Train (and held-out) rows as the trainer consumes them: input_ids, labels and, packed, seq_lengths.
-    `mixture` is the recipe's data already read (by the plan), if it was."""
+    `mixture` is the run's data already read (by the plan), if it was."""
     import datasets
 
     from smolalign.progress import datasets_bars
 
     datasets_bars()
-    layout = Layout.from_recipe(recipe)
-    key = cache_key(recipe, layout, tokenizer, template)
+    layout = Layout.from_settings(run.settings)
+    key = cache_key(run, layout, tokenizer, template)
     directory = cache_root() / "tokenized" / key
     if use_cache and (directory / "stats.json").is_file():
         stats = json.loads((directory / "stats.json").read_text())
         held_out = datasets.load_from_disk(str(directory / "eval")) if (directory / "eval").is_dir() else None
         return PreparedData(datasets.load_from_disk(str(directory / "train")), held_out, {**stats, "cached": True}, key)
-    mixture = mixture or build_mixture(recipe.data)
-    encoder = Encoder(tokenizer, template, mixture.format, layout.loss, recipe.template.kwargs)
+    mixture = mixture or build_mixture(run.data)
+    encoder = Encoder(tokenizer, template, mixture.format, layout.loss, run.recipe.template.kwargs)
     stats: dict = {"format": mixture.format, "sources": {p: {"rows": n, "taken": k}
                                                           for p, (n, k) in mixture.rows_per_source.items()}}
-    workers = recipe.settings.get("dataset_num_proc")
-    train, stats["train"] = prepare_split(mixture.train, encoder, layout, recipe.data.on_untrained, workers)
+    workers = run.settings.get("dataset_num_proc")
+    train, stats["train"] = prepare_split(mixture.train, encoder, layout, run.data.on_untrained, workers)
     held_out = None
     if mixture.eval is not None:
-        held_out, stats["eval"] = prepare_split(mixture.eval, encoder, layout, recipe.data.on_untrained, workers)
+        held_out, stats["eval"] = prepare_split(mixture.eval, encoder, layout, run.data.on_untrained, workers)
     if use_cache:
         _save(directory, train, held_out, stats)
     return PreparedData(train, held_out, {**stats, "cached": False}, key)

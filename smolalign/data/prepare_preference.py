@@ -13,7 +13,8 @@ from smolalign.data.preference import PreferenceEncoder, check_rows
 from smolalign.data.prepare import PreparedData, cache_key, encode_rows
 from smolalign.errors import SmolalignError
 from smolalign.recipe.method_table import method_spec
-from smolalign.recipe.schema import Method, Recipe
+from smolalign.recipe.schema import Method
+from smolalign.resolve import Run
 from smolalign.templates.registry import ChatTemplate
 
 
@@ -26,34 +27,35 @@ def require_preference_format(fmt: str, method: Method) -> None:
                              f"apo_zero_unpaired); the {method.trainer} trainer needs prompt/chosen/rejected pairs")
 
 
-def prepare_preference_data(recipe: Recipe, tokenizer, template: ChatTemplate,
+def prepare_preference_data(run: Run, tokenizer, template: ChatTemplate,
                             mixture: Mixture | None = None) -> PreparedData:
     from smolalign.progress import datasets_bars
 
     datasets_bars()
-    mixture = mixture or build_mixture(recipe.data)
-    unpaired = method_spec(recipe.stage, recipe.method).unpaired
+    recipe = run.recipe
+    mixture = mixture or build_mixture(run.data)
+    unpaired = run.method_spec.unpaired
     require_preference_format(mixture.format, recipe.method)
     encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=recipe.template.kwargs)
-    max_length = recipe.settings["max_length"]
-    workers = recipe.settings["dataset_num_proc"]
+    max_length = run.settings["max_length"]
+    workers = run.settings["dataset_num_proc"]
     stats: dict = {"format": mixture.format, "sources": {p: {"rows": n, "taken": k}
                                                           for p, (n, k) in mixture.rows_per_source.items()}}
     splits = {}
     for name, dataset in (("train", mixture.train), ("eval", mixture.eval)):
         if dataset is None:
             continue
-        encoded, dropped = check_rows(encode_rows(dataset, encoder, workers), recipe.data.on_untrained)
+        encoded, dropped = check_rows(encode_rows(dataset, encoder, workers), run.data.on_untrained)
         encoded, split_stats = _length_budget(encoded, mixture.format, max_length)
         split_stats["dropped_identical_or_empty"] = dropped
         if unpaired:
             encoded = _as_unpaired(encoded) if mixture.format == "preference" else encoded
-            encoded = encoded.shuffle(seed=recipe.data.seed).flatten_indices()
+            encoded = encoded.shuffle(seed=run.data.seed).flatten_indices()
             split_stats["unpaired_rows"] = len(encoded)
         if len(encoded) == 0:
             raise SmolalignError(f"no {name} rows are left after the checks ({split_stats})")
         splits[name], stats[name] = encoded, split_stats
-    key = cache_key(recipe, {"method": recipe.method.trainer, "max_length": max_length}, tokenizer, template)
+    key = cache_key(run, {"method": recipe.method.trainer, "max_length": max_length}, tokenizer, template)
     return PreparedData(splits["train"], splits.get("eval"), {**stats, "cached": False}, key)
 
 

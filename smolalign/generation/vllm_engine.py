@@ -25,6 +25,7 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware
+from smolalign.resolve import Run
 
 CPU_BLOCK_TOKENS = 128
 """Tokens per KV-cache block of vLLM's CPU attention backend."""
@@ -79,29 +80,29 @@ def model_config(model_dir: str) -> dict:
     return config.get("text_config", config)
 
 
-def generated_tokens(recipe) -> int:
+def generated_tokens(run: Run) -> int:
     """The tokens of one sequence an engine generating for a trainer holds: a prompt and its longest completion
     (online DPO calls it max_new_tokens)."""
-    completion = recipe.settings.get("max_completion_length") or recipe.settings.get("max_new_tokens") or 256
+    completion = run.settings.get("max_completion_length") or run.settings.get("max_new_tokens") or 256
     return PROMPT_TOKENS + int(completion)
 
 
-def check_generation(recipe, hardware: Hardware) -> None:
-    """An rl recipe that generates with vLLM (`generation.backend`): the engine can load its model here, checked in
-    the dry run before any weight loads (only where vLLM imports: the preflight refuses it otherwise)."""
+def check_generation(run: Run) -> None:
+    """An rl run that generates with vLLM (`generation.backend`): the engine can load its model on the run's
+    hardware, checked in the dry run before any weight loads (only where vLLM imports: the preflight refuses it
+    otherwise)."""
     from smolalign.models.load import local_dir
-    from smolalign.models.sources import source_of
     from smolalign.preflight.vllm import vllm_import_problem
     from smolalign.target import installed
 
-    generation = recipe.generation
+    generation = run.recipe.generation
     if generation is None or generation.backend == "transformers" or generation.server.base_url:
         return
     if not installed("vllm") or vllm_import_problem():
         return
-    source = source_of(recipe)
+    source = run.source()
     if source.kind in ("dir", "gguf", "checkpoint"):
-        check_model(f"generation.backend {generation.backend}", local_dir(source), hardware)
+        check_model(f"generation.backend {generation.backend}", local_dir(source), run.hardware)
 
 
 def kv_cache_bytes(model_dir: str, sequence_tokens: int, sequences: int, dtype: str) -> int:

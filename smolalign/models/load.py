@@ -16,6 +16,7 @@ from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware
 from smolalign.models.sources import ModelSource, checkpoint_cache_dir, gguf_cache_dir, resolve_model
 from smolalign.recipe.schema import ModelSection
+from smolalign.target import Target
 from smolalign.templates.registry import ChatTemplate, resolve_template
 from smolalign.templates.render import render
 
@@ -105,11 +106,11 @@ def load_tokenizer(section: ModelSection, template_name: str, source: ModelSourc
     return _with_template(tokenizer, section, template_name)
 
 
-def preflight_tokenizer(section: ModelSection, template_name: str, source: ModelSource, target):
+def preflight_tokenizer(section: ModelSection, template_name: str, source: ModelSource, target: Target):
     """(tokenizer, template) as `load_tokenizer` gives them, read without converting or downloading weights (a
     GGUF file's own tokenizer, a checkpoint's tokenizer directory); None for a hub id that is not in the local cache
-    (a dry run downloads nothing), refused when HF_HUB_OFFLINE is set and `target` (smolalign.target.Target) is this
-    machine, since training could not fetch it either."""
+    (a dry run downloads nothing), refused when HF_HUB_OFFLINE is set and `target` is this machine, since training
+    could not fetch it either."""
     from transformers import AutoTokenizer
 
     where, kwargs = local_dir(source) if _converted(source) else source.location, {}

@@ -12,9 +12,11 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
+from smolalign.checkpoints.detect import Detected
 from smolalign.errors import SmolalignError
+from smolalign.recipe.schema import ModelSection
 from smolalign.recipe.typecheck import suggest
 
 BUNDLED = {
@@ -35,8 +37,8 @@ class ModelSource:
     revision: str | None = None
     tokenizer: str | None = None
     """checkpoint: the tokenizer directory shipped with the converted model (given or found next to it)."""
-    detected: Any = field(default=None, compare=False, repr=False)
-    """checkpoint: its detected layout (`checkpoints.detect.Detected`), kept so the directory is read once."""
+    detected: Detected | None = field(default=None, compare=False, repr=False)
+    """checkpoint: its detected layout, kept so the directory is read once."""
 
     @property
     def label(self) -> str:
@@ -90,42 +92,9 @@ def _resolve(spec: str, revision: str | None) -> ModelSource:
     return ModelSource("hub", spec, revision)
 
 
-def resolve_model(section) -> ModelSource:
+def resolve_model(section: ModelSection) -> ModelSource:
     """A recipe's `model:` section (a ModelSection) resolved, its `tokenizer` applied."""
     return resolve_source(section.source, section.revision, section.tokenizer, "model.tokenizer")
-
-
-def resolve_recipe_sources(model, reference=None, teacher=None) -> dict[str, "ModelSource"]:
-    """The model sources a recipe names, by role (model, reference, teacher), classified once when the recipe is
-    validated. A local directory, or a model with model.tokenizer, must resolve now; another source that does not
-    resolve yet (the output of an earlier stage, say) is left out and reported by `source_of` when the stage needs
-    it."""
-    sources = {}
-    if Path(model.source).expanduser().is_dir() or model.tokenizer is not None:
-        sources["model"] = resolve_model(model)
-    wanted = {"model": (model.source, model.revision)} if "model" not in sources else {}
-    if reference is not None and reference.kind == "source":
-        wanted["reference"] = (reference.source, None)
-    if teacher is not None:
-        wanted["teacher"] = (teacher.source, teacher.revision)
-    for role, (spec, revision) in wanted.items():
-        try:
-            sources[role] = resolve_source(spec, revision)
-        except SmolalignError:
-            continue
-    return sources
-
-
-def source_of(recipe, role: str = "model") -> ModelSource:
-    """A validated recipe's source for `role`, as classified at validation (a SmolalignError naming it when it did
-    not resolve)."""
-    if role in recipe.sources:
-        return recipe.sources[role]
-    if role == "model":
-        return resolve_model(recipe.model)
-    if role == "reference":
-        return resolve_source(recipe.reference.source)
-    return resolve_source(recipe.teacher.source, recipe.teacher.revision)
 
 
 def _with_tokenizer(source: ModelSource, spec: str, tokenizer: str | None, key: str | None) -> ModelSource:

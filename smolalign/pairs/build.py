@@ -25,29 +25,30 @@ from smolalign.pairs.output import (
 from smolalign.pairs.prompts import drop_long_prompts, load_prompts
 from smolalign.pairs.report import counts_text, length_report
 from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 SIDES = ("strong", "weak")
 
 
-def generate_pairs(recipe: Recipe, *, force: bool = False) -> Path:
+def generate_pairs(run: Run, *, force: bool = False) -> Path:
     """Generate (or reuse) the recipe's pairs; returns the pairs file."""
     from smolalign.models.load import load_tokenizer
-    from smolalign.models.sources import source_of
 
+    recipe = run.recipe
     pairs = recipe.pairs
     if pairs is None:
         raise SmolalignError(f"recipe {recipe.source} has no pairs: section to generate from")
     if pairs.graded is not None:
         from smolalign.pairs.graded import generate_graded
 
-        return generate_graded(recipe, force=force)
+        return generate_graded(run, force=force)
     out = pairs_path(pairs)
     if not force and is_up_to_date(recipe):
         print(f"pairs: up to date ({out})")
         return out
     key = config_key(pairs)
     prompt_set = load_prompts(pairs)
-    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
+    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
     drop_long_prompts(prompt_set, pairs.max_prompt_tokens, tokenizer, template, recipe.template.kwargs)
     prompts = prompt_set.prompts
     log = WorkLog(Path(str(out) + PARTIAL_SUFFIX), key)

@@ -35,15 +35,16 @@ from smolalign.pairs.report import (
 )
 from smolalign.pairs.scorer import Scorer, build_scorer, pick
 from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 SIDE = "graded"
 
 
-def generate_graded(recipe: Recipe, *, force: bool = False) -> Path:
+def generate_graded(run: Run, *, force: bool = False) -> Path:
     """Sample, score and pick (or reuse) the recipe's graded pairs; returns the pairs file."""
     from smolalign.models.load import load_tokenizer
-    from smolalign.models.sources import source_of
 
+    recipe = run.recipe
     pairs = recipe.pairs
     out = pairs_path(pairs)
     if not force and is_up_to_date(recipe):
@@ -52,7 +53,7 @@ def generate_graded(recipe: Recipe, *, force: bool = False) -> Path:
     scorer = build_scorer(pairs.graded)
     prompt_set = load_prompts(pairs)
     scorer.check(prompt_set.prompts)
-    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
+    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
     drop_long_prompts(prompt_set, pairs.max_prompt_tokens, tokenizer, template, recipe.template.kwargs)
     prompts = prompt_set.prompts
     log = WorkLog(Path(str(out) + PARTIAL_SUFFIX), config_key(pairs, generation_only=True))

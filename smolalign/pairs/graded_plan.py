@@ -5,14 +5,15 @@ scorer's reward models), shown by `smolalign po recipes/quickstart/po_graded.yam
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.quantities import describe_bytes
 from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 
-def add_graded_rows(rows: dict, recipe: Recipe, hardware: Hardware, state: str) -> None:
+def add_graded_rows(rows: dict, run: Run, state: str) -> None:
     from smolalign.pairs.output import pairs_path
     from smolalign.pairs.prompts import load_prompts
     from smolalign.pairs.scorer import build_scorer
 
-    pairs = recipe.pairs
+    recipe, pairs = run.recipe, run.recipe.pairs
     graded, sampler = pairs.graded, pairs.graded.sampler
     kind = (f"unpaired KTO rows (label: score ≥ {graded.threshold:g})" if graded.unpaired
             else f"pairs ({graded.pick.replace('_', ' vs ')})")
@@ -27,7 +28,7 @@ def add_graded_rows(rows: dict, recipe: Recipe, hardware: Hardware, state: str) 
     bound = "≤ " if pairs.max_prompt_tokens is not None else ""
     rows["generations"] = (f"{bound}{prompts * graded.n} answers ({bound}{prompts} prompts × {graded.n}), "
                            f"{graded.n * sampler.batch_size} sequences per call, ≤ {sampler.max_new_tokens} tokens each")
-    rows["pairs memory"] = _memory(recipe, hardware)
+    rows["pairs memory"] = _memory(recipe, run.hardware)
 
 
 def _memory(recipe: Recipe, hardware: Hardware) -> str:

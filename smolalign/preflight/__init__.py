@@ -1,6 +1,6 @@
-"""What a recipe needs from the machine it will run on (a GPU, vLLM, an optional package), checked when the recipe is
-validated, so `--dry-run` and a real run refuse it before any weight loads, with exit 2 and one line naming the key
-and the fix.
+"""What a recipe needs from the machine it will run on (a GPU, vLLM, an optional package), checked once the recipe is
+resolved for its target, so `--dry-run` and a real run refuse it before any weight loads, with exit 2 and one line
+naming the key and the fix.
 
 The checks are one table, `CHECKS` (docs/scaling/preflight.md lists the same table). Each takes the recipe and the
 `Target` it is checked for (smolalign.target: this machine, or the nodes of a Slurm job) and returns the problem and
@@ -19,6 +19,7 @@ from smolalign.preflight.packages import check_deepspeed, check_report_to
 from smolalign.preflight.services import check_hub, check_judges
 from smolalign.preflight.vllm import check_eval, check_pairs, check_rl_generation
 from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 from smolalign.target import Target
 
 
@@ -56,8 +57,8 @@ def findings(recipe: Recipe, target: Target) -> list[str]:
     return [problem for check in CHECKS if (problem := check.run(recipe, target))]
 
 
-def preflight(recipe: Recipe, target: Target) -> None:
-    """Refuse the recipe (SmolalignError: key and fix) if `target` cannot run one of its choices."""
-    problems = findings(recipe, target)
+def preflight(run: Run) -> None:
+    """Refuse the run (SmolalignError: key and fix) if its target cannot run one of the recipe's choices."""
+    problems = findings(run.recipe, run.target)
     if problems:
         raise SmolalignError(problems[0])

@@ -45,7 +45,8 @@ class SourceSection:
 @dataclass(frozen=True)
 class DataSection:
     sources: list[SourceSection]
-    """The datasets, mixed by their weights (at least one; a `pairs:` section adds its generated pairs file)."""
+    """The datasets, mixed by their weights (at least one, unless a `pairs:` section generates the data: its pairs
+    file is one more source)."""
     format: Literal["auto", "messages", "prompt_completion", "text", "preference", "unpaired"] = "auto"
     """auto detects it from the columns: messages, prompt+completion, text, preference (prompt/chosen/rejected)
     or unpaired (prompt/completion/label)."""
@@ -59,7 +60,5 @@ class DataSection:
     """A system message put first in every row that does not open with one (its conversation, or its prompt)."""
 
     def __post_init__(self) -> None:
-        if not self.sources:
-            raise ValueError("sources must list at least one dataset")
         if self.eval_split < 0:
             raise ValueError(f"eval_split must be >= 0, got {self.eval_split}")

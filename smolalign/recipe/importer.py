@@ -220,34 +220,30 @@ class _State:
         return out
 
 
-def run_import(file: Path, fmt: str | None, out: Path | None, stage: str | None) -> None:
-    """Read, translate and validate; then write OUT (and an inline template next to it) atomically, or print the
-    recipe. A refused import writes nothing."""
-    import sys
-
+def translate_file(file: Path, fmt: str | None, out: Path | None, stage: str | None) -> tuple[Imported, dict]:
+    """Read and translate `file`: (the import, its recipe as a mapping that validation reads where OUT will be,
+    its template file and relative paths made absolute)."""
     from smolalign.recipe.load import _absolutize_paths
-    from smolalign.recipe.validate import validate_recipe
     from smolalign.recipe.yamlio import load_yaml
 
     raw = load_yaml(file.read_text(), source=str(file))
     imported = import_config(raw, str(file), fmt, stage)
     folder = (out.parent if out else Path.cwd()).resolve()
-    checked = _dump(imported.recipe)
-    mapping = load_yaml(checked)
+    mapping = load_yaml(_dump(imported.recipe))
     for name in imported.files:  # validation reads the template file where the recipe will find it
         mapping["template"]["name"] = str(folder / name)
     _absolutize_paths(mapping, folder)
-    try:
-        recipe = validate_recipe(mapping, imported.stage, str(out or file), machine=False)
-    except SmolalignError as exc:
-        raise SmolalignError(f"{file}: the imported recipe does not validate: {exc}") from None
-    from smolalign.preflight import findings
+    return imported, mapping
 
-    # Upstream configs are written for the cluster: what this machine lacks is said, not refused.
-    imported.lines += [f"note     on this machine, {problem}" for problem in findings(recipe, recipe.target)]
+
+def write_import(file: Path, imported: Imported, out: Path | None) -> None:
+    """Write OUT (and an inline template next to it) atomically, or print the recipe; with where every key went."""
+    import sys
+
+    folder = (out.parent if out else Path.cwd()).resolve()
     header = (f"# Imported from {file.name} ({imported.format} format) by `smolalign recipes import`.\n"
               f"# Run: smolalign {imported.stage} {out.name if out else 'RECIPE.yaml'} --dry-run\n")
-    text = header + checked
+    text = header + _dump(imported.recipe)
     report = "\n".join(imported.lines)
     if out is None:
         print(report, file=sys.stderr)

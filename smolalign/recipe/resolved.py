@@ -8,14 +8,16 @@ from smolalign.recipe.method_table import method_spec
 from smolalign.recipe.schema import Recipe
 
 
-def recipe_to_dict(recipe: Recipe) -> dict:
-    """The resolved recipe as written to a run directory: smolalign's sections with defaults filled in."""
+def recipe_to_dict(recipe: Recipe, train: dict[str, Any]) -> dict:
+    """The resolved recipe as written to a run directory: smolalign's sections with defaults filled in, and `train`
+    (the effective settings' `train:`, with what smolalign derived) in place of `train:`."""
     out: dict[str, Any] = {"stage": recipe.stage}
     if recipe.description:
         out["description"] = recipe.description
     out["model"] = dataclasses.asdict(recipe.model)
     out["template"] = dataclasses.asdict(recipe.template)
-    out["data"] = dataclasses.asdict(recipe.data)
+    if recipe.data is not None:  # a pairs: section's generated file is the run's data plan, not a recipe key
+        out["data"] = dataclasses.asdict(recipe.data)
     if recipe.peft is not None:
         out["peft"] = recipe.peft
     if recipe.launch is not None:
@@ -35,13 +37,8 @@ def recipe_to_dict(recipe: Recipe) -> dict:
     if recipe.teacher is not None:
         out["teacher"] = dataclasses.asdict(recipe.teacher)
     if recipe.pairs is not None:
-        from smolalign.pairs.output import pairs_path
-
         out["pairs"] = dataclasses.asdict(recipe.pairs)
-        # The generated pairs are added to data.sources when the recipe is read; written back, they would be twice.
-        generated = str(pairs_path(recipe.pairs))
-        out["data"]["sources"] = [s for s in out["data"]["sources"] if s["path"] != generated]
-    out["train"] = recipe.train
+    out["train"] = train
     if recipe.evaluation is not None:
         out["eval"] = dataclasses.asdict(recipe.evaluation)
     return out

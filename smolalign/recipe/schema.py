@@ -175,8 +175,9 @@ class HubSection:
 
 @dataclass(frozen=True)
 class Recipe:
-    """A validated recipe; `raw` is the resolved mapping written to the run directory. Each field documents the
-    recipe section it is built from (the recipe-keys reference page is written from these docstrings)."""
+    """A parsed, type-checked recipe, as written: nothing of the machine it runs on (`smolalign.resolve.Run` holds
+    that). Each field documents the recipe section it is built from (the recipe-keys reference page is written from
+    these docstrings)."""
 
     stage: str
     """sft, po or rl: the verb the recipe is for (another verb refuses it). Without it, the train verbs take the
@@ -186,7 +187,7 @@ class Recipe:
     """Required: the model to train (the policy) and how to load it."""
     template: TemplateSection
     """The chat template every row is rendered with; default: smollm3 with its own defaults."""
-    data: DataSection
+    data: DataSection | None
     """The training data (required unless `pairs:` generates it), or an rl recipe's prompts."""
     peft: dict[str, Any] | None
     """Optional: train LoRA adapters; the keys are `peft.LoraConfig` fields (r, lora_alpha, target_modules, ...),
@@ -195,7 +196,7 @@ class Recipe:
     """The method's TRL config fields (SFTConfig, DPOConfig, GRPOConfig, ...), checked against that dataclass and
     passed as they are; see the method table below."""
     raw: dict[str, Any]
-    """The merged recipe mapping after overrides, with the effective `train:` (what the run writes as recipe.yaml)."""
+    """The merged recipe mapping after overrides, as written."""
     source: str
     """Where the recipe came from (a path or a shipped name), for messages and the manifest."""
     description: str = ""
@@ -223,10 +224,3 @@ class Recipe:
     """Any stage: push the final model to the hub when the run ends."""
     evaluation: EvalSection | None = None
     """Any stage: evaluate the saved model (and its input) when the stage ends (the recipe's `eval:` section)."""
-    settings: Any = None
-    """The effective training settings (`recipe.settings.TrainSettings`): `train:` over the TRL config's defaults."""
-    sources: dict[str, Any] = field(default_factory=dict)
-    """The model sources (`models.sources.ModelSource`) by role, classified at validation; read with `source_of`."""
-    target: Any = None
-    """Where the recipe was validated to run (`smolalign.target.Target`): this machine, or another one (a Slurm
-    job's nodes, `recipes validate --for`), whose caches and hub access this machine cannot see."""

@@ -2,8 +2,8 @@
 sets one and the dataclass's own default otherwise, plus the batch arithmetic that follows for the hardware's world
 size (gradient accumulation from `launch.global_batch_size`, the optimizer steps TRL will run).
 
-Built once when the recipe is validated (`Recipe.settings`); the plan, the data layout, the stages and the launcher
-read it, so no module re-declares a TRL default.
+Built once when a recipe is resolved for the machine it runs on (`Run.settings`, `smolalign.resolve`); the plan, the
+data layout, the stages and the launcher read it, so no module re-declares a TRL default.
 """
 
 import dataclasses

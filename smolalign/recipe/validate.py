@@ -1,5 +1,6 @@
-"""From a merged recipe mapping to a typed `Recipe`: every section checked, `train:` against the method's TRL config,
-and the run's effective training settings computed for the hardware it will run on.
+"""From a merged recipe mapping to a typed `Recipe`: every section parsed and type-checked, `train:` against the
+method's TRL config. Nothing here looks at the machine, a model or a generated file: `smolalign.resolve` does that,
+once, when it turns the `Recipe` into a `Run`.
 
 Checking `train:` and `peft:` imports trl and peft (seconds), so this runs for validate, dry-run and training,
 never for `--help`.
@@ -32,15 +33,10 @@ def lora_config_class() -> type:
     return LoraConfig
 
 
-def validate_recipe(raw: dict, stage: str, source: str, hardware=None, target=None, machine: bool = True) -> Recipe:
-    """Check every section of a merged recipe for `stage` and build the typed `Recipe`; its settings are for
-    `hardware` (this machine's when None), and it is checked for, and carries, `target` (`smolalign.target.Target`:
-    where it will run; this machine when None). `machine=False` leaves out the preflight (what the recipe needs from
-    the machine), for a recipe written here to run elsewhere."""
-    from smolalign.models.sources import resolve_recipe_sources
+def parse_recipe(raw: dict, stage: str, source: str) -> Recipe:
+    """Check every section of a merged recipe for `stage` and build the typed `Recipe`."""
     from smolalign.recipe.method_keys import parse_method, parse_reference, parse_rl_sections
     from smolalign.recipe.method_table import method_spec
-    from smolalign.recipe.settings import train_settings
     from smolalign.recipe.train_section import normalize_train
 
     if stage not in STAGES:
@@ -56,7 +52,7 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None, target=No
         raise SmolalignError("data is required (data.sources: a list of datasets)")
     model = build(ModelSection, raw["model"], "model")
     template = build(TemplateSection, raw.get("template"), "template")
-    data = build(DataSection, _data_mapping(raw, pairs), "data")
+    data = _data_section(raw.get("data"), pairs)
     peft = _section(raw, "peft")
     if peft is not None:
         check_config_section(lora_config_class(), peft, "peft")
@@ -69,37 +65,17 @@ def validate_recipe(raw: dict, stage: str, source: str, hardware=None, target=No
     if stage == "po":
         method = parse_method(raw.get("method"))
         reference = parse_reference(raw.get("reference"), method, peft is not None)
-    sources = resolve_recipe_sources(model, reference, teacher)
-    spec = method_spec(stage, method)
-    config_class = spec.config_class()
-    train = normalize_train(_section(raw, "train") or {}, spec)
+    train = normalize_train(_section(raw, "train") or {}, method_spec(stage, method))
     launch = build(LaunchSection, raw["launch"], "launch") if raw.get("launch") is not None else None
-    check_config_section(config_class, train, "train")
-    if hardware is None:
-        from smolalign.hardware import detect_hardware
-
-        hardware = detect_hardware()
-    settings = train_settings(config_class, train, launch, hardware.world_size, spec.prompt_groups)
-    train = settings.train
+    check_config_section(method_spec(stage, method).config_class(), train, "train")
     if model.quantization and peft is None:
         raise SmolalignError("model.quantization needs a peft: section (QLoRA trains adapters on a quantized base)")
     evaluation = eval_section(raw.get("eval"))
     hub = build(HubSection, raw["hub"], "hub") if raw.get("hub") is not None else None
-    resolved = {**raw, "train": train}
-    if target is None:
-        from smolalign.target import this_machine
-
-        target = this_machine()
-    recipe = Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=resolved,
+    return Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=raw,
                   source=source, description=str(raw.get("description") or ""), method=method,
                   reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher,
-                  launch=launch, hub=hub, evaluation=evaluation, settings=settings,
-                  sources=sources, target=target)
-    if machine:
-        from smolalign.preflight import preflight
-
-        preflight(recipe, target)  # what it needs from the machine (GPU, vLLM, optional packages), before any weights
-    return recipe
+                  launch=launch, hub=hub, evaluation=evaluation)
 
 
 def eval_section(mapping: Any) -> EvalSection | None:
@@ -112,8 +88,8 @@ def eval_section(mapping: Any) -> EvalSection | None:
 
 
 def _pairs_section(raw: dict) -> PairsSection | None:
-    """`pairs:`; a graded sampler without a source samples the policy (model.source), and its scorer is resolved
-    now, so an unknown reward or a reward model without a head is refused before anything generates."""
+    """`pairs:`; a graded sampler without a source samples the policy (model.source), and its scorer's rewards are
+    resolved now, so an unknown reward or a reward model without a head is refused before anything generates."""
     mapping = raw.get("pairs")
     if mapping is None:
         return None
@@ -134,18 +110,19 @@ def _pairs_section(raw: dict) -> PairsSection | None:
     return pairs
 
 
-def _data_mapping(raw: dict, pairs: PairsSection | None) -> dict:
-    """`data:` as written; with `pairs:`, the generated pairs file is one more source (the only one if none)."""
-    data = raw.get("data")
+def _data_section(mapping: Any, pairs: PairsSection | None) -> DataSection | None:
+    """`data:`; with `pairs:` it may be left out, or list no sources: the generated pairs are the run's data
+    (`smolalign.resolve.data_plan` adds their file)."""
     if pairs is None:
+        data = build(DataSection, mapping, "data")
+        if not data.sources:
+            raise SmolalignError("data: sources must list at least one dataset")
         return data
-    from smolalign.pairs.output import pairs_path
-
-    if data is not None and not isinstance(data, dict):
-        raise SmolalignError(f"data must be a mapping, got {data!r}")
-    data = dict(data or {})
-    data["sources"] = [*(data.get("sources") or []), {"path": str(pairs_path(pairs))}]
-    return data
+    if mapping is None:
+        return None
+    if not isinstance(mapping, dict):
+        raise SmolalignError(f"data must be a mapping, got {mapping!r}")
+    return build(DataSection, {"sources": [], **mapping}, "data")
 
 
 def _section(raw: dict, name: str) -> dict[str, Any] | None:
@@ -170,11 +147,10 @@ def recipe_stage(name_or_path: str, overrides: list[str]) -> str:
     return "po" if "method" in raw or "pairs" in raw else "sft"
 
 
-def load_recipe(name_or_path: str, overrides: list[str], stage: str, hardware=None, target=None) -> Recipe:
-    """Read a recipe (name or path), apply `--set` overrides and validate it for `stage` (on `hardware`, for
-    `target`: this machine's when None)."""
+def load_recipe(name_or_path: str, overrides: list[str], stage: str) -> Recipe:
+    """Read a recipe (name or path), apply `--set` overrides and parse it for `stage`."""
     from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
 
     path = recipe_path(name_or_path)
     raw = apply_overrides(read_recipe(path), overrides)
-    return validate_recipe(raw, stage, str(path), hardware, target)
+    return parse_recipe(raw, stage, str(path))

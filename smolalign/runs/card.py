@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 from smolalign.atomic import write_atomically
+from smolalign.evaluation.run import EVAL_FILE
 from smolalign.runs.metrics import LOGGED_AT, read_metrics
-from smolalign.runs.rundir import EVAL_FILE, MANIFEST_FILE, MODEL_DIR, RECIPE_FILE, read_manifest
+from smolalign.runs.rundir import MANIFEST_FILE, MODEL_DIR, RECIPE_FILE, read_manifest
 
 CARD_FILE = "README.md"
 LIBRARY = "transformers"

@@ -12,8 +12,6 @@ from smolalign.recipe.yamlio import dump_yaml
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 RECIPE_FILE = "recipe.yaml"
 MANIFEST_FILE = "manifest.json"
-EVAL_FILE = "eval.json"
-"""A stage's evaluation of its model (a recipe's eval: section, a sweep cell, `smolalign eval --card`)."""
 MODEL_DIR = "model"
 
 

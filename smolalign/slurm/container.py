@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 from smolalign.slurm.options import CONTAINER_RUNTIMES, UNSAFE_IN_SRUN, SlurmRequest
 
 
@@ -29,7 +29,7 @@ class Container:
 
 
 
-def container_of(request: SlurmRequest, recipe: Recipe, recipe_file: Path, preset: Path,
+def container_of(request: SlurmRequest, run: Run, recipe_file: Path, preset: Path,
                  served_model: str | None) -> Container | None:
     """The image's settings for --container: the paths mounted in it (this directory, the run directory, the
     recipe's folder, local models and data, the accelerate config, --container-mount), each at the same path."""
@@ -38,10 +38,10 @@ def container_of(request: SlurmRequest, recipe: Recipe, recipe_file: Path, prese
 
     if request.container is None:
         return None
-    run_dir = run_dir_of(recipe, request.output_dir).expanduser().resolve()
+    run_dir = run_dir_of(run, request.output_dir).expanduser().resolve()
     shipped_preset = next((name for name, path in presets().items() if path == preset), "")
     files = [recipe_file, *([] if shipped_preset else [preset]), *([served_model] if served_model else []),
-             recipe.model.source, *recipe_files(recipe)]
+             run.recipe.model.source, *recipe_files(run)]
     paths = [Path.cwd(), run_dir, *(Path(p).expanduser().resolve() for p in request.container_mounts)]
     for file in map(Path, files):
         if file.is_absolute() and file.exists():
@@ -50,17 +50,18 @@ def container_of(request: SlurmRequest, recipe: Recipe, recipe_file: Path, prese
                      mounts=outermost(paths), made=(str(run_dir),), preset=shipped_preset)
 
 
-def recipe_files(recipe: Recipe) -> list[str]:
+def recipe_files(run: Run) -> list[str]:
     """Paths the recipe names besides the policy: a teacher or reference model, training and evaluation data, a
     template file, and the files of rewards (`model:PATH`, `file.py:function`) of rl, graded pairs and eval. Those
     that are existing absolute paths are mounted (relative ones live in the recipe's folder, mounted too)."""
+    recipe = run.recipe
     rewards = [*recipe.rewards, *(recipe.evaluation.rewards if recipe.evaluation else []),
                *(recipe.pairs.graded.scorer if recipe.pairs is not None and recipe.pairs.graded is not None else [])]
     named = [reward.name.removeprefix("model:").partition(".py:")[0] + (".py" if ".py:" in reward.name else "")
              for reward in rewards]
     return [*([recipe.teacher.source] if recipe.teacher else []),
             *([recipe.reference.source] if recipe.reference is not None and recipe.reference.source else []),
-            *(source.path for source in (recipe.data.sources if recipe.data else [])),
+            *(source.path for source in run.data.sources),
             *(source.path for source in (recipe.evaluation.data if recipe.evaluation else [])),
             recipe.template.name, *named]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from smolalign.errors import SmolalignError
 from smolalign.generation.server_command import serve_options, trl_serve_command
 from smolalign.hardware import Hardware
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 from smolalign.slurm.container import container_of
 from smolalign.slurm.options import (
     DEFAULT_PRESET,
@@ -67,8 +67,10 @@ def emit_job(request: SlurmRequest, job: SlurmJob, plan, notes: list[str]) -> Pa
 def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]]:
     """(job, plan or None with --skip-data, notes) for a request; every check that can fail runs here."""
     from smolalign.launch import distributed_type, preset_path
+    from smolalign.preflight import preflight
     from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
-    from smolalign.recipe.validate import load_recipe, recipe_stage
+    from smolalign.recipe.validate import recipe_stage
+    from smolalign.resolve import load_run
 
     check_request(request)
     path = recipe_path(request.recipe)
@@ -91,27 +93,29 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
     where = f"the job's nodes ({request.container})" if request.container else "the job's nodes"
     nodes = Target(request.gpus_per_node, where, processes=request.gpus_per_node, server_node=True,
                    packages=IMAGE_PACKAGES if request.container else None)
-    recipe = load_recipe(str(path), overrides, stage, hardware, nodes)
-    server, notes = vllm_server(recipe, request)
+    run = load_run(str(path), overrides, stage, hardware, nodes)
+    preflight(run)
+    server, notes = vllm_server(run, request)
     if server is not None:  # the plan names the server node the job will start
-        recipe = load_recipe(str(path), [*overrides, f"generation.server.base_url=http://VLLM_NODE:{server.port}"],
-                             stage, hardware, nodes)
-    plan = check_stage(recipe, hardware, skip_data=request.skip_data)
+        run = load_run(str(path), [*overrides, f"generation.server.base_url=http://VLLM_NODE:{server.port}"], stage,
+                       hardware, nodes)
+        preflight(run)
+    plan = check_stage(run, skip_data=request.skip_data)
     if plan is not None:  # memory and time for the job's sharding (the preset), not this node's
         from smolalign.estimate.plan_rows import add_memory_and_time_rows
 
-        add_memory_and_time_rows(plan, recipe, hardware, steps=plan.steps, preset=preset)
+        add_memory_and_time_rows(plan, run, steps=plan.steps, preset=preset)
     if plan is None:  # --skip-data: no plan, but the batch the job will train with is known without the data
-        settings = recipe.settings
+        settings = run.settings
         notes.append(f"global batch {settings.global_batch} = per-device batch {settings.per_device_batch} × gradient "
                      f"accumulation {settings.accumulation} × {settings.world_size} processes")
-    notes += run_dir_notes(recipe, request) + time_limit_notes(recipe, request, plan)
+    notes += run_dir_notes(run, request) + time_limit_notes(run, request, plan)
     train_args = [word for item in overrides for word in ("--set", item)]
     if request.output_dir is not None:
         train_args += ["--output-dir", str(request.output_dir.expanduser().resolve())]
     extra = [("partition", request.partition), ("time", request.time), ("account", request.account)]
     job_name = request.job_name or default_job_name(str(path), stage)
-    container = container_of(request, recipe, path, preset, server.model if server else None)
+    container = container_of(request, run, path, preset, server.model if server else None)
     # In the image, a shipped recipe is the image's own: it stays a name
     shipped = container is not None and not Path(request.recipe).expanduser().is_file()
     job = SlurmJob(
@@ -126,7 +130,7 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
     return job, plan, notes
 
 
-def time_limit_notes(recipe: Recipe, request: SlurmRequest, plan) -> list[str]:
+def time_limit_notes(run: Run, request: SlurmRequest, plan) -> list[str]:
     """What the time limit means for saves, from the plan's time per step (where it has one): a run shorter than
     the time between scheduled saves relies on the save at the time-limit signal, which needs a step to end within
     --signal-before."""
@@ -138,7 +142,7 @@ def time_limit_notes(recipe: Recipe, request: SlurmRequest, plan) -> list[str]:
     if limit is None or not step:
         return []
     notes = []
-    settings = recipe.settings
+    settings = run.settings
     strategy, every = str(settings["save_strategy"]).lower(), None
     if strategy == "steps" and settings.get("save_steps"):
         save_steps = settings["save_steps"]
@@ -166,24 +170,25 @@ def cluster_hardware(request: SlurmRequest) -> Hardware:
                     os.cpu_count() or 1)
 
 
-def check_stage(recipe: Recipe, hardware: Hardware, *, skip_data: bool):
+def check_stage(run: Run, *, skip_data: bool):
     """The stage's own checks before loading (template, data, columns, rewards, batch rules); returns its plan."""
     from smolalign.stages.registry import runner
 
-    stage = runner(recipe)
+    stage = runner(run)
     if skip_data:
         if stage.check_batch is not None:
-            stage.check_batch(recipe, hardware)
+            stage.check_batch(run)
         return None
-    return stage.check(recipe, hardware)[0]
+    return stage.check(run)[0]
 
 
-def vllm_server(recipe: Recipe, request: SlurmRequest) -> tuple[VllmServer | None, list[str]]:
+def vllm_server(run: Run, request: SlurmRequest) -> tuple[VllmServer | None, list[str]]:
     """The server node's settings for --vllm-nodes 1; refuses a recipe that cannot use it, or needs one."""
-    from smolalign.recipe.method_table import METHODS, method_spec
+    from smolalign.recipe.method_table import METHODS
 
+    recipe = run.recipe
     generation = recipe.generation
-    served = method_spec(recipe.stage, recipe.method).vllm_server
+    served = run.method_spec.vllm_server
     backend = generation.backend if served else None
     if not request.vllm_nodes:
         if backend == "vllm_server" and not generation.server.base_url:
@@ -213,19 +218,19 @@ def vllm_server(recipe: Recipe, request: SlurmRequest) -> tuple[VllmServer | Non
         notes.append(f"the vLLM node uses {server.tensor_parallel} of its {request.gpus_per_node} GPUs "
                      "(generation.server.tensor_parallel)")
     # every interface: the training nodes reach it by the node's name
-    options = serve_options(recipe, host="0.0.0.0", dtype=recipe.model.dtype)
+    options = serve_options(run, host="0.0.0.0", dtype=recipe.model.dtype)
     command = trl_serve_command(options) + vllm_serve_options(request.vllm_set)
     return VllmServer(command=tuple(command), model=options["model"], port=server.port,
                       startup_timeout=server.startup_timeout), notes
 
 
-def run_dir_notes(recipe: Recipe, request: SlurmRequest) -> list[str]:
+def run_dir_notes(run: Run, request: SlurmRequest) -> list[str]:
     from smolalign.runs.rundir import last_checkpoint
     from smolalign.stages.lifecycle import run_dir_of
 
-    run_dir = run_dir_of(recipe, request.output_dir).expanduser().resolve()
+    run_dir = run_dir_of(run, request.output_dir).expanduser().resolve()
     notes = [f"run directory {run_dir}: every node must see it (a shared filesystem)"]
-    if str(recipe.settings["save_strategy"]).lower() == "no":
+    if str(run.settings["save_strategy"]).lower() == "no":
         notes.append("train.save_strategy is no: a requeued job has no checkpoint to resume from and starts over")
     checkpoint = last_checkpoint(run_dir) if run_dir.is_dir() and not request.overwrite else None
     if checkpoint is not None:

@@ -12,14 +12,13 @@ learning-rate defaults that learn in a few hundred steps replace TRL's 1e-7 / 1e
 from dataclasses import dataclass
 from pathlib import Path
 
-from smolalign import hardware as hardware_module  # called through the module: tests patch detect_hardware there
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
-from smolalign.recipe.method_table import method_spec
 from smolalign.recipe.schema import ModelSection, Recipe
+from smolalign.resolve import Run
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
@@ -49,24 +48,23 @@ def teacher_section(recipe: Recipe) -> ModelSection:
                         trust_remote_code=teacher.trust_remote_code)
 
 
-def load_teacher_tokenizer(recipe: Recipe):
+def load_teacher_tokenizer(run: Run):
     from smolalign.models.load import load_tokenizer
-    from smolalign.models.sources import source_of
 
     try:
-        return load_tokenizer(teacher_section(recipe), recipe.template.name, source_of(recipe, "teacher"))[0]
+        return load_tokenizer(teacher_section(run.recipe), run.recipe.template.name, run.source("teacher"))[0]
     except SmolalignError as exc:
         raise SmolalignError(f"teacher: its tokenizer cannot be loaded ({exc})") from None
     except Exception as exc:  # a broken tokenizer file raises whatever its parser raises
         raise SmolalignError(f"teacher: its tokenizer cannot be loaded ({type(exc).__name__}: {exc})") from None
 
 
-def pair_tokenizers(recipe: Recipe, student, teacher) -> Pairing:
+def pair_tokenizers(run: Run, student, teacher) -> Pairing:
     student_vocab, teacher_vocab = student.get_vocab(), teacher.get_vocab()
     same = student_vocab == teacher_vocab
     shared = sum(1 for token in teacher_vocab if token in student_vocab)
-    uld_setting = recipe.settings.train.get("use_uld_loss")  # set by the recipe, or left to smolalign
-    if not method_spec(recipe.stage, recipe.method).cross_tokenizer:
+    uld_setting = run.settings.train.get("use_uld_loss")  # set by the recipe, or left to smolalign
+    if not run.method_spec.cross_tokenizer:
         if not same:
             raise SmolalignError("method distill needs the teacher's tokenizer: theirs differ "
                                  f"({len(student_vocab):,} vs {len(teacher_vocab):,} tokens); use method: gold or "
@@ -80,12 +78,11 @@ def pair_tokenizers(recipe: Recipe, student, teacher) -> Pairing:
     return Pairing("gold", uld, len(student_vocab), len(teacher_vocab), shared, same)
 
 
-def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None, str]:
+def check_teacher_memory(run: Run) -> tuple[int | None, str]:
     """(bytes of the teacher's weights or None, its dtype); refuses a teacher over teacher.max_memory_gb."""
-    dtype = resolve_dtype(recipe.teacher.dtype, hardware)
-    from smolalign.models.sources import source_of
-
-    count = source_parameter_count(source_of(recipe, "teacher"))
+    recipe = run.recipe
+    dtype = resolve_dtype(recipe.teacher.dtype, run.hardware)
+    count = source_parameter_count(run.source("teacher"))
     size = count * DTYPE_BYTES.get(dtype, 4) if count else None
     limit = recipe.teacher.max_memory_gb
     if limit is not None and size is not None and size > limit * 1024**3:
@@ -94,30 +91,30 @@ def check_teacher_memory(recipe: Recipe, hardware: Hardware) -> tuple[int | None
     return size, dtype
 
 
-def check_before_loading(recipe: Recipe, hardware: Hardware):
+def check_before_loading(run: Run):
     """Sources, tokenizers, data and memory; returns (plan, pairing, prompts, student tokenizer, teacher tokenizer)."""
     from smolalign.data.check import check_prompt_rows
     from smolalign.data.prompts import read_prompt_rows
     from smolalign.models.load import load_tokenizer
-    from smolalign.models.sources import source_of
 
-    source_of(recipe)
-    source_of(recipe, "teacher")
+    recipe = run.recipe
+    run.source()
+    run.source("teacher")
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
-    student, _ = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
-    teacher = load_teacher_tokenizer(recipe)
-    pairing = pair_tokenizers(recipe, student, teacher)
-    check_config(recipe, lambda r, h, d, o, check: distill_config(r, pairing, h, d, o, teacher_dir=o, check=check))
-    size, teacher_dtype = check_teacher_memory(recipe, hardware)
-    rows = read_prompt_rows(recipe.data)
-    checked = check_prompt_rows(recipe, rows.train, recipe.data.seed, recipe.template.kwargs)
-    prompts = load_distill_data(recipe, rows)
-    plan = make_plan(recipe, hardware, template, len(prompts), data_format="prompt")
+    student, _ = load_tokenizer(recipe.model, recipe.template.name, run.source())
+    teacher = load_teacher_tokenizer(run)
+    pairing = pair_tokenizers(run, student, teacher)
+    check_config(run, lambda r, h, d, o, check: distill_config(r, pairing, h, d, o, teacher_dir=o, check=check))
+    size, teacher_dtype = check_teacher_memory(run)
+    rows = read_prompt_rows(run.data)
+    checked = check_prompt_rows(run, rows.train, run.data.seed, recipe.template.kwargs)
+    prompts = load_distill_data(run, rows)
+    plan = make_plan(run, template, len(prompts), data_format="prompt")
     plan.add_data_check(checked)
     for key in ("packing", "loss", "tokens per step"):
         plan.rows.pop(key, None)
-    settings = recipe.settings
-    lmbda = on_policy_share(recipe)
+    settings = run.settings
+    lmbda = on_policy_share(run)
     completion = settings["max_completion_length"]
     batch = plan.rows["global batch"]
     loss = ("ULD (" + ("hybrid: exact on matched tokens, ULD on the rest" if settings.get("uld_use_hybrid_loss")
@@ -136,30 +133,30 @@ def check_before_loading(recipe: Recipe, hardware: Hardware):
         plan.rows["generation"] = f"student samples: {describe_generation(recipe.generation)}"
     plan.rows["teacher"] = (f"{recipe.teacher.source} in {teacher_dtype}"
                             + (f", {describe_bytes(size)} of weights" if size else ""))
-    plan.rows["learning rate"] = f"{learning_rate(recipe):g}" + ("" if settings.is_set("learning_rate") else " (smolalign default)")
+    plan.rows["learning rate"] = f"{learning_rate(run):g}" + ("" if settings.is_set("learning_rate") else " (smolalign default)")
     return plan, pairing, prompts, student, teacher
 
 
-def learning_rate(recipe: Recipe) -> float:
-    if recipe.settings.is_set("learning_rate"):
-        return recipe.settings["learning_rate"]
-    return DEFAULT_LEARNING_RATE["lora" if recipe.peft else "full"]
+def learning_rate(run: Run) -> float:
+    if run.settings.is_set("learning_rate"):
+        return run.settings["learning_rate"]
+    return DEFAULT_LEARNING_RATE["lora" if run.recipe.peft else "full"]
 
 
-def on_policy_share(recipe: Recipe) -> float:
+def on_policy_share(run: Run) -> float:
     """The share of student-sampled sequences: GOLD's lmbda; DistillationTrainer samples every one."""
-    return recipe.settings.get("lmbda", 1.0)
+    return run.settings.get("lmbda", 1.0)
 
 
-def load_distill_data(recipe: Recipe, rows=None):
+def load_distill_data(run: Run, rows=None):
     """Prompts (and, for GOLD's off-policy share, completions), with each row's think mode in its prompt; `rows`:
     the recipe's prompt rows when they were read already."""
     from smolalign.data.prompts import recipe_prompts
 
-    prompts = recipe_prompts(recipe, rows).train
+    prompts = recipe_prompts(run.recipe, rows).train
     has_completion = "completion" in prompts.column_names
-    lmbda = on_policy_share(recipe)
-    off_policy = method_spec(recipe.stage, recipe.method).off_policy
+    lmbda = on_policy_share(run)
+    off_policy = run.method_spec.off_policy
     if off_policy and lmbda < 1.0 and not has_completion:
         raise SmolalignError(f"train.lmbda {lmbda:g}: GOLD learns from the data's own completions {1 - lmbda:.0%} of "
                              "the time, and the data has no completion column; add one or set train.lmbda: 1.0")
@@ -173,34 +170,35 @@ def load_distill_data(recipe: Recipe, rows=None):
     return prompts.select_columns(keep)
 
 
-def distill_config(recipe: Recipe, pairing: Pairing, hardware: Hardware, dtype: str, run_dir: Path, teacher_dir: str,
+def distill_config(run: Run, pairing: Pairing, hardware: Hardware, dtype: str, run_dir: Path, teacher_dir: str,
                    base_url: str | None = None, *, check: bool = False):
     """The trainer's config; `generation:` picks how the student samples (TRL's use_vllm / vllm_mode)."""
     from smolalign.generation.backend_settings import vllm_fields
 
-    train = {**recipe.settings.train, "learning_rate": learning_rate(recipe)}
+    recipe = run.recipe
+    train = {**run.settings.train, "learning_rate": learning_rate(run)}
     sampling = vllm_fields(recipe.generation, base_url)
-    if not method_spec(recipe.stage, recipe.method).cross_tokenizer:
+    if not run.method_spec.cross_tokenizer:
         fixed = {"chat_template_kwargs": dict(recipe.template.kwargs)} if recipe.template.kwargs else {}
-        return trl_config(recipe, hardware, dtype, run_dir, train, check=check, **fixed, **sampling)
+        return trl_config(run, hardware, dtype, run_dir, train, check=check, **fixed, **sampling)
     fixed = {"use_uld_loss": pairing.uld, **sampling}
     if pairing.uld:
         fixed["teacher_tokenizer_name_or_path"] = teacher_dir
-    return trl_config(recipe, hardware, dtype, run_dir, train, check=check, **fixed)
+    return trl_config(run, hardware, dtype, run_dir, train, check=check, **fixed)
 
 
-def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
+def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
     from smolalign.generation.gpu_partition import partition_of_this_process
     from smolalign.generation.server import check_port
     from smolalign.generation.vllm_engine import check_generation
 
-    hardware = hardware_module.detect_hardware()
+    recipe, hardware = run.recipe, run.hardware
     gpus = partition_of_this_process(recipe, hardware.device_count)
-    plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(recipe, hardware)
+    plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(run)
     check_port(recipe)
-    check_generation(recipe, hardware)
-    evaluation = announce(recipe, plan, dry_run)
+    check_generation(run)
+    evaluation = announce(run, plan, dry_run)
     if dry_run:
         return None
     from smolalign.generation.backend_settings import stall_timeout
@@ -208,29 +206,28 @@ def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False
     from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
     from smolalign.generation.vllm_engine import generated_tokens
     from smolalign.models.load import load_model, local_dir
-    from smolalign.models.sources import source_of
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
     from smolalign.stages.trainers import trainer_class
 
-    run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
+    run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    teacher_dir = local_dir(source_of(recipe, "teacher"))
-    with served_generation(recipe, state, dtype, gpus) as server, stall_watchdog(stall_timeout(recipe.generation), server) \
+    teacher_dir = local_dir(run.source("teacher"))
+    with served_generation(run, state, dtype, gpus) as server, stall_watchdog(stall_timeout(recipe.generation), server) \
             as watchdog:
         # the config first, as in sft and po
-        config = distill_config(recipe, pairing, hardware, dtype, run_dir, teacher_dir,
+        config = distill_config(run, pairing, hardware, dtype, run_dir, teacher_dir,
                                 server.base_url if server else None)
-        student = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
+        student = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
         teacher = load_model(teacher_section(recipe), resolve_dtype(recipe.teacher.dtype, hardware), hardware,
-                             teacher_tokenizer, source_of(recipe, "teacher"))
+                             teacher_tokenizer, run.source("teacher"))
         teacher.eval()
         teacher.requires_grad_(False)
-        start_run(recipe, hardware, run_dir, state, overwrite=overwrite)
-        with trl_generation_on_cpu(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(recipe)):
+        start_run(run, run_dir, state, overwrite=overwrite)
+        with trl_generation_on_cpu(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(run)):
             trainer = trainer_class(recipe.stage, recipe.method)(
                 model=student, teacher_model=teacher, args=config, train_dataset=prompts, processing_class=tokenizer,
-                peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir), watchdog.callback()])
+                peft_config=peft_config(run), callbacks=[metrics_callback(run_dir), watchdog.callback()])
         del student, teacher  # the trainer holds them; finish() frees them before evaluating
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation, hub=recipe.hub)

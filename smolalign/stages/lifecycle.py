@@ -4,9 +4,7 @@ the final save, the summary and the `eval:` section's evaluation, and the proces
 
 from pathlib import Path
 
-from smolalign.hardware import Hardware
-from smolalign.recipe.resolved import recipe_to_dict
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 from smolalign.runs.rundir import (
     MODEL_DIR,
     check_run_dir,
@@ -17,16 +15,16 @@ from smolalign.runs.rundir import (
 )
 
 
-def announce(recipe: Recipe, plan, dry_run: bool):
+def announce(run: Run, plan, dry_run: bool):
     """Print the plan and check the recipe's `eval:` section (both before anything loads); a dry run also prints
     the resolved recipe. Returns the checked evaluation inputs (None without an `eval:` section)."""
     from smolalign.evaluation.run import check_stage_eval
     from smolalign.recipe.yamlio import dump_yaml
 
     print(plan.render())
-    evaluation = check_stage_eval(recipe)
+    evaluation = check_stage_eval(run.recipe)
     if dry_run:
-        print("resolved recipe:\n" + dump_yaml(recipe_to_dict(recipe)))
+        print("resolved recipe:\n" + dump_yaml(run.resolved_recipe()))
     return evaluation
 
 
@@ -70,7 +68,7 @@ def leave_process_group() -> None:
         dist.destroy_process_group()
 
 
-def open_run(recipe: Recipe, hardware: Hardware, output_dir: Path | None, *, resume: bool, overwrite: bool):
+def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool):
     """(run directory, checkpoint to resume from, accelerate state), with nothing written yet: the caller prepares
     data inside `state.main_process_first()` and loads the models, then calls `start_run`, so a run refused by any
     of those checks leaves the run directory as it was."""
@@ -78,12 +76,12 @@ def open_run(recipe: Recipe, hardware: Hardware, output_dir: Path | None, *, res
 
     from accelerate import PartialState
 
-    run_dir = run_dir_of(recipe, output_dir)
+    run_dir = run_dir_of(run, output_dir)
     # cpu=True: without a GPU, only this makes accelerate join the processes torchrun started (gloo); otherwise
     # every process would think it is the main one. The process group is created here, before TRL's config exists,
     # so train.ddp_timeout is handed to it here: the other ranks wait at a barrier while rank 0 prepares the data,
     # and torch's 10-minute default would time them out on a large mixture.
-    state = PartialState(cpu=not hardware.on_gpu, timeout=timedelta(seconds=recipe.settings["ddp_timeout"]))
+    state = PartialState(cpu=not run.hardware.on_gpu, timeout=timedelta(seconds=run.settings["ddp_timeout"]))
     with state.main_process_first():
         if state.is_main_process:
             checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
@@ -92,25 +90,26 @@ def open_run(recipe: Recipe, hardware: Hardware, output_dir: Path | None, *, res
     return run_dir, checkpoint, state
 
 
-def start_run(recipe: Recipe, hardware: Hardware, run_dir: Path, state, *, overwrite: bool, **sections) -> None:
+def start_run(run: Run, run_dir: Path, state, *, overwrite: bool, **sections) -> None:
     """On the main process, once every check has passed: the run directory (emptied first with --overwrite), the
     resolved recipe and the manifest with `sections` (template, data, method: what the stage prepared)."""
     from smolalign.runs.manifest import write_manifest
 
     if state.is_main_process:
+        recipe = run.recipe
         start_run_dir(run_dir, overwrite=overwrite)
-        write_recipe(run_dir, recipe_to_dict(recipe))
+        write_recipe(run_dir, run.resolved_recipe())
         from smolalign.runs.card import lineage
 
         model = {"source": recipe.model.source, "revision": recipe.model.revision,
                  **lineage(recipe.model.source, recipe.model.revision)}
-        write_manifest(run_dir, recipe=recipe.source, stage=recipe.stage, hardware=hardware.describe(), model=model,
+        write_manifest(run_dir, recipe=recipe.source, stage=recipe.stage, hardware=run.hardware.describe(), model=model,
                        **sections)
 
 
-def run_dir_of(recipe: Recipe, output_dir: Path | None) -> Path:
+def run_dir_of(run: Run, output_dir: Path | None) -> Path:
     """--output-dir, else train.output_dir, else runs/<recipe name>/."""
-    return Path(output_dir or recipe.settings.get("output_dir") or default_run_dir(recipe.source, recipe.stage))
+    return Path(output_dir or run.settings.get("output_dir") or default_run_dir(run.recipe.source, run.recipe.stage))
 
 
 def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware
 from smolalign.plan import make_plan
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 from smolalign.stages.trainer_config import check_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
@@ -23,9 +23,9 @@ CANDIDATES = 2
 """Answers sampled per prompt: TRL's online DPO always compares two."""
 
 
-def check_recipe(recipe: Recipe) -> None:
+def check_recipe(run: Run) -> None:
     """What the trainer would only refuse (or silently get wrong) after loading the weights."""
-    settings = recipe.settings
+    settings = run.settings
     if settings["loss_type"] not in LOSSES:
         raise SmolalignError(f"train.loss_type {settings['loss_type']!r}: online DPO computes one of "
                              f"{', '.join(LOSSES)}")
@@ -37,29 +37,29 @@ def check_recipe(recipe: Recipe) -> None:
         raise SmolalignError(f"train.missing_eos_penalty must be ≥ 0 (it is subtracted), got {penalty}")
 
 
-def check_before_loading(recipe: Recipe, hardware: Hardware):
+def check_before_loading(run: Run):
     """Template, loss and lengths, the TRL config, prompts (a sample rendered), rewards and the columns they read;
     returns (plan, prompts, rewards)."""
-    from smolalign.models.sources import source_of
     from smolalign.stages.rl import add_sandbox_row, check_prompts_and_rewards
 
-    source_of(recipe)
+    recipe = run.recipe
+    run.source()
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
-    check_recipe(recipe)
-    check_config(recipe, online_dpo_config, None)
-    prompts, rewards, checked = check_prompts_and_rewards(recipe, rendered_kwargs={})
-    plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
-    add_online_rows(plan, recipe, hardware)
+    check_recipe(run)
+    check_config(run, online_dpo_config, None)
+    prompts, rewards, checked = check_prompts_and_rewards(run, rendered_kwargs={})
+    plan = make_plan(run, template, len(prompts.train), data_format="prompt")
+    add_online_rows(plan, run)
     add_sandbox_row(plan, rewards)
     plan.add_data_check(checked)
     return plan, prompts, rewards
 
 
-def add_online_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
+def add_online_rows(plan, run: Run) -> None:
     from smolalign.generation.backend_settings import describe_generation
     from smolalign.stages.po import policy_description, reference_description
 
-    settings, rows = recipe.settings, plan.rows
+    recipe, settings, rows = run.recipe, run.settings, plan.rows
     for key in ("packing", "loss", "tokens per step"):
         rows.pop(key, None)
     beta = settings["beta"]
@@ -74,25 +74,26 @@ def add_online_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
                            f"{settings['max_new_tokens']} tokens each, temperature {settings['temperature']:g}")
     rows["loss"] = (f"answer tokens only, prompt + answer ≤ max_length {settings['max_length']} "
                     "(the prompt's start is cut first)")
-    rows["policy"] = policy_description(recipe, hardware)
-    rows["reference"] = reference_description(recipe, hardware)
+    rows["policy"] = policy_description(run)
+    rows["reference"] = reference_description(run)
     rows["generation"] = describe_generation(recipe.generation)
     if settings["missing_eos_penalty"]:
         rows["rewards"] += f", minus {settings['missing_eos_penalty']:g} for an answer that never ends"
 
 
-def online_dpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None, *,
+def online_dpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None, *,
                       check: bool = False):
     from smolalign.generation.backend_settings import vllm_fields
 
+    recipe = run.recipe
     fixed = {"reward_weights": [r.weight for r in recipe.rewards], **vllm_fields(recipe.generation, base_url)}
-    return trl_config(recipe, hardware, dtype, run_dir, check=check, **fixed)
+    return trl_config(run, hardware, dtype, run_dir, check=check, **fixed)
 
 
-def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
+def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
     from smolalign.stages.rl import run_generating
 
     # No ref_model is passed: TRL freezes a copy of the policy (or disables the adapter), as the plan says.
-    return run_generating(recipe, check_before_loading, online_dpo_config, ("objective/scores", "rewards/margins"),
+    return run_generating(run, check_before_loading, online_dpo_config, ("objective/scores", "rewards/margins"),
                           output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)

@@ -9,14 +9,13 @@ the recipe names, and hands TRL prepared rows.
 import dataclasses
 from pathlib import Path
 
-from smolalign import hardware as hardware_module  # called through the module: tests patch detect_hardware there
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
-from smolalign.recipe.method_table import method_spec
-from smolalign.recipe.schema import ModelSection, Recipe
+from smolalign.recipe.schema import ModelSection
+from smolalign.resolve import Role, Run
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
@@ -25,9 +24,9 @@ KTO_NEEDS_BATCH = ("kto",)
 """KTO loss types whose KL estimate pairs each completion with another prompt of the same batch."""
 
 
-def check_recipe(recipe: Recipe) -> None:
+def check_recipe(run: Run) -> None:
     """What TRL would only refuse after loading the weights."""
-    method, settings = recipe.method, recipe.settings
+    method, settings = run.recipe.method, run.settings
     if any(loss in KTO_NEEDS_BATCH for loss in method.losses) and settings.per_device_batch < 2:
         raise SmolalignError("train.per_device_train_batch_size: kto needs at least 2 (its KL term pairs each answer "
                              "with another prompt of the same batch); raise it, or use method: apo_zero_unpaired")
@@ -35,50 +34,50 @@ def check_recipe(recipe: Recipe) -> None:
         raise SmolalignError("method exo_pair needs train.label_smoothing > 0 (the EXO paper uses 1e-3)")
 
 
-def check_before_loading(recipe: Recipe, hardware: Hardware):
+def check_before_loading(run: Run):
     """Template, data (unless the pairs are still to be generated), batch rules; returns (plan, mixture or None)."""
     from smolalign.data.check import check_preference_rows, check_prompt_rows
     from smolalign.data.mixture import build_mixture
     from smolalign.data.prepare_preference import require_preference_format
-    from smolalign.models.sources import source_of
     from smolalign.pairs.output import is_up_to_date
 
-    check_recipe(recipe)
-    source_of(recipe)
-    check_config(recipe, po_config)
+    recipe = run.recipe
+    check_recipe(run)
+    run.source()
+    check_config(run, po_config)
     if recipe.reference.kind == "source":
-        source_of(recipe, "reference")
+        run.source("reference")
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     mixture = None
     if recipe.pairs is None or is_up_to_date(recipe):
-        mixture = build_mixture(recipe.data)
+        mixture = build_mixture(run.data)
         require_preference_format(mixture.format, recipe.method)
-        checked = check_preference_rows(recipe, mixture)
+        checked = check_preference_rows(run, mixture)
     else:
         from smolalign.data.prompts import source_prompts
 
-        prompts = source_prompts(recipe.pairs.prompts, recipe.data.seed)
-        checked = check_prompt_rows(recipe, prompts.train, recipe.data.seed, recipe.template.kwargs)
+        prompts = source_prompts(recipe.pairs.prompts, run.data.seed)
+        checked = check_prompt_rows(run, prompts.train, run.data.seed, recipe.template.kwargs)
     rows = len(mixture.train) if mixture is not None else None
-    if mixture is not None and method_spec(recipe.stage, recipe.method).unpaired and mixture.format == "preference":
+    if mixture is not None and run.method_spec.unpaired and mixture.format == "preference":
         rows *= 2  # each pair becomes a desirable and an undesirable row
     unpaired = recipe.pairs is not None and recipe.pairs.graded is not None and recipe.pairs.graded.unpaired
     if mixture is None:
         require_preference_format("unpaired" if unpaired else "preference", recipe.method)
-    plan = make_plan(recipe, hardware, template, rows, data_format=mixture.format if mixture else
+    plan = make_plan(run, template, rows, data_format=mixture.format if mixture else
                      ("unpaired" if unpaired else "preference"))
-    add_preference_rows(plan, recipe, hardware)
+    add_preference_rows(plan, run)
     plan.add_data_check(checked, "" if mixture is not None else " (the pairs' prompts)")
     return plan, mixture
 
 
-def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
-    method, settings = recipe.method, recipe.settings
-    spec = method_spec(recipe.stage, method)
+def add_preference_rows(plan, run: Run) -> None:
+    recipe = run.recipe
+    method, settings, spec = recipe.method, run.settings, run.method_spec
     rows = plan.rows
     rows.pop("packing", None)
     if spec.scorer:
-        add_reward_model_rows(plan, recipe, hardware)
+        add_reward_model_rows(plan, run)
     else:
         terms = method.losses or ("orpo",)
         weights = method.weights or (1.0,) * len(terms)
@@ -93,7 +92,7 @@ def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
             else:
                 rows["tokens per step"] = (f"≤ {2 * batch * max_length:,} ({batch} pairs × 2 answers × max_length "
                                            f"{max_length})")
-        rows["reference"] = reference_description(recipe, hardware)
+        rows["reference"] = reference_description(run)
     if recipe.pairs is not None:
         from smolalign.pairs.output import is_up_to_date, pairs_path
 
@@ -102,7 +101,7 @@ def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
         if pairs.graded is not None:
             from smolalign.pairs.graded_plan import add_graded_rows
 
-            add_graded_rows(rows, recipe, hardware, state)
+            add_graded_rows(rows, run, state)
         else:
             rows["pairs"] = (f"{state}: chosen from {pairs.strong.source} ({pairs.strong.backend}), rejected from "
                              f"{pairs.weak.source} ({pairs.weak.backend}) -> {pairs_path(pairs)}")
@@ -110,8 +109,8 @@ def add_preference_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
             plan.notes.append("steps are known once the pairs exist (run `smolalign po pairs` first to see them)")
 
 
-def add_reward_model_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
-    settings, rows = recipe.settings, plan.rows
+def add_reward_model_rows(plan, run: Run) -> None:
+    recipe, settings, rows = run.recipe, run.settings, plan.rows
     center = settings["center_rewards_coefficient"]
     rows["method"] = ("reward (a sequence classifier with one output, the score; loss -log σ(score chosen − score "
                       f"rejected){f' + {center:g} × (sum of scores)²' if center else ''})")
@@ -121,45 +120,43 @@ def add_reward_model_rows(plan, recipe: Recipe, hardware: Hardware) -> None:
         batch = rows["global batch"]
         rows["tokens per step"] = f"≤ {2 * batch * max_length:,} ({batch} pairs × 2 sequences × max_length {max_length})"
     rows["model"] = f"{recipe.model.source} with a new score head (one output)"
-    rows["reference"] = reference_description(recipe, hardware)
+    rows["reference"] = reference_description(run)
 
 
-def reference_description(recipe: Recipe, hardware: Hardware) -> str:
+def reference_description(run: Run) -> str:
     """Which reference the run uses and what it costs in memory."""
+    recipe = run.recipe
     kind = recipe.reference.kind
     if kind == "none":
-        return f"none ({method_spec(recipe.stage, recipe.method).reference_free}): no extra memory"
+        return f"none ({run.method_spec.reference_free}): no extra memory"
     if kind == "adapter":
         return "the base model with the LoRA adapter disabled: no extra memory"
     if kind == "precomputed":
         return ("log-probs of the starting policy, computed once before training (one extra pass over the data): "
                 "no reference weights held")
     label = "a frozen copy of the policy's source" if kind == "policy" else recipe.reference.source
-    cost = weights_memory(recipe, hardware, "model" if kind == "policy" else "reference", " more")
+    cost = weights_memory(run, "model" if kind == "policy" else "reference", " more")
     return f"{label}: {cost or 'one more model in memory (size unknown before loading)'}"
 
 
-def policy_description(recipe: Recipe, hardware: Hardware) -> str:
+def policy_description(run: Run) -> str:
     """The policy's weights in memory (gradients and optimizer state are the estimate's rows)."""
-    cost = weights_memory(recipe, hardware, "model")
-    return f"{recipe.model.source}: {cost or 'size unknown before loading'}"
+    cost = weights_memory(run, "model")
+    return f"{run.recipe.model.source}: {cost or 'size unknown before loading'}"
 
 
-def weights_memory(recipe: Recipe, hardware: Hardware, role: str, after: str = "") -> str | None:
+def weights_memory(run: Run, role: Role, after: str = "") -> str | None:
     """"X MiB`after` (N parameters in DTYPE)" for the weights of a recipe's model source (`role`), None when
     unknown."""
-    from smolalign.models.sources import source_of
-
-    dtype = resolve_dtype(recipe.model.dtype, hardware)
-    count = source_parameter_count(source_of(recipe, role))
+    dtype = resolve_dtype(run.recipe.model.dtype, run.hardware)
+    count = source_parameter_count(run.source(role))
     if not count:
         return None
     return f"{describe_bytes(count * DTYPE_BYTES.get(dtype, 4))}{after} ({describe_count(count)} parameters in {dtype})"
 
 
-def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, *, check: bool = False):
-    method = recipe.method
-    spec = method_spec(recipe.stage, method)
+def po_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, *, check: bool = False):
+    method, spec = run.recipe.method, run.method_spec
     fixed: dict = {}
     if spec.combines_losses:
         fixed["loss_type"] = list(method.losses)
@@ -168,25 +165,25 @@ def po_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, *, 
     elif method.losses:
         fixed["loss_type"] = method.losses[0]
     if not spec.reference_free:
-        fixed["precompute_ref_log_probs"] = recipe.reference.kind == "precomputed"
+        fixed["precompute_ref_log_probs"] = run.recipe.reference.kind == "precomputed"
     if spec.keeps_columns:
         fixed["remove_unused_columns"] = False
-    return trl_config(recipe, hardware, dtype, run_dir, check=check, **fixed)
+    return trl_config(run, hardware, dtype, run_dir, check=check, **fixed)
 
 
-def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):
+def load_reference(run: Run, dtype: str, hardware: Hardware, tokenizer):
     """The reference model when it is a separate set of weights (policy copy or another source), else None."""
     from smolalign.models.load import load_model, load_tokenizer
-    from smolalign.models.sources import source_of
 
+    recipe = run.recipe
     kind = recipe.reference.kind
     if kind == "policy":
         # The policy's own section (a pretraining checkpoint keeps its model.tokenizer), loaded unquantized.
-        section, source = dataclasses.replace(recipe.model, quantization=None), source_of(recipe)
+        section, source = dataclasses.replace(recipe.model, quantization=None), run.source()
     elif kind == "source":
         section = ModelSection(source=recipe.reference.source, dtype=recipe.model.dtype,
                                trust_remote_code=recipe.model.trust_remote_code)
-        source = source_of(recipe, "reference")
+        source = run.source("reference")
         reference_tokenizer, _ = load_tokenizer(section, recipe.template.name, source)
         if reference_tokenizer.get_vocab() != tokenizer.get_vocab():
             raise SmolalignError(f"reference.source {recipe.reference.source}: its tokenizer differs from the "
@@ -200,50 +197,48 @@ def load_reference(recipe: Recipe, dtype: str, hardware: Hardware, tokenizer):
     return reference
 
 
-def build_trainer(recipe: Recipe, model, reference, tokenizer, data, config, run_dir: Path):
+def build_trainer(run: Run, model, reference, tokenizer, data, config, run_dir: Path):
     from smolalign.runs.metrics import metrics_callback
     from smolalign.stages.trainers import trainer_class
 
     kwargs = dict(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
-                  processing_class=tokenizer, peft_config=peft_config(recipe), callbacks=[metrics_callback(run_dir)])
-    if not method_spec(recipe.stage, recipe.method).reference_free:
+                  processing_class=tokenizer, peft_config=peft_config(run), callbacks=[metrics_callback(run_dir)])
+    if not run.method_spec.reference_free:
         kwargs["ref_model"] = reference
-    return trainer_class(recipe.stage, recipe.method)(**kwargs)
+    return trainer_class(run.recipe.stage, run.recipe.method)(**kwargs)
 
 
-def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
+def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
     """Generate pairs if needed, plan, prepare, train and save; returns the saved model's directory."""
-    hardware = hardware_module.detect_hardware()
-    plan, mixture = check_before_loading(recipe, hardware)
-    evaluation = announce(recipe, plan, dry_run)
+    recipe, hardware = run.recipe, run.hardware
+    plan, mixture = check_before_loading(run)
+    evaluation = announce(run, plan, dry_run)
     if dry_run:
         return None
     from smolalign.data.prepare_preference import prepare_preference_data
     from smolalign.models.load import load_model, load_tokenizer
-    from smolalign.models.sources import source_of
 
-    run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
+    run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
     with state.main_process_first():
         if recipe.pairs is not None and state.is_main_process:
             from smolalign.pairs.build import generate_pairs
 
-            generate_pairs(recipe)
-        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
-        data = prepare_preference_data(recipe, tokenizer, template, mixture=mixture)
+            generate_pairs(run)
+        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
+        data = prepare_preference_data(run, tokenizer, template, mixture=mixture)
     if state.is_main_process:
         print(f"data: {data.stats['train']}")
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    config = po_config(recipe, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the models load sharded
-    model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe),
-                       scorer=method_spec(recipe.stage, recipe.method).scorer)
-    reference = load_reference(recipe, dtype, hardware, tokenizer)
-    start_run(recipe, hardware, run_dir, state, overwrite=overwrite,
+    config = po_config(run, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the models load sharded
+    model = load_model(recipe.model, dtype, hardware, tokenizer, run.source(), scorer=run.method_spec.scorer)
+    reference = load_reference(run, dtype, hardware, tokenizer)
+    start_run(run, run_dir, state, overwrite=overwrite,
               template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
               data={"fingerprint": data.fingerprint, "stats": data.stats},
               method={"name": recipe.method.name, "trainer": recipe.method.trainer, "losses": list(recipe.method.losses),
-                      "weights": recipe.method.weights, "reference": reference_description(recipe, hardware)})
-    trainer = build_trainer(recipe, model, reference, tokenizer, data, config, run_dir)
+                      "weights": recipe.method.weights, "reference": reference_description(run)})
+    trainer = build_trainer(run, model, reference, tokenizer, data, config, run_dir)
     del model, reference  # the trainer holds them; finish() frees them before an evaluation
     model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
     return finish(trainer, run_dir, model_dir, evaluation, hub=recipe.hub,

@@ -11,18 +11,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.recipe.method_table import method_key
+from smolalign.resolve import Run
 from smolalign.stages import distill, online_dpo, po, rl, sft
 
 
 @dataclass(frozen=True)
 class Runner:
     check: Callable
-    """`check(recipe, hardware)`: everything checkable before a weight loads; the first value it returns is the
-    plan."""
+    """`check(run)`: everything checkable before a weight loads; the first value it returns is the plan."""
     run: Callable[..., Path | None]
-    """`run(recipe, *, output_dir, dry_run, resume, overwrite)`: the saved model's directory (None for a dry run)."""
+    """`run(run, *, output_dir, dry_run, resume, overwrite)`: the saved model's directory (None for a dry run)."""
     check_batch: Callable | None = None
-    """`check_batch(recipe, hardware)`: the batch rules alone, where the stage checks them apart from the data (for
+    """`check_batch(run)`: the batch rules alone, where the stage checks them apart from the data (for
     `launch slurm --skip-data-check`)."""
 
 
@@ -43,17 +43,17 @@ RUNNERS: dict[str, Runner] = {
 """Keyed as `recipe.method_table.METHODS`."""
 
 
-def runner(recipe) -> Runner:
-    """The stage functions for a validated recipe's method."""
-    return RUNNERS[method_key(recipe.stage, recipe.method)]
+def runner(run: Run) -> Runner:
+    """The stage functions for a run's method."""
+    return RUNNERS[method_key(run.recipe.stage, run.recipe.method)]
 
 
-def run_stage(recipe, **options):
-    """Run a validated recipe with its method's stage; returns the saved model's directory (None for a dry run). The
+def run_stage(run: Run, **options):
+    """Run a resolved run with its method's stage; returns the saved model's directory (None for a dry run). The
     launcher's variables are as they were before, whatever the run's vLLM engine wrote; the time-limit signal is
     caught from the start (smolalign.runs.save_on_signal)."""
     from smolalign.launch import kept_process_variables
     from smolalign.runs.save_on_signal import listening
 
     with kept_process_variables(), listening():  # the time-limit signal, kept from the stage's start
-        return runner(recipe).run(recipe, **options)
+        return runner(run).run(run, **options)

@@ -9,11 +9,11 @@ A watchdog fails the run when no step finishes within `generation.stall_timeout`
 
 from pathlib import Path
 
-from smolalign import hardware as hardware_module  # called through the module: tests patch detect_hardware there
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
@@ -25,10 +25,10 @@ def build_rewards(recipe: Recipe) -> list:
     return resolve_rewards(recipe.rewards, "rewards")
 
 
-def check_batch(recipe: Recipe, hardware: Hardware) -> None:
+def check_batch(run: Run) -> None:
     """What GRPOConfig would refuse: generation batches that split prompt groups (groups of one are refused with the
     other ranges, `recipe.train_section.RANGES`)."""
-    settings = recipe.settings
+    settings = run.settings
     generations = settings["num_generations"]
     _, batch = settings.generation_batches()
     if batch % generations:
@@ -39,22 +39,21 @@ def check_batch(recipe: Recipe, hardware: Hardware) -> None:
         raise SmolalignError(f"train.num_generations {generations} must divide the {where}")
 
 
-def check_before_loading(recipe: Recipe, hardware: Hardware):
-    from smolalign.models.sources import source_of
-
-    source_of(recipe)
+def check_before_loading(run: Run):
+    recipe = run.recipe
+    run.source()
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
-    check_batch(recipe, hardware)
-    check_config(recipe, grpo_config, None)
-    prompts, rewards, checked = check_prompts_and_rewards(recipe)
-    plan = make_plan(recipe, hardware, template, len(prompts.train), data_format="prompt")
-    add_rl_rows(plan, recipe)
+    check_batch(run)
+    check_config(run, grpo_config, None)
+    prompts, rewards, checked = check_prompts_and_rewards(run)
+    plan = make_plan(run, template, len(prompts.train), data_format="prompt")
+    add_rl_rows(plan, run)
     add_sandbox_row(plan, rewards)
     plan.add_data_check(checked)
     return plan, prompts, rewards
 
 
-def check_prompts_and_rewards(recipe: Recipe, rendered_kwargs: dict | None = None):
+def check_prompts_and_rewards(run: Run, rendered_kwargs: dict | None = None):
     """What every generating method checks before a model loads: the prompt rows (read, a sample rendered and
     tokenized with the generation prompt), the rewards (built, the columns they read present, every row a reward
     checks (math_accuracy: its gold answer parses), a team's function's signature and one call on the first row).
@@ -63,9 +62,10 @@ def check_prompts_and_rewards(recipe: Recipe, rendered_kwargs: dict | None = Non
     from smolalign.data.check import check_prompt_rows, check_reward_rows
     from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 
+    recipe = run.recipe
     rewards = build_rewards(recipe)
-    rows = read_prompt_rows(recipe.data)
-    checked = check_prompt_rows(recipe, rows.train, recipe.data.seed, recipe.template.kwargs)
+    rows = read_prompt_rows(run.data)
+    checked = check_prompt_rows(run, rows.train, run.data.seed, recipe.template.kwargs)
     prompts = recipe_prompts(recipe, rows, rendered_kwargs)
     named = [(s.name, r) for s, r in zip(recipe.rewards, rewards, strict=True)]
     check_reward_columns(named, prompts.train.column_names)
@@ -77,8 +77,8 @@ def check_prompts_and_rewards(recipe: Recipe, rendered_kwargs: dict | None = Non
     return prompts, rewards, checked
 
 
-def add_rl_rows(plan, recipe: Recipe) -> None:
-    settings, rows = recipe.settings, plan.rows
+def add_rl_rows(plan, run: Run) -> None:
+    recipe, settings, rows = run.recipe, run.settings, plan.rows
     for key in ("packing", "loss", "tokens per step"):
         rows.pop(key, None)
     rows["method"] = (f"grpo (loss {settings['loss_type']}, scale_rewards {settings['scale_rewards']}, "
@@ -100,61 +100,61 @@ def add_sandbox_row(plan, rewards) -> None:
         plan.rows["sandbox"] = f"{pool.level}, {pool.workers} workers{hint}"
 
 
-def grpo_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None, *,
+def grpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None, *,
                 check: bool = False):
     from smolalign.generation.backend_settings import vllm_fields
 
+    recipe = run.recipe
     fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}
     if recipe.template.kwargs:
         fixed["chat_template_kwargs"] = dict(recipe.template.kwargs)
     fixed.update(vllm_fields(recipe.generation, base_url))
-    return trl_config(recipe, hardware, dtype, run_dir, check=check, **fixed)
+    return trl_config(run, hardware, dtype, run_dir, check=check, **fixed)
 
 
-def run(recipe: Recipe, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
+def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
-    return run_generating(recipe, check_before_loading, grpo_config, ("reward",), output_dir=output_dir,
+    return run_generating(run, check_before_loading, grpo_config, ("reward",), output_dir=output_dir,
                           dry_run=dry_run, resume=resume, overwrite=overwrite)
 
 
-def run_generating(recipe: Recipe, check, make_config, signals: tuple[str, ...], *, output_dir: Path | None,
+def run_generating(run: Run, check, make_config, signals: tuple[str, ...], *, output_dir: Path | None,
                    dry_run: bool, resume: bool, overwrite: bool) -> Path | None:
-    """The run of an rl method whose policy generates while it trains (GRPO, online DPO): `check(recipe, hardware)`
-    gives the plan, prompts and rewards before anything loads, `make_config(recipe, hardware, dtype, run_dir,
-    base_url)` the TRL config, and `signals` the logged values the run's summary reports."""
+    """The run of an rl method whose policy generates while it trains (GRPO, online DPO): `check(run)` gives the
+    plan, prompts and rewards before anything loads, `make_config(run, hardware, dtype, run_dir, base_url)` the TRL
+    config, and `signals` the logged values the run's summary reports."""
     from smolalign.generation.backend_settings import stall_timeout
     from smolalign.generation.gpu_partition import partition_of_this_process
     from smolalign.generation.server import check_port, served_generation
     from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
     from smolalign.generation.vllm_engine import check_generation, generated_tokens
 
-    hardware = hardware_module.detect_hardware()
+    recipe, hardware = run.recipe, run.hardware
     gpus = partition_of_this_process(recipe, hardware.device_count)
-    plan, prompts, rewards = check(recipe, hardware)
+    plan, prompts, rewards = check(run)
     check_port(recipe)
-    check_generation(recipe, hardware)
-    evaluation = announce(recipe, plan, dry_run)
+    check_generation(run)
+    evaluation = announce(run, plan, dry_run)
     if dry_run:
         return None
     from smolalign.models.load import load_model, load_tokenizer
-    from smolalign.models.sources import source_of
     from smolalign.runs.metrics import metrics_callback
     from smolalign.runs.watchdog import stall_watchdog
     from smolalign.stages.trainers import trainer_class
 
-    run_dir, checkpoint, state = open_run(recipe, hardware, output_dir, resume=resume, overwrite=overwrite)
-    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
+    run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
+    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
     dtype = resolve_dtype(recipe.model.dtype, hardware)
     stall = stall_timeout(recipe.generation)
-    with served_generation(recipe, state, dtype, gpus) as server, stall_watchdog(stall, server) as watchdog:
+    with served_generation(run, state, dtype, gpus) as server, stall_watchdog(stall, server) as watchdog:
         # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
-        args = make_config(recipe, hardware, dtype, run_dir, server.base_url if server else None)
-        model = load_model(recipe.model, dtype, hardware, tokenizer, source_of(recipe))
-        start_run(recipe, hardware, run_dir, state, overwrite=overwrite)
-        with trl_generation_on_cpu(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(recipe)):
+        args = make_config(run, hardware, dtype, run_dir, server.base_url if server else None)
+        model = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
+        start_run(run, run_dir, state, overwrite=overwrite)
+        with trl_generation_on_cpu(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(run)):
             trainer = trainer_class(recipe.stage, recipe.method)(
                 model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train, eval_dataset=prompts.eval,
-                processing_class=tokenizer, peft_config=peft_config(recipe),
+                processing_class=tokenizer, peft_config=peft_config(run),
                 callbacks=[metrics_callback(run_dir), watchdog.callback()])
         del model  # the trainer holds it; finish() frees it before an evaluation
         model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)

@@ -7,12 +7,11 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, precision_flags
-from smolalign.recipe.method_table import method_spec
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 
-def check_config(recipe: Recipe, builder: Callable, *args) -> None:
-    """Build the stage's TRL config once before anything loads (`builder(recipe, hardware, dtype, run_dir, *args,
+def check_config(run: Run, builder: Callable, *args) -> None:
+    """Build the stage's TRL config once before anything loads (`builder(run, hardware, dtype, run_dir, *args,
     check=True)`, the stage's own config function, which hands `check` to `trl_config`), so TRL's and transformers'
     own `__post_init__` checks run in the dry run and in `launch slurm`. Built for this machine's precision
     (transformers refuses bf16 where it cannot check it), as one process, without the launcher's DeepSpeed config;
@@ -23,9 +22,8 @@ def check_config(recipe: Recipe, builder: Callable, *args) -> None:
 
     if is_launched():
         return
-    hardware = detect_hardware()
-    builder(recipe, hardware, resolve_dtype(recipe.model.dtype, hardware), run_dir_of(recipe, None), *args,
-            check=True)
+    hardware = detect_hardware()  # the machine that builds the config, which a Slurm job's run is not resolved for
+    builder(run, hardware, resolve_dtype(run.recipe.model.dtype, hardware), run_dir_of(run, None), *args, check=True)
 
 
 def checked_config_class(config_class: type, hardware: Hardware) -> type:
@@ -48,14 +46,14 @@ def _config_error(exc: Exception, train: dict) -> SmolalignError:
     return SmolalignError(f"train.{named[0]}: {message}" if named else f"train: {message}")
 
 
-def trl_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, train: dict | None = None, *,
+def trl_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, train: dict | None = None, *,
                check: bool = False, **fixed):
     """The method's TRL config (from the method table) built from the run's settings (`train`, when given, in their
     place), with the hardware's precision (bf16 off on CPU whatever the recipe says), the run directory, and `fixed`
     values set by smolalign. Keys smolalign's own pipeline applies are not passed. `check`: built only to run TRL's
     own checks (`check_config`): no DeepSpeed, no accelerate state, no note."""
-    consumed = method_spec(recipe.stage, recipe.method).consumed
-    train = {k: v for k, v in (recipe.settings.train if train is None else train).items() if k not in consumed}
+    consumed = run.method_spec.consumed
+    train = {k: v for k, v in (run.settings.train if train is None else train).items() if k not in consumed}
     flags = precision_flags(dtype, hardware)
     if hardware.on_gpu:
         train = {**flags, **train}
@@ -70,11 +68,11 @@ def trl_config(recipe: Recipe, hardware: Hardware, dtype: str, run_dir: Path, tr
     deepspeed = None if check else deepspeed_from_launcher()
     if deepspeed is not None:
         train["deepspeed"] = deepspeed
-    cls = method_spec(recipe.stage, recipe.method).config_class()
+    cls = run.method_spec.config_class()
     try:
         config = (checked_config_class(cls, hardware) if check else cls)(**train)
     except (ValueError, TypeError) as exc:
-        raise _config_error(exc, recipe.settings.train) from None
+        raise _config_error(exc, run.settings.train) from None
     if deepspeed is not None and not hardware.on_gpu:
         # With use_cpu the trainer joins the processes through a plain gloo group and never starts DeepSpeed's
         # communication layer; ZeRO-3's load-time sharding would then see a world of 1. Start it here, after the
@@ -97,11 +95,11 @@ def deepspeed_from_launcher() -> dict | None:
     return json.loads(Path(path).read_text()) if path else None
 
 
-def peft_config(recipe: Recipe):
-    if recipe.peft is None:
+def peft_config(run: Run):
+    if run.recipe.peft is None:
         return None
     from peft import LoraConfig
 
     # A reward model trains its new score head in full (SEQ_CLS saves it beside the adapters).
-    task = "SEQ_CLS" if method_spec(recipe.stage, recipe.method).scorer else "CAUSAL_LM"
-    return LoraConfig(**{"task_type": task, **recipe.peft})
+    task = "SEQ_CLS" if run.method_spec.scorer else "CAUSAL_LM"
+    return LoraConfig(**{"task_type": task, **run.recipe.peft})

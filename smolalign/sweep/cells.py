@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.errors import RunFailure
-from smolalign.recipe.schema import Recipe
-from smolalign.runs.rundir import EVAL_FILE, MANIFEST_FILE, MODEL_DIR
+from smolalign.evaluation.run import EVAL_FILE
+from smolalign.resolve import Run
+from smolalign.runs.rundir import MANIFEST_FILE, MODEL_DIR
 from smolalign.sweep.grid import Cell
 
 SAMPLES_FILE = Path(EVAL_FILE).stem + ".samples.jsonl"
@@ -27,8 +28,8 @@ class CellRun:
     cell: Cell
     stage: str
     run_dir: Path
-    recipe: Recipe
-    """The cell's validated recipe (its overrides applied)."""
+    resolved: Run
+    """The cell's recipe (its overrides applied) resolved for this machine."""
 
     @property
     def overrides(self) -> list[str]:
@@ -98,14 +99,15 @@ def run_cell_here(run: CellRun, *, overwrite: bool) -> None:
     from smolalign.launch import check_not_data_parallel
     from smolalign.stages.registry import run_stage
 
-    command = stage_command(run, Path(run.recipe.source), overwrite=overwrite, launch=None, num_processes=None)
-    check_not_data_parallel(run.recipe, command[3:])  # after `python -m smolalign`
+    recipe = run.resolved.recipe
+    command = stage_command(run, Path(recipe.source), overwrite=overwrite, launch=None, num_processes=None)
+    check_not_data_parallel(recipe, command[3:])  # after `python -m smolalign`
     state = "new" if overwrite else cell_state(run.run_dir)
     print(f"sweep: cell {run.cell.index + 1} {run.cell.name}: {_doing[state]}", flush=True)
     if state == "evaluate" and int(os.environ.get("RANK", "0")) == 0:
         evaluate_cell(run)
     elif state in ("new", "resume"):
-        run_stage(run.recipe, output_dir=run.run_dir, resume=state == "resume", overwrite=overwrite)
+        run_stage(run.resolved, output_dir=run.run_dir, resume=state == "resume", overwrite=overwrite)
 
 
 def evaluate_cell(run: CellRun) -> None:
@@ -114,5 +116,6 @@ def evaluate_cell(run: CellRun) -> None:
     from smolalign.evaluation.run import check_stage_eval, evaluate_stage
     from smolalign.runs.card import write_cards
 
-    evaluate_stage(check_stage_eval(run.recipe), run.run_dir, run.run_dir / MODEL_DIR)
-    write_cards(run.run_dir, run.recipe.hub.repo_id if run.recipe.hub is not None else None)
+    recipe = run.resolved.recipe
+    evaluate_stage(check_stage_eval(recipe), run.run_dir, run.run_dir / MODEL_DIR)
+    write_cards(run.run_dir, recipe.hub.repo_id if recipe.hub is not None else None)

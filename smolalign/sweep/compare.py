@@ -30,7 +30,7 @@ def compare(runs: list[CellRun], sweep_dir: Path, grid: list[tuple[str, list[str
     inputs = cell_inputs(runs)
     results = {run.cell.name: read_samples(run, inputs) for run in runs}
     report = build_report(inputs, results)
-    sweep = {"recipe": runs[0].recipe.source, "grid": dict(grid), "seeds": seeds, "baseline": runs[0].cell.name,
+    sweep = {"recipe": runs[0].resolved.recipe.source, "grid": dict(grid), "seeds": seeds, "baseline": runs[0].cell.name,
              "cells": [{"name": run.cell.name, "overrides": list(run.cell.overrides), "run_dir": str(run.run_dir)}
                        for run in runs],
              "rows": rows(report, runs), "report": report}
@@ -50,7 +50,7 @@ def compare(runs: list[CellRun], sweep_dir: Path, grid: list[tuple[str, list[str
 
 def cell_inputs(runs: list[CellRun]) -> EvalInputs:
     """The evaluation the cells ran (their shared `eval:` section), with the cells as its models."""
-    recipe = runs[0].recipe
+    recipe = runs[0].resolved.recipe
     section = recipe.evaluation
     models = [EvalModel(run.cell.name, str(run.run_dir / MODEL_DIR)) for run in runs]
     return prepare(section, models, models[0].label, section.template or recipe.template.name, recipe.template.kwargs)

@@ -68,17 +68,20 @@ def plan_sweep(request: SweepRequest, hardware=None) -> Sweep:
 
 
 def _validate(path: Path, cell: Cell, directory: Path, hardware, common: list[str]) -> CellRun:
-    from smolalign.recipe.validate import load_recipe, recipe_stage
+    from smolalign.preflight import preflight
+    from smolalign.recipe.validate import recipe_stage
+    from smolalign.resolve import load_run
 
     if common:
         cell = dataclasses.replace(cell, overrides=(*common, *cell.overrides))
     overrides = [*cell.overrides, *CELL_OVERRIDES]
     try:
         stage = recipe_stage(str(path), overrides)
-        recipe = load_recipe(str(path), overrides, stage, hardware)
+        run = load_run(str(path), overrides, stage, hardware)
+        preflight(run)
     except USER_ERRORS as exc:
         raise SmolalignError(f"sweep cell {cell.name}: {exc}") from None
-    return CellRun(cell, stage, directory / cell.name, recipe)
+    return CellRun(cell, stage, directory / cell.name, run)
 
 
 def run_sweep(request: SweepRequest) -> dict | None:
@@ -94,7 +97,7 @@ def run_sweep(request: SweepRequest) -> dict | None:
         return None
     from smolalign.evaluation.run import check_stage_eval
 
-    check_stage_eval(sweep.runs[0].recipe)  # the eval data and its columns, before the first cell trains
+    check_stage_eval(sweep.runs[0].resolved.recipe)  # the eval data and its columns, before the first cell trains
     for run in sweep.runs:
         run_cell(run, sweep.recipe, overwrite=request.overwrite, launch=request.launch,
                  num_processes=request.num_processes)
@@ -116,14 +119,12 @@ def describe(sweep: Sweep) -> str:
 def check_cells(sweep: Sweep) -> list:
     """Each cell's plan, from its stage's own checks before loading (model source, template, data, batch
     arithmetic), so a cell that cannot run stops the sweep before the first one starts."""
-    from smolalign.hardware import detect_hardware
     from smolalign.slurm.job import check_stage
 
-    hardware = detect_hardware()
     plans = []
     for run in sweep.runs:
         try:
-            plans.append(check_stage(run.recipe, hardware, skip_data=False))
+            plans.append(check_stage(run.resolved, skip_data=False))
         except USER_ERRORS as exc:
             raise SmolalignError(f"sweep cell {run.cell.name}: {exc}") from None
     return plans

@@ -104,15 +104,17 @@ def test_a_slurm_vllm_node_serves_the_converted_checkpoint(write_recipe, nanotro
     """vLLM cannot read nanotron shards: the server node is given the converted directory the stage trains from."""
     import dataclasses
 
+    from recipe_runs import loaded_run
+
     from smolalign.generation.server_command import serve_options
     from smolalign.models.load import local_dir
     from smolalign.models.sources import resolve_model
     from smolalign.recipe.generation_schema import GenerationSection
-    from smolalign.recipe.validate import load_recipe
 
     run, _ = nanotron_run
-    recipe = load_recipe(sft_recipe(write_recipe, tmp_path, {"source": str(run), "tokenizer": str(tiny_dir)}), [], "sft")
-    recipe = dataclasses.replace(recipe, generation=GenerationSection(backend="vllm_server"))
-    served = serve_options(recipe, host="0.0.0.0")["model"]
-    assert served == local_dir(resolve_model(recipe.model))  # the cache entry the stage trains from
+    loaded = loaded_run(sft_recipe(write_recipe, tmp_path, {"source": str(run), "tokenizer": str(tiny_dir)}), [], "sft")
+    loaded = dataclasses.replace(loaded, recipe=dataclasses.replace(loaded.recipe,
+                                                                    generation=GenerationSection(backend="vllm_server")))
+    served = serve_options(loaded, host="0.0.0.0")["model"]
+    assert served == local_dir(resolve_model(loaded.recipe.model))  # the cache entry the stage trains from
     assert (Path(served) / "config.json").is_file() and not (Path(served) / "checkpoint_metadata.json").exists()

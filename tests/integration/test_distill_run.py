@@ -121,8 +121,9 @@ def test_a_teacher_whose_tokenizer_cannot_load_is_exit_2(cli, distill_recipe, tm
                                            ("transformers", None)])
 def test_the_student_samples_with_the_generation_backend(trainer, backend, mode, monkeypatch, tmp_path):
     """`generation:` reaches TRL's distillation configs (use_vllm, vllm_mode, the server's URL)."""
+    from recipe_runs import run_of
+
     from smolalign.hardware import Hardware
-    from smolalign.recipe.validate import validate_recipe
     from smolalign.stages.distill import Pairing, distill_config
     from smolalign.target import Target
 
@@ -130,7 +131,7 @@ def test_the_student_samples_with_the_generation_backend(trainer, backend, mode,
     raw = {"method": trainer, "model": {"source": "org/student"}, "teacher": {"source": "org/teacher"},
            "data": {"sources": [{"path": "prompts.jsonl"}]},
            "generation": {"backend": backend, "server": {"base_url": "http://gpu-node:8000"}}}
-    recipe = validate_recipe(raw, "rl", "test", target=Target(8, "an 8-GPU node"))
+    recipe = run_of(raw, "rl", "test", target=Target(8, "an 8-GPU node"))
     cpu = Hardware("cpu", 0, "cpu", False, 1, 2)
     config = distill_config(recipe, Pairing(trainer, False, 1, 1, 1, True), cpu, "float32", tmp_path, "org/teacher",
                             "http://gpu-node:8000" if backend == "vllm_server" else None)

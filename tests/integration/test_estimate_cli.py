@@ -60,17 +60,18 @@ def test_a_plan_that_does_not_fit_gets_changes_that_fit(tiny_dir):
     """The knobs are checked on the estimate itself: applying them brings the peak under the budget."""
     from dataclasses import replace
 
+    from recipe_runs import run_of
+
     from smolalign.estimate.dims import read_dims
     from smolalign.estimate.memory import CUDA_CONTEXT, Setup
     from smolalign.estimate.plan_rows import _estimate, knobs_to_fit
     from smolalign.models.sources import resolve_source
-    from smolalign.recipe.validate import validate_recipe
 
     raw = {"model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": "x.jsonl"}]},
            "train": {"max_length": 2048, "per_device_train_batch_size": 8, "gradient_checkpointing": False}}
-    recipe = validate_recipe(raw, "sft", "test")
+    recipe = run_of(raw, "sft", "test")
     dims = read_dims(resolve_source(str(tiny_dir)))
-    settings = {"optim": "adamw_torch", **recipe.train}
+    settings = {"optim": "adamw_torch", **recipe.recipe.train}
     setup = Setup(processes=4, sharding="ddp", dtype="bfloat16", gpu=True)
     before = _estimate(recipe, settings, setup, dims, None).peak
     budget = CUDA_CONTEXT + int((before - CUDA_CONTEXT) * 0.35)
@@ -112,17 +113,17 @@ def test_calibration_times_real_steps_on_this_machine(recipe, tiny_dir):
 
 def planned_peak(path: str) -> int:
     """The estimate's peak for the recipe on its target, from the estimate's own functions."""
+    from recipe_runs import loaded_run
+
     from smolalign.estimate.dims import read_dims
     from smolalign.estimate.plan_rows import _estimate
     from smolalign.estimate.settings import setup_for, target_device
     from smolalign.hardware import detect_hardware
-    from smolalign.models.sources import source_of
-    from smolalign.recipe.validate import load_recipe
 
     hardware = detect_hardware()
-    loaded = load_recipe(path, [], "sft", hardware)
-    gpu, budget = target_device(loaded, hardware)
-    return _estimate(loaded, loaded.settings, setup_for(loaded, hardware, gpu), read_dims(source_of(loaded)),
+    loaded = loaded_run(path, [], "sft", hardware=hardware)
+    gpu, budget = target_device(loaded.recipe, hardware)
+    return _estimate(loaded, loaded.settings, setup_for(loaded.recipe, hardware, gpu), read_dims(loaded.source()),
                      budget).peak
 
 

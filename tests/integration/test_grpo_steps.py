@@ -30,7 +30,7 @@ CASES = [
 
 @pytest.mark.parametrize(("train", "by_hand"), CASES)
 def test_planned_grpo_steps_are_the_steps_trl_runs(cli, write_recipe, tiny_dir, tmp_path, train, by_hand):
-    from smolalign.recipe.validate import load_recipe
+    from recipe_runs import loaded_run
 
     data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus 1"} for i in range(PROMPTS)])
     recipe = str(write_recipe({
@@ -38,7 +38,7 @@ def test_planned_grpo_steps_are_the_steps_trl_runs(cli, write_recipe, tiny_dir, 
         "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": "think_format"}],
         "train": {"max_completion_length": 4, "save_strategy": "no", "logging_steps": 1,
                   "gradient_checkpointing": False, **train}}))
-    planned = load_recipe(recipe, [], "rl").settings.optimizer_steps(PROMPTS)
+    planned = loaded_run(recipe, [], "rl").settings.optimizer_steps(PROMPTS)
     run_dir = tmp_path / "run"
     code, _, err = cli("rl", recipe, "-o", run_dir)
     assert code == 0, err

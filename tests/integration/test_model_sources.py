@@ -19,17 +19,18 @@ def nanotron_run(tiny_dir, tmp_path_factory):
 
 
 def test_policy_reference_of_a_checkpoint_keeps_its_tokenizer(write_recipe, nanotron_run, tiny_dir, tmp_path):
+    from recipe_runs import loaded_run
+
     from smolalign.hardware import detect_hardware
     from smolalign.models.load import load_tokenizer
-    from smolalign.recipe.validate import load_recipe
     from smolalign.stages.po import load_reference
 
     run, original = nanotron_run
     data = write_jsonl(tmp_path / "pairs.jsonl", pair_rows(4))
-    recipe = load_recipe(str(write_recipe({
+    recipe = loaded_run(str(write_recipe({
         "model": {"source": str(run), "tokenizer": str(tiny_dir)}, "template": {"name": "chatml"},
         "method": "dpo", "reference": "policy", "data": {"sources": [{"path": str(data)}]}})), [], "po")
-    tokenizer, _ = load_tokenizer(recipe.model, recipe.template.name)
+    tokenizer, _ = load_tokenizer(recipe.recipe.model, recipe.recipe.template.name)
     reference = load_reference(recipe, "float32", detect_hardware(), tokenizer)
     assert torch.equal(reference.model.norm.weight, original.model.norm.weight)
     assert not any(p.requires_grad for p in reference.parameters())
@@ -37,12 +38,12 @@ def test_policy_reference_of_a_checkpoint_keeps_its_tokenizer(write_recipe, nano
 
 def test_a_source_is_classified_once_from_validation_to_loading(write_recipe, nanotron_run, tiny_dir, tmp_path,
                                                                  monkeypatch):
+    from recipe_runs import loaded_run
+
     import smolalign.checkpoints.detect
     import smolalign.models.sources as sources
-    from smolalign.hardware import detect_hardware
     from smolalign.models.load import load_tokenizer, local_dir
-    from smolalign.models.sources import resolve_source, source_of
-    from smolalign.recipe.validate import load_recipe
+    from smolalign.models.sources import resolve_source
     from smolalign.stages import po
 
     run, _ = nanotron_run
@@ -52,13 +53,13 @@ def test_a_source_is_classified_once_from_validation_to_loading(write_recipe, na
     monkeypatch.setattr(sources, "_resolve", lambda *a: classified.append(a[0]) or classify(*a))
     monkeypatch.setattr(smolalign.checkpoints.detect, "detect", lambda *a: detected.append(a[0]) or detect(*a))
     data = write_jsonl(tmp_path / "pairs.jsonl", pair_rows(4))
-    recipe = load_recipe(str(write_recipe({
+    recipe = loaded_run(str(write_recipe({
         "model": {"source": str(run), "tokenizer": str(tiny_dir)}, "template": {"name": "chatml"},
         "method": "dpo", "reference": {"source": str(tiny_dir)}, "data": {"sources": [{"path": str(data)}]}})),
         [], "po")
     after_validation = (list(classified), len(detected))
-    po.check_before_loading(recipe, detect_hardware())
-    load_tokenizer(recipe.model, recipe.template.name, source_of(recipe))
+    po.check_before_loading(recipe)
+    load_tokenizer(recipe.recipe.model, recipe.recipe.template.name, recipe.source())
     assert sorted(classified) == sorted([str(run), str(tiny_dir)])  # each source once, both at validation
     assert (classified, len(detected)) == after_validation
-    assert source_of(recipe, "reference").kind == "dir" and source_of(recipe).kind == "checkpoint"
+    assert recipe.source("reference").kind == "dir" and recipe.source().kind == "checkpoint"

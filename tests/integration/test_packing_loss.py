@@ -3,11 +3,11 @@ equals the token-weighted mean of the same documents' losses computed one by one
 
 import pytest
 import torch
+from recipe_runs import run_of
 from tiny_models import build_model, build_tokenizer, chat_rows, write_jsonl
 
 from smolalign.data.prepare import prepare_sft_data
 from smolalign.models.load import load_tokenizer
-from smolalign.recipe.validate import validate_recipe
 
 
 @pytest.fixture(scope="session")
@@ -19,9 +19,9 @@ def tiny_smollm3_dir(tmp_path_factory):
 
 def packed_data(model_dir, tmp_path):
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
-    recipe = validate_recipe({"model": {"source": str(model_dir)}, "data": {"sources": [{"path": str(data)}]},
+    recipe = run_of({"model": {"source": str(model_dir)}, "data": {"sources": [{"path": str(data)}]},
                               "train": {"max_length": 512, "packing": "bfd"}}, "sft", "test")
-    tokenizer, template = load_tokenizer(recipe.model, "smollm3")
+    tokenizer, template = load_tokenizer(recipe.recipe.model, "smollm3")
     return prepare_sft_data(recipe, tokenizer, template, use_cache=False).train, tokenizer
 
 

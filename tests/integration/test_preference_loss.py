@@ -28,13 +28,13 @@ def hand_apo_zero(policy: tuple, reference: tuple, beta: float) -> float:
 
 @pytest.fixture
 def uniform_trainer(tiny_dir, tiny_tokenizer, tmp_path, write_recipe):
+    from recipe_runs import loaded_run
     from tiny_models import pair_rows, write_jsonl
     from transformers import AutoModelForCausalLM
 
     from smolalign.data.prepare_preference import prepare_preference_data
     from smolalign.hardware import detect_hardware
     from smolalign.models.load import load_tokenizer
-    from smolalign.recipe.validate import load_recipe
     from smolalign.stages.po import build_trainer, po_config
 
     data = write_jsonl(tmp_path / "pairs.jsonl", pair_rows(4))
@@ -44,8 +44,8 @@ def uniform_trainer(tiny_dir, tiny_tokenizer, tmp_path, write_recipe):
                              "reference": "precomputed", "data": {"sources": [{"path": str(data)}]},
                              "train": {"beta": beta, "max_length": 128, "per_device_train_batch_size": 2,
                                        "gradient_checkpointing": False}})
-        recipe = load_recipe(str(path), [], "po")
-        tokenizer, template = load_tokenizer(recipe.model, recipe.template.name)
+        recipe = loaded_run(str(path), [], "po")
+        tokenizer, template = load_tokenizer(recipe.recipe.model, recipe.recipe.template.name)
         model = AutoModelForCausalLM.from_pretrained(tiny_dir)
         with torch.no_grad():
             model.get_output_embeddings().weight.zero_()

@@ -14,11 +14,10 @@ OPEN_AND_READ = """
 import sys
 from pathlib import Path
 import torch, torch.distributed as dist
-from smolalign.hardware import detect_hardware
-from smolalign.recipe.validate import load_recipe
+from smolalign.resolve import load_run
 from smolalign.stages.lifecycle import open_run
-recipe = load_recipe(sys.argv[1], [], "sft")
-run_dir, checkpoint, state = open_run(recipe, detect_hardware(), Path(sys.argv[2]), resume=False, overwrite=False)
+run = load_run(sys.argv[1], [], "sft")
+run_dir, checkpoint, state = open_run(run, Path(sys.argv[2]), resume=False, overwrite=False)
 group = dist.distributed_c10d._get_default_group()
 timeout = group._get_backend(torch.device("cpu")).options._timeout.total_seconds()
 Path(sys.argv[3], f"rank-{dist.get_rank()}").write_text(f"{dist.get_world_size()} {timeout}")

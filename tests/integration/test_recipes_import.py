@@ -82,10 +82,11 @@ def test_open_r1_grpo_imports_and_dry_runs(cli, tiny_dir, tmp_path, monkeypatch)
     code, _, err = cli("rl", out, "--dry-run", "--output-dir", tmp_path / "run")
     assert code == 0, err
 
-    from smolalign.data.prompts import recipe_prompts
-    from smolalign.recipe.validate import load_recipe
+    from recipe_runs import loaded_run
 
-    rows = recipe_prompts(load_recipe(str(out), [], "rl")).train
+    from smolalign.data.prompts import recipe_prompts
+
+    rows = recipe_prompts(loaded_run(str(out), [], "rl").recipe).train
     assert rows[0]["prompt"][0] == {"role": "system", "content": recipe["data"]["system_prompt"]}
     assert rows[0]["prompt"][1] == {"role": "user", "content": "What is 0 + 0?"}
     assert rows[0]["solution"] == "0"

@@ -79,22 +79,23 @@ def test_builtin_rewards_and_weights_reach_trl(cli, rl_recipe, tmp_path):
 
 
 def test_each_rows_think_mode_reaches_its_prompt(rl_recipe, tmp_path):
+    from recipe_runs import loaded_run
+
     from smolalign.data.prompts import recipe_prompts
-    from smolalign.recipe.validate import load_recipe
 
     rows = [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1),
              "chat_template_kwargs": {"enable_thinking": i % 2 == 0}} for i in range(4)]
     data = write_jsonl(tmp_path / "modes.jsonl", rows)
     sources = {"sources": [{"path": str(data)}]}
-    prompts = recipe_prompts(load_recipe(rl_recipe(template={"name": "smollm3"}, data=sources), [], "rl")).train
+    prompts = recipe_prompts(loaded_run(rl_recipe(template={"name": "smollm3"}, data=sources), [], "rl").recipe).train
     assert prompts[0]["prompt"] == [{"role": "user", "content": "what is 0 plus 1"}]  # think: the default
     assert prompts[1]["prompt"] == [{"role": "system", "content": "/no_think"},
                                     {"role": "user", "content": "what is 1 plus 2"}]
     assert [prompts[i]["chat_template_kwargs"] for i in (0, 1)] == [{"enable_thinking": True},
                                                                     {"enable_thinking": False}]
     assert prompts[0]["solution"] == "1"
-    no_think = recipe_prompts(load_recipe(rl_recipe(template={"name": "smollm3", "kwargs": {"enable_thinking": False}},
-                                                    data=sources), [], "rl")).train
+    no_think = recipe_prompts(loaded_run(rl_recipe(template={"name": "smollm3", "kwargs": {"enable_thinking": False}},
+                                                    data=sources), [], "rl").recipe).train
     assert no_think[0]["prompt"][0] == {"role": "system", "content": "/think"}
     assert no_think[1]["prompt"] == [{"role": "user", "content": "what is 1 plus 2"}]
     assert no_think[1]["chat_template_kwargs"] == {"enable_thinking": False}

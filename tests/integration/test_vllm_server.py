@@ -51,12 +51,13 @@ def server_recipe(write_recipe, model_dir, tmp_path, port: int, **train) -> Path
 @pytest.fixture(params=["real", "stand-in"])
 def served(request, write_recipe, vllm_tiny_dir, tmp_path, monkeypatch):
     """A server started by smolalign's lifecycle: vLLM's own, or the stand-in (first on the server's PYTHONPATH)."""
+    from recipe_runs import loaded_run
+
     from smolalign.generation.server import served_generation
-    from smolalign.recipe.validate import load_recipe
 
     if request.param == "stand-in":
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(STANDIN), os.environ.get("PYTHONPATH")])))
-    recipe = load_recipe(str(server_recipe(write_recipe, vllm_tiny_dir, tmp_path, free_port())), [], "rl")
+    recipe = loaded_run(str(server_recipe(write_recipe, vllm_tiny_dir, tmp_path, free_port())), [], "rl")
     with served_generation(recipe, MAIN, "float32") as server:
         yield server
 
@@ -184,10 +185,10 @@ def test_a_trainer_killed_outright_leaves_no_engine_process(write_recipe, vllm_t
     VLLM::EngineCore, its VLLM::Worker and multiprocessing's resource tracker keep running."""
     import pickle
 
-    from smolalign.recipe.validate import load_recipe
+    from recipe_runs import loaded_run
 
     port = free_port()
-    recipe = load_recipe(str(server_recipe(write_recipe, vllm_tiny_dir, tmp_path, port)), [], "rl")
+    recipe = loaded_run(str(server_recipe(write_recipe, vllm_tiny_dir, tmp_path, port)), [], "rl")
     (tmp_path / "recipe.pickle").write_bytes(pickle.dumps(recipe))
     run = subprocess.Popen([sys.executable, "-c", ENGINE_IN_ITS_OWN_PROCESS, str(tmp_path / "recipe.pickle")],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from recipe_runs import run_of
 
 from smolalign.errors import RunFailure, SmolalignError
 from smolalign.generation import server as lifecycle
@@ -29,7 +30,6 @@ from smolalign.generation import server_process
 from smolalign.generation.gpu_partition import SERVER_GPUS, GpuPartition, partition, partition_for_children
 from smolalign.generation.server import healthy, served_generation
 from smolalign.generation.server_command import SERVER_MODULE
-from smolalign.recipe.validate import validate_recipe
 from smolalign.runs.watchdog import stall_watchdog
 from smolalign.target import Target
 from tests.processes import assert_gone, group_members
@@ -71,7 +71,7 @@ def recipe_for(tiny_dir, tmp_path, monkeypatch):
                "rewards": [{"name": "math_accuracy"}], "train": train or {},
                "generation": {"backend": "vllm_server", "server": {"port": free_port(), "startup_timeout": 20,
                                                                    **server}}}
-        return validate_recipe(raw, "rl", "test", target=Target(8, "an 8-GPU node"))
+        return run_of(raw, "rl", "test", target=Target(8, "an 8-GPU node"))
 
     return make
 
@@ -99,7 +99,7 @@ def test_the_started_server_gets_its_gpus_and_the_model_settings_and_training_ke
     # a hub model at a revision (served by its id, which the stand-in does not download)
     hub = ModelSource("hub", "HuggingFaceTB/SmolLM3-3B", revision="v2")
     recipe = dataclasses.replace(recipe, sources={**recipe.sources, "model": hub})
-    gpus = partition_for_children(recipe.generation, 1)
+    gpus = partition_for_children(recipe.recipe.generation, 1)
     # what the training process is started with (before CUDA starts in it); this process's own is left as it is
     assert gpus.training_env() == {"CUDA_VISIBLE_DEVICES": "0,1,2", SERVER_GPUS: "3"}
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1,2,3" and SERVER_GPUS not in os.environ
@@ -119,7 +119,7 @@ def test_the_started_server_gets_its_gpus_and_the_model_settings_and_training_ke
 
     assert argv[:2] == ["--model", "HuggingFaceTB/SmolLM3-3B"] and option("--served-model-name") == listed["id"]
     assert option("--revision") == "v2" and option("--dtype") == "bfloat16" and option("--max-model-len") == "1536"
-    assert "--trust-remote-code" in argv and option("--port") == str(recipe.generation.server.port)
+    assert "--trust-remote-code" in argv and option("--port") == str(recipe.recipe.generation.server.port)
     assert json.loads(option("--weight-transfer-config")) == {"backend": "nccl"}  # TRL's weight sync
     assert option("--logprobs-mode") == "processed_logprobs"
     assert recorded(standin)[-1] == {"stopped": True}  # stopped at the end
@@ -129,7 +129,7 @@ def test_the_started_server_gets_its_gpus_and_the_model_settings_and_training_ke
 def test_server_gpus_named_in_the_recipe(standin, recipe_for, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
     recipe = recipe_for(gpus=[1])
-    gpus = partition_for_children(recipe.generation, 1)
+    gpus = partition_for_children(recipe.recipe.generation, 1)
     assert gpus.training_env()["CUDA_VISIBLE_DEVICES"] == "0,2,3"
     with served_generation(recipe, MAIN, "float32", gpus):
         assert recorded(standin)[0]["env"]["CUDA_VISIBLE_DEVICES"] == "1"
@@ -163,7 +163,7 @@ def test_a_server_that_dies_mid_run_fails_the_run(standin, recipe_for):
             while time.monotonic() < deadline:  # training steps
                 time.sleep(0.05)
     assert "EngineDeadError" in str(info.value)
-    assert_gone(group, recipe.generation.server.port, wait=1.0)
+    assert_gone(group, recipe.recipe.generation.server.port, wait=1.0)
 
 
 def test_a_stalled_generation_fails_the_run_and_stops_the_server(standin, recipe_for):
@@ -212,7 +212,7 @@ def probe_script(url: str) -> str:
 def test_health_is_200_from_slash_health_only(standin, recipe_for):
     """A dead engine answers 503 and /health/ only redirects: neither counts, here or in the Slurm script's probe."""
     recipe = recipe_for("never")
-    port = recipe.generation.server.port
+    port = recipe.recipe.generation.server.port
     process = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "--model", "m", "--host", "127.0.0.1",
                                 "--port", str(port)], start_new_session=True)
     try:
@@ -295,7 +295,7 @@ def test_a_run_that_ends_leaves_no_process_of_the_server(standin, recipe_for, en
             if ending == "exception":
                 raise ValueError("a training error")
     assert recorded(standin)[-1] == {"stopped": True}
-    assert_gone(group, recipe.generation.server.port)
+    assert_gone(group, recipe.recipe.generation.server.port)
 
 
 RUN = """
@@ -350,7 +350,7 @@ def test_a_run_that_is_stopped_or_killed_leaves_no_process_of_the_server(standin
             assert run.wait(timeout=30) == -signal.SIGKILL
         else:
             assert run.wait(timeout=30) == 1  # the watchdog's exit code for a failed run
-        assert_gone(group, recipe.generation.server.port)
+        assert_gone(group, recipe.recipe.generation.server.port)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)

@@ -480,8 +480,8 @@ MUTATIONS = [
       "TRL refuses DataParallel after the data is prepared and the model loaded"),
     M("ddp_timeout_reaches_the_group", "train.ddp_timeout is the timeout of the process group the run creates",
       "scaling/index.md", "smolalign/stages/lifecycle.py",
-      '    state = PartialState(cpu=not hardware.on_gpu, timeout=timedelta(seconds=recipe.settings["ddp_timeout"]))',
-      "    state = PartialState(cpu=not hardware.on_gpu)",
+      '    state = PartialState(cpu=not run.hardware.on_gpu, timeout=timedelta(seconds=run.settings["ddp_timeout"]))',
+      "    state = PartialState(cpu=not run.hardware.on_gpu)",
       ("tests/integration/test_process_group_timeout.py::test_the_recipes_ddp_timeout_is_the_process_groups",),
       "torch's 30-minute default: ranks waiting on a long data preparation time out"),
     M("plan_under_any_launcher", "under accelerate launch or torchrun the plan is that launcher's processes and "

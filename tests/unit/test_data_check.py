@@ -5,12 +5,12 @@ import json
 
 import pytest
 from badinput import GOOD_CHAT, jsonl, sft_recipe
+from recipe_runs import run_of
 
 from smolalign.data.check import FIRST, RANDOM, sample, tokenizer_for
 from smolalign.data.mixture import ORIGIN
 from smolalign.errors import SmolalignError
 from smolalign.recipe.train_section import RANGES, check_ranges
-from smolalign.recipe.validate import validate_recipe
 from smolalign.target import Target
 
 
@@ -33,7 +33,7 @@ def test_sample_takes_the_first_rows_and_a_seeded_draw_of_each_source():
 def _hub_recipe(tmp_path, target=None):
     (tmp_path / "chat.jsonl").write_text(jsonl(GOOD_CHAT))
     raw = json.loads(sft_recipe(model={"source": "models/not_here"}).replace("{dir}", str(tmp_path)))
-    return validate_recipe(raw, "sft", "test", target=target)
+    return run_of(raw, "sft", "test", target=target)
 
 
 def test_hub_model_absent_here_is_refused_offline(tmp_path, monkeypatch):

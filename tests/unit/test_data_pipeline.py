@@ -3,24 +3,25 @@
 import json
 
 import pytest
+from recipe_runs import run_of
 from tiny_models import chat_rows, write_jsonl
 
 from smolalign.data.mixture import build_mixture, weighted_rows
 from smolalign.data.prepare import prepare_sft_data
 from smolalign.errors import SmolalignError
 from smolalign.models.load import load_tokenizer
-from smolalign.recipe.validate import validate_recipe
 
 
 def make_recipe(tiny_dir, sources, template="smollm3", train=None, **data):
-    return validate_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": template},
+    """The run of an sft recipe on the tiny model."""
+    return run_of({"model": {"source": str(tiny_dir)}, "template": {"name": template},
                             "data": {"sources": sources, **data}, "train": {"max_length": 256, **(train or {})}},
                            "sft", "test")
 
 
 def prepare(tiny_dir, sources, template="smollm3", train=None, use_cache=False, **data):
     recipe = make_recipe(tiny_dir, sources, template, train, **data)
-    tokenizer, chat_template = load_tokenizer(recipe.model, template)
+    tokenizer, chat_template = load_tokenizer(recipe.recipe.model, template)
     return prepare_sft_data(recipe, tokenizer, chat_template, use_cache=use_cache), tokenizer
 
 
@@ -51,7 +52,7 @@ def test_weighted_rows_downsample_and_upsample():
 def test_mixture_weights_split_and_origins(tmp_path):
     a = write_jsonl(tmp_path / "a.jsonl", [{"text": f"a{i}"} for i in range(10)])
     b = write_jsonl(tmp_path / "b.jsonl", [{"text": f"b{i}"} for i in range(4)])
-    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {
+    recipe = run_of({"model": {"source": "org/m"}, "data": {
         "sources": [{"path": str(a), "weight": 0.5}, {"path": str(b), "weight": 2.0}], "eval_split": 3}}, "sft", "t")
     mixture = build_mixture(recipe.data)
     assert mixture.format == "text"
@@ -63,27 +64,27 @@ def test_mixture_weights_split_and_origins(tmp_path):
 
 def test_column_mapping_and_missing_columns(tmp_path):
     data = write_jsonl(tmp_path / "qa.jsonl", [{"question": "q", "answer": "a", "junk": 1}])
-    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {"sources": [
+    recipe = run_of({"model": {"source": "org/m"}, "data": {"sources": [
         {"path": str(data), "columns": {"question": "prompt", "answer": "completion"}}]}}, "sft", "t")
     mixture = build_mixture(recipe.data)
     assert mixture.format == "prompt_completion" and set(mixture.train.column_names) == {"prompt", "completion", "_origin"}
-    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {"sources": [
+    recipe = run_of({"model": {"source": "org/m"}, "data": {"sources": [
         {"path": str(data), "columns": {"query": "prompt"}}]}}, "sft", "t")
     with pytest.raises(SmolalignError, match=r"qa\.jsonl has no column 'query' \(columns: question, answer, junk\)"):
         build_mixture(recipe.data)
-    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {"sources": [{"path": str(data)}]}}, "sft", "t")
+    recipe = run_of({"model": {"source": "org/m"}, "data": {"sources": [{"path": str(data)}]}}, "sft", "t")
     with pytest.raises(SmolalignError, match="cannot tell its format"):
         build_mixture(recipe.data)
 
 
 def test_missing_file_and_mixed_formats(tmp_path):
-    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {"sources": [
+    recipe = run_of({"model": {"source": "org/m"}, "data": {"sources": [
         {"path": str(tmp_path / "nope.jsonl")}]}}, "sft", "t")
     with pytest.raises(SmolalignError, match=r"nope\.jsonl: no such file"):
         build_mixture(recipe.data)
     a = write_jsonl(tmp_path / "a.jsonl", [{"text": "x"}])
     b = write_jsonl(tmp_path / "b.jsonl", chat_rows(1))
-    recipe = validate_recipe({"model": {"source": "org/m"}, "data": {"sources": [{"path": str(a)}, {"path": str(b)}]}},
+    recipe = run_of({"model": {"source": "org/m"}, "data": {"sources": [{"path": str(a)}, {"path": str(b)}]}},
                              "sft", "t")
     with pytest.raises(SmolalignError, match="mix formats"):
         build_mixture(recipe.data)
@@ -133,9 +134,9 @@ def test_row_kwargs_override_recipe_defaults(tiny_dir, tmp_path):
             {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
              "chat_template_kwargs": {"enable_thinking": None}}]
     data = write_jsonl(tmp_path / "c.jsonl", rows)
-    recipe = validate_recipe({"model": {"source": str(tiny_dir)}, "template": {"kwargs": {"enable_thinking": False}},
+    recipe = run_of({"model": {"source": str(tiny_dir)}, "template": {"kwargs": {"enable_thinking": False}},
                               "data": {"sources": [{"path": str(data)}]}, "train": {"max_length": 2048}}, "sft", "t")
-    tokenizer, template = load_tokenizer(recipe.model, "smollm3")
+    tokenizer, template = load_tokenizer(recipe.recipe.model, "smollm3")
     prepared = prepare_sft_data(recipe, tokenizer, template, use_cache=False)
     modes = [tokenizer.decode(r["input_ids"]).split("Reasoning Mode: ")[1][:9] for r in prepared.train]
     assert modes == ["/think\n\n#", "/no_think"]

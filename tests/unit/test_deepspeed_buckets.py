@@ -105,21 +105,21 @@ def test_the_plan_counts_the_zero_buckets(preset, stated, sharding, tiny_dir):
     import json
     from dataclasses import replace
 
+    from recipe_runs import run_of
+
     from smolalign.estimate.dims import read_dims
     from smolalign.estimate.plan_rows import _estimate
     from smolalign.estimate.settings import setup_for
     from smolalign.gpus import gpu_named
     from smolalign.hardware import Hardware
-    from smolalign.models.sources import source_of
-    from smolalign.recipe.validate import validate_recipe
 
     config = json.loads((tiny_dir / "config.json").read_text())
     hidden, layers = config["hidden_size"], config["num_hidden_layers"]
     launch_section = {"gpu": "H100", "num_processes": 2, **({"preset": preset} if preset else {})}
-    recipe = validate_recipe({"model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": "x.jsonl"}]},
-                              "launch": launch_section}, "sft", "test")
+    run = run_of({"model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": "x.jsonl"}]},
+                  "launch": launch_section}, "sft", "test")
     hardware = Hardware("cpu", 0, "x86", False, 1, 2)
-    setup = setup_for(recipe, hardware, gpu_named("H100"))
+    setup = setup_for(run.recipe, hardware, gpu_named("H100"))
     if preset is None:  # accelerate's own DeepSpeed settings, as a launched process reads them from its environment
         setup = replace(setup, sharding=sharding, processes=2, zero_buckets=stated)
     assert setup.sharding == sharding and setup.dtype == "bfloat16"
@@ -128,10 +128,10 @@ def test_the_plan_counts_the_zero_buckets(preset, stated, sharding, tiny_dir):
     else:
         reduce, prefetch, threshold = 500_000_000, 50_000_000, 100_000
     expected = reduce + (prefetch + (2 * layers + 1) * hidden if sharding == "zero3" and hidden <= threshold else 0)
-    dims = read_dims(source_of(recipe))
-    estimate = _estimate(recipe, recipe.settings, setup, dims, None)
+    dims = read_dims(run.source())
+    estimate = _estimate(run, run.settings, setup, dims, None)
     assert estimate.parts["ZeRO buckets"] == 2 * expected
-    without = _estimate(recipe, recipe.settings, replace(setup, zero_buckets={"reduce_bucket_size": 0,
+    without = _estimate(run, run.settings, replace(setup, zero_buckets={"reduce_bucket_size": 0,
                                                                               "stage3_prefetch_bucket_size": 0,
                                                                               "stage3_param_persistence_threshold": 0}),
                         dims, None)

@@ -53,11 +53,11 @@ def recipe_mappings(draw):
 
 
 def _load(tmp_path, text: str | bytes, stage: str = "sft", overrides: tuple[str, ...] = ()):
-    from smolalign.recipe.validate import load_recipe
+    from recipe_runs import loaded_run
 
     path = tmp_path / "fuzz.yaml"
     path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
-    return refused_or_returned(load_recipe, str(path), list(overrides), stage)
+    return refused_or_returned(loaded_run, str(path), list(overrides), stage)
 
 
 @FUZZ

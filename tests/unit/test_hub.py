@@ -5,11 +5,11 @@ import dataclasses
 import json
 
 import pytest
+from recipe_runs import run_of
 
 from smolalign.errors import RunFailure, SmolalignError
 from smolalign.preflight import preflight
 from smolalign.recipe.schema import HubSection
-from smolalign.recipe.validate import validate_recipe
 from smolalign.runs.hub import push_model
 from smolalign.target import Target
 
@@ -30,22 +30,22 @@ def online(monkeypatch, tmp_path):
                                                   ("me/a b", "hub: repo_id")])
 def test_a_repo_id_the_hub_would_refuse_is_refused_at_validation(online, repo_id, message):
     with pytest.raises(SmolalignError, match=message):
-        validate_recipe({**RAW, "hub": {"repo_id": repo_id}}, "sft", "test")
+        run_of({**RAW, "hub": {"repo_id": repo_id}}, "sft", "test")
 
 
 def test_a_push_needs_a_token_and_the_hub(online):
-    recipe = validate_recipe({**RAW, "hub": {"repo_id": "me/smol", "revision": "v1"}}, "sft", "test")
-    assert recipe.hub == HubSection("me/smol", private=True, revision="v1")
+    run = run_of({**RAW, "hub": {"repo_id": "me/smol", "revision": "v1"}}, "sft", "test", target=CPU)
+    assert run.recipe.hub == HubSection("me/smol", private=True, revision="v1")
     online.delenv("HF_TOKEN")
     with pytest.raises(SmolalignError, match=r"^hub.repo_id me/smol: no hub token \(set HF_TOKEN"):
-        preflight(recipe, CPU)
+        preflight(run)
     online.setenv("HF_TOKEN", "hf_test")
     online.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(SmolalignError, match="HF_HUB_OFFLINE is set"):
-        preflight(recipe, CPU)
+        preflight(run)
     with pytest.raises(SmolalignError, match="hub.private"):
-        validate_recipe({**RAW, "hub": {"repo_id": "me/smol", "private": "maybe"}}, "sft", "test")
-    preflight(dataclasses.replace(recipe, hub=None), CPU)
+        run_of({**RAW, "hub": {"repo_id": "me/smol", "private": "maybe"}}, "sft", "test")
+    preflight(dataclasses.replace(run, recipe=dataclasses.replace(run.recipe, hub=None)))
 
 
 class Unreachable:

@@ -73,20 +73,20 @@ def test_the_config_check_sets_up_no_process_state(launcher_variables, sft_recip
     environment is not touched either (the launcher's variables are not hidden, they are not read)."""
     import torch.distributed as dist
     from accelerate.state import PartialState
+    from recipe_runs import loaded_run
 
     from smolalign.errors import SmolalignError
-    from smolalign.recipe.validate import load_recipe
     from smolalign.stages.sft import sft_config
     from smolalign.stages.trainer_config import check_config
 
     resets = []
     monkeypatch.setattr(PartialState, "_reset_state", lambda *args, **kwargs: resets.append(args))
-    recipe = load_recipe(sft_recipe, [], "sft")
+    recipe = loaded_run(sft_recipe, [], "sft")
     environment = dict(os.environ)
     check_config(recipe, sft_config)
     assert PartialState._shared_state == {} and not dist.is_initialized() and resets == []
     assert dict(os.environ) == environment
-    bad = load_recipe(sft_recipe, ["train.load_best_model_at_end=true", "train.eval_strategy=steps",
+    bad = loaded_run(sft_recipe, ["train.load_best_model_at_end=true", "train.eval_strategy=steps",
                                    "train.save_strategy=epoch"], "sft")
     with pytest.raises(SmolalignError, match=r"^train\.(load_best_model_at_end|eval_strategy|save_strategy)"):
         check_config(bad, sft_config)

@@ -89,10 +89,10 @@ def test_refused(case, cli, tmp_path, tiny_dir, monkeypatch):
 def test_think_modes_reach_the_prompt_rendered_without_kwargs(write_recipe, tiny_dir, tmp_path):
     """Online DPO renders every prompt with no template kwargs: a recipe-wide no_think and a row asking for think
     must each render as the template renders the original messages with that row's enable_thinking."""
+    from recipe_runs import loaded_run
     from transformers import AutoTokenizer
 
     from smolalign.data.prompts import recipe_prompts
-    from smolalign.recipe.validate import load_recipe
     from smolalign.templates.registry import resolve_template
 
     rows = [{"prompt": "what is 1 plus 2", "solution": "3"},
@@ -103,7 +103,7 @@ def test_think_modes_reach_the_prompt_rendered_without_kwargs(write_recipe, tiny
                                                                            "kwargs": {"enable_thinking": False}},
                          "method": "online_dpo", "data": {"sources": [{"path": str(data)}]},
                          "rewards": [{"name": "math_accuracy"}], "train": {"max_new_tokens": 8, "max_length": 64}})
-    recipe = load_recipe(str(path), [], "rl")
+    recipe = loaded_run(str(path), [], "rl").recipe
     prompts = recipe_prompts(recipe, rendered_kwargs={}).train
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     tokenizer.chat_template = resolve_template("smollm3").text
@@ -120,10 +120,10 @@ def test_vllm_backends_map_onto_online_dpo_config_as_for_grpo(write_recipe, tiny
                                                                backend, mode):
     """generation.backend reaches OnlineDPOConfig's own fields (use_vllm, vllm_mode, the server's address), the
     recipe validated for a GPU machine with vLLM installed."""
+    from recipe_runs import loaded_run
     from trl.experimental.online_dpo import OnlineDPOConfig
 
     from smolalign.hardware import detect_hardware
-    from smolalign.recipe.validate import load_recipe
     from smolalign.stages.online_dpo import online_dpo_config
     from smolalign.target import Target
 
@@ -135,7 +135,7 @@ def test_vllm_backends_map_onto_online_dpo_config_as_for_grpo(write_recipe, tiny
                          "generation": {"backend": backend, **server},
                          "train": {"max_new_tokens": 8, "max_length": 64, "beta": 0.2}})
     monkeypatch.setattr("smolalign.target.installed", lambda module: module != "flash_attn")
-    recipe = load_recipe(str(path), [], "rl", target=Target(1, "a GPU machine with vLLM", bf16=True, processes=1))
+    recipe = loaded_run(str(path), [], "rl", target=Target(1, "a GPU machine with vLLM", bf16=True, processes=1))
     base_url = server["server"]["base_url"] if server else None
     config = online_dpo_config(recipe, detect_hardware(), "float32", tmp_path / "run", base_url)
     assert isinstance(config, OnlineDPOConfig)

@@ -12,17 +12,18 @@ PROMPT_TEXT = "<|im_start|>user\nwhat is 1 plus 2<|im_end|>\n<|im_start|>assista
 
 
 def prepare(tmp_path, write_recipe, tiny_dir, rows, method="dpo", template="chatml", max_length=256, **data):
+    from recipe_runs import loaded_run
+
     from smolalign.data.prepare_preference import prepare_preference_data
     from smolalign.models.load import load_tokenizer
-    from smolalign.recipe.validate import load_recipe
 
     path = write_jsonl(tmp_path / "rows.jsonl", rows)
     recipe_path = write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": template}, "method": method,
                                 "data": {"sources": [{"path": str(path)}], **data},
                                 "train": {"max_length": max_length, "per_device_train_batch_size": 2}})
-    recipe = load_recipe(str(recipe_path), [], "po")
-    tokenizer, chat_template = load_tokenizer(recipe.model, recipe.template.name)
-    return prepare_preference_data(recipe, tokenizer, chat_template), tokenizer
+    run = loaded_run(str(recipe_path), [], "po")
+    tokenizer, chat_template = load_tokenizer(run.recipe.model, run.recipe.template.name)
+    return prepare_preference_data(run, tokenizer, chat_template), tokenizer
 
 
 def decoded(tokenizer, row: dict) -> dict:

@@ -6,10 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
+from recipe_runs import run_of
 
 from smolalign.errors import SmolalignError
+from smolalign.hardware import Hardware
 from smolalign.preflight import CHECKS, preflight
-from smolalign.recipe.validate import validate_recipe
+from smolalign.resolve import resolve
 from smolalign.target import Target
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,13 +19,14 @@ PREFLIGHT_PAGE = REPO / "docs" / "scaling" / "preflight.md"
 """The documentation page whose table lists every check."""
 GPU_NODE = Target(8, "the job's nodes", bf16=True, processes=1)
 CPU = Target(0, "this machine")
+ONE_PROCESS = Hardware("cpu", 0, "a test CPU", False, 1, 1)
 
 
 def rl(**sections):
     raw = {"model": {"source": "HuggingFaceTB/SmolLM3-3B"}, "data": {"sources": [{"path": "prompts.jsonl"}]},
            "rewards": [{"name": "math_accuracy"}], **sections}
     # validation itself passes; each test then checks the recipe against a target
-    return validate_recipe(raw, "rl", "test", target=GPU_NODE)
+    return run_of(raw, "rl", "test", target=GPU_NODE).recipe
 
 
 def sft(model=None, train=None):
@@ -31,14 +34,19 @@ def sft(model=None, train=None):
     import dataclasses
 
     raw = {"model": {"source": "HuggingFaceTB/SmolLM3-3B"}, "data": {"sources": [{"path": "chat.jsonl"}]}}
-    recipe = validate_recipe(raw, "sft", "test")
+    recipe = run_of(raw, "sft", "test").recipe
     return dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, **(model or {})),
                                train={**recipe.train, **(train or {})})
 
 
+def check(recipe, target) -> None:
+    """The preflight of the recipe resolved for `target` (as `smolalign sft RECIPE` checks it before loading)."""
+    preflight(resolve(recipe, ONE_PROCESS, target))
+
+
 def refused(recipe, target) -> str:
     with pytest.raises(SmolalignError) as info:
-        preflight(recipe, target)
+        check(recipe, target)
     return str(info.value)
 
 
@@ -77,13 +85,13 @@ def test_vllm_on_a_cpu_needs_only_its_cpu_build(monkeypatch):
     monkeypatch.setattr(module, "installed", lambda name: True)
     monkeypatch.setattr("smolalign.preflight.vllm.vllm_import_problem", lambda: None)
     for backend in ("vllm_colocate", "vllm_server"):
-        preflight(_unchecked_rl(backend), CPU)  # the server shares the CPU machine with training
+        check(_unchecked_rl(backend), CPU)  # the server shares the CPU machine with training
     import dataclasses
 
     sleeping = _unchecked_rl("vllm_colocate")
     sleeping = dataclasses.replace(sleeping, train={**sleeping.train, "vllm_enable_sleep_mode": True})
     assert refused(sleeping, CPU).startswith("train.vllm_enable_sleep_mode:")
-    preflight(sleeping, GPU_NODE)
+    check(sleeping, GPU_NODE)
 
 
 def test_a_started_server_needs_a_gpu_beside_training(monkeypatch):
@@ -91,8 +99,8 @@ def test_a_started_server_needs_a_gpu_beside_training(monkeypatch):
     one_gpu = Target(1, "this machine", processes=1)
     message = refused(_unchecked_rl("vllm_server"), one_gpu)
     assert message.startswith("generation.server:") and "need 2 GPUs" in message
-    preflight(_unchecked_rl("vllm_server"), Target(2, "this machine"))  # one for the server, one for training
-    preflight(_unchecked_rl("vllm_server", base_url="http://h:8000"), one_gpu)  # a server elsewhere needs none here
+    check(_unchecked_rl("vllm_server"), Target(2, "this machine"))  # one for the server, one for training
+    check(_unchecked_rl("vllm_server", base_url="http://h:8000"), one_gpu)  # a server elsewhere needs none here
     assert refused(_unchecked_rl("vllm_server", gpus=[3]), Target(2, "x")).startswith("generation.server.gpus [3]")
     assert "need 3 GPUs" in refused(_unchecked_rl("vllm_server", tensor_parallel=2), Target(2, "x", processes=1))
 
@@ -134,8 +142,8 @@ def test_report_to_a_tracker_that_is_not_installed_names_its_extra(tracker, monk
     message = refused(sft(train={"report_to": [tracker]}), CPU)
     assert message.startswith(f"train.report_to {tracker}:") and f"pip install 'smolalign[{tracker}]'" in message
     monkeypatch.setattr(integrations, "get_available_reporting_integrations", lambda: [tracker])
-    preflight(sft(train={"report_to": tracker}), CPU)
-    preflight(sft(train={"report_to": "none"}), CPU)
+    check(sft(train={"report_to": tracker}), CPU)
+    check(sft(train={"report_to": "none"}), CPU)
 
 
 def test_report_to_an_unknown_tracker_or_one_without_an_extra(monkeypatch):
@@ -163,7 +171,7 @@ def test_the_trackers_are_pinned_extras_and_the_preflight_page_names_them():
 def test_bf16_on_gpus_without_it():
     old_gpu = Target(1, "the job's nodes", bf16=False)
     assert refused(sft({"dtype": "bfloat16"}), old_gpu).startswith("model.dtype bfloat16:")
-    preflight(sft({"dtype": "bfloat16"}), CPU)  # on a CPU the run is float32 (the stage says so)
+    check(sft({"dtype": "bfloat16"}), CPU)  # on a CPU the run is float32 (the stage says so)
 
 
 def test_eval_with_the_vllm_backend_needs_a_vllm_that_imports(monkeypatch):
@@ -181,8 +189,8 @@ def test_eval_with_the_vllm_backend_needs_a_vllm_that_imports(monkeypatch):
     assert refused(with_vllm_eval, CPU).startswith("eval.backend vllm: vLLM is not installed")
     monkeypatch.setattr(module, "installed", lambda name: True)
     monkeypatch.setattr("smolalign.preflight.vllm.vllm_import_problem", lambda: None)
-    preflight(with_vllm_eval, CPU)  # the CPU build serves eval on a CPU
-    preflight(with_vllm_eval, GPU_NODE)
+    check(with_vllm_eval, CPU)  # the CPU build serves eval on a CPU
+    check(with_vllm_eval, GPU_NODE)
 
 
 def test_every_check_is_listed_on_the_preflight_page():
@@ -262,7 +270,7 @@ def test_a_driver_too_old_for_torchs_cuda_is_refused(driver, cuda, proc, smi, re
     recipe = sft()
     driver(cuda, proc, smi)
     if refused_for is None:
-        preflight(recipe, CPU)
+        check(recipe, CPU)
         return
     message = refused(recipe, CPU)
     assert message.startswith("NVIDIA driver ") and "\n" not in message and "update the driver" in message

@@ -7,12 +7,12 @@ import re
 
 import huggingface_hub.utils
 import pytest
+from recipe_runs import run_of
 from tiny_models import chat_rows, write_jsonl
 
 from smolalign.data.prepare import prepare_sft_data
 from smolalign.models.load import load_tokenizer
 from smolalign.progress import Progress, bars_on
-from smolalign.recipe.validate import validate_recipe
 
 
 class Terminal(io.StringIO):
@@ -49,10 +49,10 @@ def test_a_bar_counts_to_the_total_with_a_rate(monkeypatch, capsys):
 
 def prepare(tiny_dir, tmp_path):
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(12))
-    recipe = validate_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"},
+    recipe = run_of({"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"},
                               "data": {"sources": [{"path": str(data)}]},
                               "train": {"max_length": 256, "packing": "bfd"}}, "sft", "test")
-    tokenizer, template = load_tokenizer(recipe.model, "smollm3")
+    tokenizer, template = load_tokenizer(recipe.recipe.model, "smollm3")
     return prepare_sft_data(recipe, tokenizer, template, use_cache=False)
 
 

@@ -3,8 +3,9 @@ seed (row counts computed by hand), and `messages` rows become prompts without t
 
 import json
 
+from recipe_runs import loaded_run
+
 from smolalign.data.prompts import recipe_prompts
-from smolalign.recipe.validate import load_recipe
 
 
 def jsonl(path, rows):
@@ -14,7 +15,7 @@ def jsonl(path, rows):
 
 def rl_recipe(write_recipe, data: dict, method: str = "grpo"):
     extra = {"rewards": [{"name": "math_accuracy"}]} if method == "grpo" else {"teacher": {"source": "teacher"}}
-    return load_recipe(str(write_recipe({"model": {"source": "tiny"}, "template": {"name": "smollm3"},
+    return loaded_run(str(write_recipe({"model": {"source": "tiny"}, "template": {"name": "smollm3"},
                                          "method": method, "data": data, **extra})), [], "rl")
 
 
@@ -31,15 +32,15 @@ def questions(dataset) -> list[str]:
 def test_weights_eval_split_and_seed_apply_to_rl_prompts(tmp_path, write_recipe):
     a, b = sources(tmp_path)
     data = {"sources": [{"path": a, "weight": 0.5}, {"path": b, "weight": 2.0}], "eval_split": 3, "seed": 1}
-    rows = recipe_prompts(rl_recipe(write_recipe, data))
+    rows = recipe_prompts(rl_recipe(write_recipe, data).recipe)
     # a: round(10 × 0.5) = 5 sampled rows; b: 2 × 4 = 8; 13 in all, 3 held out.
     assert len(rows.train) == 10 and len(rows.eval) == 3
     everything = questions(rows.train) + questions(rows.eval)
     assert sum(q.startswith("a") for q in everything) == 5
     assert sorted(q for q in everything if q.startswith("b")) == sorted([f"b{i}?" for i in range(4)] * 2)
-    again = recipe_prompts(rl_recipe(write_recipe, data))
+    again = recipe_prompts(rl_recipe(write_recipe, data).recipe)
     assert questions(again.train) == questions(rows.train)
-    other = recipe_prompts(rl_recipe(write_recipe, {**data, "seed": 2}))
+    other = recipe_prompts(rl_recipe(write_recipe, {**data, "seed": 2}).recipe)
     assert questions(other.eval) != questions(rows.eval) or questions(other.train) != questions(rows.train)
 
 
@@ -55,5 +56,5 @@ def test_messages_rows_become_prompts(tmp_path, write_recipe):
     rows = [{"messages": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"}],
              "solution": "2"}]
     data = {"sources": [{"path": jsonl(tmp_path / "m.jsonl", rows)}]}
-    prompts = recipe_prompts(rl_recipe(write_recipe, data)).train
+    prompts = recipe_prompts(rl_recipe(write_recipe, data).recipe).train
     assert prompts[0]["prompt"] == [{"role": "user", "content": "1+1?"}] and prompts[0]["solution"] == "2"

@@ -1,10 +1,10 @@
 """Recipes: YAML typing, extends + deep merge, --set overrides, unknown keys with suggestions, type checks."""
 
 import pytest
+from recipe_runs import run_of
 
 from smolalign.errors import SmolalignError
 from smolalign.recipe.load import apply_overrides, deep_merge, read_recipe
-from smolalign.recipe.validate import validate_recipe
 from smolalign.recipe.yamlio import load_yaml, parse_value
 
 
@@ -71,7 +71,7 @@ def test_overrides_set_nested_keys_and_list_items():
 def test_unknown_train_key_suggests_the_nearest_field(tmp_path):
     raw = {**minimal(tmp_path), "train": {"learnin_rate": 1e-5}}
     with pytest.raises(SmolalignError, match=r"unknown key train\.learnin_rate \(did you mean learning_rate\?\)"):
-        validate_recipe(raw, "sft", "test")
+        run_of(raw, "sft", "test")
 
 
 @pytest.mark.parametrize(("patch", "message"), [
@@ -82,14 +82,14 @@ def test_unknown_train_key_suggests_the_nearest_field(tmp_path):
 ])
 def test_unknown_keys_anywhere_are_errors(tmp_path, patch, message):
     with pytest.raises(SmolalignError, match=message):
-        validate_recipe({**minimal(tmp_path), **patch}, "sft", "test")
+        run_of({**minimal(tmp_path), **patch}, "sft", "test")
 
 
 def test_unknown_source_key_names_its_index(tmp_path):
     raw = minimal(tmp_path)
     raw["data"]["sources"][0]["weigth"] = 2
     with pytest.raises(SmolalignError, match=r"data\.sources\.0\.weigth \(did you mean weight\?\)"):
-        validate_recipe(raw, "sft", "test")
+        run_of(raw, "sft", "test")
 
 
 @pytest.mark.parametrize(("section", "key", "value", "message"), [
@@ -102,33 +102,33 @@ def test_wrong_types_name_the_key(tmp_path, section, key, value, message):
     raw = minimal(tmp_path)
     raw.setdefault(section, {})[key] = value
     with pytest.raises(SmolalignError, match=message):
-        validate_recipe(raw, "sft", "test")
+        run_of(raw, "sft", "test")
 
 
 def test_packing_shorthand_and_legacy_ffd(tmp_path, capsys):
-    recipe = validate_recipe({**minimal(tmp_path), "train": {"packing": "bfd_split"}}, "sft", "t")
+    recipe = run_of({**minimal(tmp_path), "train": {"packing": "bfd_split"}}, "sft", "t").recipe
     assert recipe.train["packing"] is True and recipe.train["packing_strategy"] == "bfd_split"
-    recipe = validate_recipe({**minimal(tmp_path), "train": {"packing": True, "packing_strategy": "ffd"}}, "sft", "t")
+    recipe = run_of({**minimal(tmp_path), "train": {"packing": True, "packing_strategy": "ffd"}}, "sft", "t").recipe
     assert recipe.train["packing_strategy"] == "bfd"
     assert "legacy" in capsys.readouterr().err
     with pytest.raises(SmolalignError, match="train.packing must be false or one of"):
-        validate_recipe({**minimal(tmp_path), "train": {"packing": "greedy"}}, "sft", "t")
+        run_of({**minimal(tmp_path), "train": {"packing": "greedy"}}, "sft", "t")
 
 
 def test_stage_mismatch_and_required_sections(tmp_path):
     with pytest.raises(SmolalignError, match="not `smolalign sft`"):
-        validate_recipe({**minimal(tmp_path), "stage": "po"}, "sft", "t")
+        run_of({**minimal(tmp_path), "stage": "po"}, "sft", "t")
     with pytest.raises(SmolalignError, match="model is required"):
-        validate_recipe({"data": minimal(tmp_path)["data"]}, "sft", "t")
+        run_of({"data": minimal(tmp_path)["data"]}, "sft", "t")
     with pytest.raises(SmolalignError, match=r"data\.sources is required"):
-        validate_recipe({"model": {"source": "a/b"}, "data": {}}, "sft", "t")
+        run_of({"model": {"source": "a/b"}, "data": {}}, "sft", "t")
 
 
 def test_quantization_requires_adapters(tmp_path):
     raw = minimal(tmp_path)
     raw["model"]["quantization"] = "4bit"
     with pytest.raises(SmolalignError, match="needs a peft"):
-        validate_recipe(raw, "sft", "t")
+        run_of(raw, "sft", "t")
 
 
 def test_shipped_recipes_validate(monkeypatch):
@@ -142,7 +142,7 @@ def test_shipped_recipes_validate(monkeypatch):
     node = Target(8, "an 8-GPU node", bf16=True, processes=7)
     for name, path in shipped.items():
         raw = read_recipe(path)
-        validate_recipe(raw, raw.get("stage", "sft"), name, target=node)
+        run_of(raw, raw.get("stage", "sft"), name, target=node)
 
 
 # The published SmolLM3 post-training recipes, read from huggingface/alignment-handbook at commit
@@ -205,7 +205,8 @@ def test_smollm3_recipes_are_the_published_ones(name, monkeypatch):
 
     def on_nodes(nodes: int):
         hardware = Hardware("cuda", 8, f"{nodes} node(s) x 8 GPUs", True, 8 * nodes, 16)
-        return validate_recipe(raw, raw["stage"], name, hardware, Target(8, "an 8-GPU node", bf16=True, processes=8))
+        return run_of(raw, raw["stage"], name, hardware=hardware, target=Target(8, "an 8-GPU node", bf16=True,
+                                                                                  processes=8))
 
     for nodes in (1, 2, 4, 8, 16):
         world = 8 * nodes

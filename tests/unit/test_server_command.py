@@ -5,11 +5,11 @@ eager mode on a CPU, the name it serves under)."""
 
 import sys
 
+from recipe_runs import run_of
 from tiny_models import write_jsonl
 
 from smolalign.generation.server_command import SERVER_MODULE, serve_options, server_command, trl_serve_command
 from smolalign.hardware import Hardware
-from smolalign.recipe.validate import validate_recipe
 
 GPU = Hardware("cuda", 8, "H100", True, 1, 16)
 
@@ -20,7 +20,7 @@ def server_recipe(tmp_path):
            "data": {"sources": [{"path": str(prompts)}]}, "rewards": [{"name": "math_accuracy"}],
            "generation": {"backend": "vllm_server", "server": {"port": 8123, "tensor_parallel": 2}},
            "train": {"vllm_max_model_length": 1536}}
-    return validate_recipe(raw, "rl", "test", machine=False)
+    return run_of(raw, "rl", "test", check=False)  # written here for a GPU machine
 
 
 def option(words: list[str], name: str) -> str:
@@ -48,7 +48,7 @@ def test_the_slurm_node_runs_the_command_a_run_here_starts(tmp_path):
 
 def test_the_slurm_node_listens_on_every_interface_and_a_cpu_server_runs_eager(tmp_path):
     recipe = server_recipe(tmp_path)
-    slurm = trl_serve_command(serve_options(recipe, host="0.0.0.0", dtype=recipe.model.dtype))
+    slurm = trl_serve_command(serve_options(recipe, host="0.0.0.0", dtype=recipe.recipe.model.dtype))
     assert option(slurm, "--host") == "0.0.0.0" and "--dtype" not in slurm  # model.dtype auto: vLLM decides
     assert option(slurm, "--model") == "some-org/some-model" and option(slurm, "--max_model_len") == "1536"
     assert "--trust_remote_code" in slurm and "--enforce_eager" not in slurm

@@ -84,8 +84,9 @@ def write_prompts(path, rows):
 def test_rl_prompts_render_in_the_mode_the_rewards_score(tmp_path, write_recipe):
     """A row's enable_thinking that differs from the recipe's becomes a flag the template honours, and the mode
     column the rewards read agrees with what the template renders."""
+    from recipe_runs import loaded_run
+
     from smolalign.data.prompts import recipe_prompts
-    from smolalign.recipe.validate import load_recipe
 
     rows = [{"prompt": [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "1+1?"}],
              "chat_template_kwargs": {"enable_thinking": False}, "solution": "2"},
@@ -94,9 +95,9 @@ def test_rl_prompts_render_in_the_mode_the_rewards_score(tmp_path, write_recipe)
             {"prompt": "3+3?", "chat_template_kwargs": {}, "solution": "6"},
             {"prompt": "4+4?", "chat_template_kwargs": {"enable_thinking": False}, "solution": "8"}]
     data = write_prompts(tmp_path / "prompts.jsonl", rows)
-    recipe = load_recipe(str(write_recipe({"model": {"source": "tiny"}, "data": {"sources": [{"path": str(data)}]},
+    recipe = loaded_run(str(write_recipe({"model": {"source": "tiny"}, "data": {"sources": [{"path": str(data)}]},
                                            "rewards": [{"name": "think_format"}], "template": {"name": "smollm3"}})),
-                         [], "rl")
+                         [], "rl").recipe
     prompts = recipe_prompts(recipe).train
     expected = ["no_think", "no_think", "think", "no_think"]
     for row, mode in zip(prompts, expected, strict=True):
@@ -106,15 +107,16 @@ def test_rl_prompts_render_in_the_mode_the_rewards_score(tmp_path, write_recipe)
 
 
 def test_per_row_modes_are_refused_for_a_template_without_flags(tmp_path, write_recipe):
+    from recipe_runs import loaded_run
+
     from smolalign.data.prompts import recipe_prompts
-    from smolalign.recipe.validate import load_recipe
 
     data = write_prompts(tmp_path / "prompts.jsonl", [
         {"prompt": "1+1?", "chat_template_kwargs": {}, "solution": "2"},
         {"prompt": "2+2?", "chat_template_kwargs": {"enable_thinking": False}, "solution": "4"}])
-    recipe = load_recipe(str(write_recipe({"model": {"source": "tiny"}, "data": {"sources": [{"path": str(data)}]},
+    recipe = loaded_run(str(write_recipe({"model": {"source": "tiny"}, "data": {"sources": [{"path": str(data)}]},
                                            "rewards": [{"name": "think_format"}], "template": {"name": "chatml"}})),
-                         [], "rl")
+                         [], "rl").recipe
     with pytest.raises(SmolalignError, match=r"prompts.jsonl#1: chat_template_kwargs.enable_thinking .* chatml"):
         recipe_prompts(recipe)
 
@@ -137,14 +139,14 @@ def test_a_pair_records_the_mode_its_prompt_renders_in():
 @pytest.mark.parametrize("template, says", [("chatml", "template chatml reads no /think"),
                                             ("smollm3", None)])
 def test_the_plan_says_when_think_modes_have_no_effect(tmp_path, write_recipe, template, says):
-    from smolalign.hardware import detect_hardware
+    from recipe_runs import loaded_run
+
     from smolalign.plan import make_plan
-    from smolalign.recipe.validate import load_recipe
 
     data = write_prompts(tmp_path / "prompts.jsonl", [{"prompt": "1+1?", "solution": "2"}])
-    recipe = load_recipe(str(write_recipe({"model": {"source": "tiny"}, "data": {"sources": [{"path": str(data)}]},
+    recipe = loaded_run(str(write_recipe({"model": {"source": "tiny"}, "data": {"sources": [{"path": str(data)}]},
                                            "rewards": [{"name": "math_accuracy"}], "template": {"name": template}})),
                          [], "rl")
-    plan = make_plan(recipe, detect_hardware(), resolve_template(template), 1, data_format="prompt")
+    plan = make_plan(recipe, resolve_template(template), 1, data_format="prompt")
     notes = [n for n in plan.notes if "/think" in n]
     assert notes == [] if says is None else len(notes) == 1 and notes[0].startswith(says)

@@ -3,6 +3,7 @@ open-r1's format reward, and data.system_prompt. The configs below are written i
 values as in their published recipes), not copied from them."""
 
 import pytest
+from recipe_runs import run_of
 
 from rewards.errors import RewardError
 from rewards.registry import resolve_reward
@@ -10,7 +11,6 @@ from smolalign.data.mixture import build_mixture
 from smolalign.errors import SmolalignError
 from smolalign.recipe.data_schema import DataSection, SourceSection
 from smolalign.recipe.importer import detect_format, detect_stage, import_config
-from smolalign.recipe.validate import validate_recipe
 
 HANDBOOK_QLORA = {
     "model_name_or_path": "mistralai/Mistral-7B-v0.1", "model_revision": "main", "torch_dtype": "bfloat16",
@@ -161,10 +161,10 @@ def test_upstream_names_in_a_recipe_get_their_home(tmp_path, section, key, home)
     else:
         raw[key] = value
     if home is None:  # data.system_prompt is a key of smolalign's own
-        validate_recipe(raw, "sft", "r.yaml")
+        run_of(raw, "sft", "r.yaml")
         return
     with pytest.raises(SmolalignError) as caught:
-        validate_recipe(raw, "sft", "r.yaml")
+        run_of(raw, "sft", "r.yaml")
     assert home in str(caught.value) and key in str(caught.value)
 
 
@@ -177,7 +177,7 @@ def test_upstream_names_in_a_recipe_get_their_home(tmp_path, section, key, home)
 def test_train_keys_smolalign_sets_are_refused(key, value, home):
     raw = {"model": {"source": "some/model"}, "data": {"sources": [{"path": "d.jsonl"}]}, "train": {key: value}}
     with pytest.raises(SmolalignError, match=f"train.{key} is set by smolalign: .*{home}"):
-        validate_recipe(raw, "sft", "r.yaml")
+        run_of(raw, "sft", "r.yaml")
 
 
 def test_open_r1_format_and_code_format_rewards():
