@@ -2,6 +2,7 @@
 over the target, so a reader (or a rerun after a kill -9 or a power loss) sees the old file or the complete new one,
 never a torn one."""
 
+import io
 import os
 import tempfile
 from pathlib import Path
@@ -26,8 +27,6 @@ def write_atomically(path: Path, content: str | bytes) -> None:
 
 def save_figure(figure, path: Path, dpi: int = 100) -> None:
     """A matplotlib figure, in the format its file name says (PNG without one), written atomically."""
-    import io
-
     image = io.BytesIO()
     figure.savefig(image, dpi=dpi, format=Path(path).suffix.lstrip(".").lower() or "png")
     write_atomically(path, image.getvalue())

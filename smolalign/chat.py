@@ -2,13 +2,12 @@
 the saved model gets, so a trained model is checked the way it will be served."""
 
 from smolalign.hardware import detect_hardware, resolve_dtype
+from smolalign.models.load import load_model, load_tokenizer
 from smolalign.recipe.schema import ModelSection
 
 
 def reply(model_source: str, message: str, *, think: bool = True, max_new_tokens: int = 128) -> str:
     import torch
-
-    from smolalign.models.load import load_model, load_tokenizer
 
     section = ModelSection(source=model_source)
     tokenizer, _ = load_tokenizer(section, "model")

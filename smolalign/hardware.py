@@ -5,8 +5,11 @@ dtype and precision are decided from the hardware, not from the recipe: a recipe
 laptop CPU in float32 without edits, and a recipe asking for bf16 on a CPU is told so instead of crashing.
 """
 
+import gc
 import os
 import platform
+import subprocess
+import sys
 from dataclasses import dataclass
 
 
@@ -56,9 +59,6 @@ def visible_gpu_count() -> int:
 
 def gpu_computes_bf16() -> bool | None:
     """Asked in a child process: initialising CUDA here would fix this process's visible GPUs too early."""
-    import subprocess
-    import sys
-
     probe = "import torch; print(torch.cuda.is_bf16_supported(including_emulation=False))"
     try:
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120).stdout
@@ -87,8 +87,6 @@ def precision_flags(dtype: str, hardware: Hardware) -> dict:
 
 def free_accelerator_memory() -> None:
     """Collect what was dropped and hand cached GPU memory back to the device (a no-op without CUDA)."""
-    import gc
-
     gc.collect()
     try:
         import torch

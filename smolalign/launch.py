@@ -21,12 +21,22 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import yaml
+
+from smolalign import hardware
 from smolalign.assets import asset_dir
 from smolalign.deepspeed_settings import accelerate_settings, deepspeed_config
 from smolalign.errors import SmolalignError
-from smolalign.recipe.typecheck import suggest
+from smolalign.generation.gpu_partition import handed_partition, partition_for_children, training_device_count
+from smolalign.hardware import processes_on_this_node
+from smolalign.preflight.gpus import processes_problem
+from smolalign.recipe.generation_schema import GenerationSection
+from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
+from smolalign.recipe.typecheck import build, suggest
+from smolalign.target import THIS_MACHINE
 
 LAUNCHED = "SMOLALIGN_LAUNCHED"
 DEEPSPEED_CONFIG = "SMOLALIGN_DEEPSPEED_CONFIG"
@@ -51,16 +61,11 @@ def preset_path(name_or_path: str, option: str = "--launch") -> Path:
 def _recipe_sections(argv: list[str]) -> tuple[dict, object]:
     """(the recipe's `launch:` mapping, its generation section or None), with --set applied; empty when the recipe
     cannot be read here (the stage itself then reports what is wrong with it)."""
-    from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
-
     overrides = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--set", "-s")]
     if len(argv) < 2 or argv[1].startswith("-"):  # `smolalign STAGE RECIPE ...`: the recipe follows the stage
         return {}, None
     try:
         raw = apply_overrides(read_recipe(recipe_path(argv[1])), overrides)
-        from smolalign.recipe.generation_schema import GenerationSection
-        from smolalign.recipe.typecheck import build
-
         generation = build(GenerationSection, raw["generation"], "generation") if raw.get("generation") else None
     except (SmolalignError, TypeError, ValueError):
         return {}, None
@@ -71,9 +76,6 @@ def _recipe_sections(argv: list[str]) -> tuple[dict, object]:
 def training_gpus(generation=None) -> int:
     """GPUs of this machine left for training processes (the CUDA devices this process sees, counted without
     starting CUDA, less a started vLLM server's unless this process was started on the GPU partition already)."""
-    from smolalign import hardware
-    from smolalign.generation.gpu_partition import handed_partition, training_device_count
-
     visible = hardware.visible_gpu_count()
     return visible if handed_partition() is not None else training_device_count(visible, generation)
 
@@ -81,8 +83,6 @@ def training_gpus(generation=None) -> int:
 def partition_for(argv: list[str], processes: int):
     """The GPU partition (gpu_partition.GpuPartition) the `processes` training processes of `smolalign ARGV` are
     started on, or None when they need none."""
-    from smolalign.generation.gpu_partition import partition_for_children
-
     return partition_for_children(_recipe_sections(argv)[1], processes)
 
 
@@ -118,8 +118,6 @@ def check_not_data_parallel(recipe, argv: list[str]) -> None:
     """A training process must see one GPU: one process that sees several runs torch's DataParallel, which TRL's
     trainers refuse, and only after the data is prepared and the model loaded. Refused here with the command
     (`smolalign ARGV`, launched) that runs one process per GPU."""
-    from smolalign.hardware import processes_on_this_node
-
     processes = processes_on_this_node()
     gpus = training_gpus(recipe.generation)
     if processes > 1 or gpus < 2:
@@ -189,8 +187,6 @@ def free_port() -> int:
 
 
 def read_preset(preset: Path) -> dict:
-    import yaml
-
     return yaml.safe_load(preset.read_text()) or {}
 
 
@@ -200,8 +196,6 @@ def distributed_type(preset: Path) -> str:
 
 def temporary_config(preset: Path, text: str, suffix: str) -> Path:
     """A config file written for one launch (the caller removes it when the launch ends)."""
-    import tempfile
-
     handle, path = tempfile.mkstemp(prefix=f"smolalign-{preset.stem}-", suffix=suffix)
     with os.fdopen(handle, "w") as stream:
         stream.write(text)
@@ -212,8 +206,6 @@ def written_accelerate_config(preset: Path, num_processes: int) -> tuple[Path, P
     """(the accelerate config `preset` launches with on GPUs, the DeepSpeed JSON it names for a DeepSpeed preset),
     written for one launch: smolalign's own and a Slurm job's nodes (`python -m smolalign.accelerate_config`) run
     the DeepSpeed config the CPU path runs, its buckets sized from the model."""
-    import yaml
-
     settings = read_preset(preset)
     deepspeed_file = None
     if str(settings.get("distributed_type", "NO")) == "DEEPSPEED":
@@ -253,16 +245,12 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
     if num_processes < 1:
         raise SmolalignError("--num-processes must be at least 1")
     preset = preset_path(preset_name)
-    from smolalign import hardware
 
     settings = read_preset(preset)
     gpus = partition_for(argv, num_processes)
     env = {**os.environ, LAUNCHED: "1", **(gpus.training_env() if gpus else {})}
     config_file = deepspeed_file = None
     if hardware.detect_hardware().on_gpu:
-        from smolalign.preflight.gpus import processes_problem
-        from smolalign.target import THIS_MACHINE
-
         problem = processes_problem(num_processes, hardware.visible_gpu_count(), _recipe_sections(argv)[1],
                                     THIS_MACHINE, "--num-processes")
         if problem:

@@ -4,9 +4,14 @@ template and dtype. `--dry-run` prints it; a real run prints it too before it st
 from dataclasses import dataclass, field
 
 from smolalign.data.check import Checked
+from smolalign.data.prepare import Layout
+from smolalign.estimate.plan_rows import add_memory_and_time_rows
 from smolalign.hardware import resolve_dtype
+from smolalign.launch import launched_sharding
+from smolalign.recipe.settings import lora_settings
 from smolalign.resolve import Run
 from smolalign.templates.registry import ChatTemplate
+from smolalign.templates.render import trained_after_end_of_turn
 
 
 @dataclass
@@ -31,8 +36,6 @@ class Plan:
 
 def _sharding() -> str | None:
     """How the weights are spread over the processes, from what the launcher handed them."""
-    from smolalign.launch import launched_sharding
-
     launched = launched_sharding()
     if launched is None:
         return None
@@ -49,8 +52,6 @@ def make_plan(run: Run, template: ChatTemplate | None, train_rows: int | None,
               packed_rows: int | None = None, data_format: str | None = None) -> Plan:
     """Everything derivable from the run (its recipe, settings and hardware); `train_rows` from the data when it was
     read."""
-    from smolalign.data.prepare import Layout
-
     recipe, hardware, settings = run.recipe, run.hardware, run.settings
     layout = Layout.from_settings(settings)
     per_device, accumulation, world = settings.per_device_batch, settings.accumulation, settings.world_size
@@ -85,7 +86,6 @@ def make_plan(run: Run, template: ChatTemplate | None, train_rows: int | None,
     rows["loss"] = _loss_description(data_format or run.data.format, layout)
     if template is not None:
         markers = "with" if template.has_generation_markers else "without"
-        from smolalign.templates.render import trained_after_end_of_turn
 
         after = trained_after_end_of_turn(template)
         trains = f", trains {after!r} after the end-of-turn token" if after else ""
@@ -106,11 +106,8 @@ def make_plan(run: Run, template: ChatTemplate | None, train_rows: int | None,
         plan.notes.append(f"model.dtype {recipe.model.dtype} is not available on this hardware; using {dtype}")
     rows["model"] = recipe.model.source + (f" ({recipe.model.quantization} quantized)" if recipe.model.quantization else "")
     if recipe.peft:
-        from smolalign.recipe.settings import lora_settings
-
         lora = lora_settings(recipe.peft)
         rows["adapters"] = f"LoRA r={lora['r']} on {lora['target_modules'] or 'default modules'}"
-    from smolalign.estimate.plan_rows import add_memory_and_time_rows
 
     plan.steps = steps
     add_memory_and_time_rows(plan, run, steps=steps)

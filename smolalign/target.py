@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from smolalign import hardware
 from smolalign.errors import SmolalignError
+from smolalign.generation.gpu_partition import handed_partition
+from smolalign.gpus import gpu_named
 
 THIS_MACHINE = "this machine"
 
@@ -58,8 +60,6 @@ IMAGE_PACKAGES = frozenset({"torch.nn.attention.flex_attention",
 def this_machine() -> Target:
     """This machine: the GPUs this process sees (and, in a training process started on the vLLM server's GPU
     partition, the server's, which it does not see), the training processes its launcher started on this node."""
-    from smolalign.generation.gpu_partition import handed_partition
-
     handed = handed_partition()
     gpus = hardware.visible_gpu_count() + (len(handed.server) if handed is not None else 0)
     return Target(gpus, THIS_MACHINE, bf16=None, processes=hardware.processes_on_this_node())
@@ -69,8 +69,6 @@ def described_target(spec: str, launch=None) -> Target:
     """The machine `recipes validate --for SPEC` checks against: `NxGPU` (8xH100, 2xA100-80GB: N GPUs of a type in
     the GPU table on one node), or `launch` (the recipe's launch.num_processes × launch.gpu), running the smolalign
     GPU image (its packages: IMAGE_PACKAGES). One training process per GPU, or the recipe's launch.num_processes."""
-
-    from smolalign.gpus import gpu_named
 
     if spec == "launch":
         if launch is None or not launch.gpu:

@@ -12,9 +12,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from smolalign.checkpoints.detect import CONVERTIBLE, MEGATRON_HINT, Detected, detect, nanotron_layout
+from smolalign.checkpoints import nanotron_hf, nanotron_shards
+from smolalign.checkpoints.dcp import dcp_plan
+from smolalign.checkpoints.deepspeed_zero import deepspeed_plan
+from smolalign.checkpoints.detect import (
+    CONVERTIBLE,
+    MEGATRON_HINT,
+    Detected,
+    bundled_tokenizer,
+    detect,
+    nanotron_layout,
+)
 from smolalign.checkpoints.plan import TensorPlan, write_sharded
 from smolalign.errors import SmolalignError
+from smolalign.quantities import describe_bytes
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -32,8 +43,6 @@ class Conversion:
     notes: tuple[str, ...]
 
     def describe(self) -> str:
-        from smolalign.quantities import describe_bytes
-
         lines = [f"format: {self.format} ({self.source})", f"layout: {self.layout}",
                  f"model: {self.architecture}, {self.tensors} tensors, {describe_bytes(self.bytes)}",
                  *(f"note: {note}" for note in self.notes),
@@ -90,8 +99,6 @@ def require_convertible(source: str | Path) -> Detected:
 
 def resolve_tokenizer(detected: Detected, tokenizer: str | Path | None) -> Path | None:
     """The tokenizer directory: the one given, else one the checkpoint names or carries (see detect.bundled_tokenizer)."""
-    from smolalign.checkpoints.detect import bundled_tokenizer
-
     if tokenizer is None:
         return bundled_tokenizer(detected)
     path = Path(tokenizer).expanduser()
@@ -109,22 +116,16 @@ def _build(detected: Detected, tokenizer_dir: Path | None, config: str | Path | 
     expected = expected_weights(hf_config)
     notes: tuple[str, ...] = ()
     if detected.format == "deepspeed":
-        from smolalign.checkpoints.deepspeed_zero import deepspeed_plan
-
         plan, layout = deepspeed_plan(detected, bool(hf_config.tie_word_embeddings))
         if dtype is None:
             notes = ("ZeRO keeps float32 master weights, written as float32 (use --dtype bfloat16 to halve the size)",)
     else:
-        from smolalign.checkpoints.dcp import dcp_plan
-
         plan, layout = dcp_plan(detected.path, hf_config, set(expected))
     check_against_architecture(plan, expected, detected.path)
     return hf_config, plan, layout, notes, tokenizer
 
 
 def _nanotron(detected: Detected, tokenizer):
-    from smolalign.checkpoints import nanotron_hf, nanotron_shards
-
     step_dir = detected.path
     layout = nanotron_layout(step_dir)
     nanotron_shards.require_version(layout["version"], "checkpoint_metadata.json", step_dir)

@@ -5,6 +5,7 @@ dropped, and the weights checked against the architecture before anything is wri
 
 import pickle
 
+from smolalign.checkpoints.dcp import torch_equal
 from smolalign.checkpoints.detect import Detected
 from smolalign.checkpoints.files import check_torch_archive
 from smolalign.checkpoints.plan import TensorPlan
@@ -29,8 +30,6 @@ def deepspeed_plan(detected: Detected, tied: bool) -> tuple[list[TensorPlan], st
                              f"{(str(exc).splitlines() or [type(exc).__name__])[0]}") from None
     names = {key.removeprefix("module."): key for key in state}
     if tied and "lm_head.weight" in names and "model.embed_tokens.weight" in names:
-        from smolalign.checkpoints.dcp import torch_equal
-
         head, embedding = (state[names[n]].contiguous() for n in ("lm_head.weight", "model.embed_tokens.weight"))
         if not torch_equal(head, embedding):
             raise SmolalignError(f"DeepSpeed checkpoint {detected.path}: lm_head.weight differs from the embedding but "

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import yaml
+
 from smolalign.checkpoints.files import read_json_object, read_text
 from smolalign.errors import SmolalignError
 
@@ -135,8 +137,6 @@ def bundled_tokenizer(detected: Detected) -> Path | None:
     if detected.format == "nanotron":
         config = detected.path / "config.yaml"
         if config.is_file():
-            import yaml
-
             try:
                 name = ((yaml.safe_load(read_text(config)) or {}).get("tokenizer") or {}).get("tokenizer_name_or_path")
             except (yaml.YAMLError, AttributeError, SmolalignError):  # a damaged config.yaml is named when read

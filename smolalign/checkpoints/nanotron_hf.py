@@ -10,6 +10,8 @@ NoPE layers (nanotron skips RoPE on layer i when (i+1) % no_rope_layer == 0, whi
 
 from pathlib import Path
 
+import yaml
+
 from smolalign.checkpoints.files import damaged, read_json_object, read_text
 from smolalign.checkpoints.nanotron_shards import Parameter
 from smolalign.checkpoints.plan import TensorPlan, slice_rows
@@ -28,8 +30,6 @@ _REFUSED = {
 
 def read_model_config(step_dir: Path) -> tuple[dict, dict | None]:
     """(model config, the full config.yaml or None): config.yaml's model.model_config, else model_config.json."""
-    import yaml
-
     full = None
     yaml_path = step_dir / "config.yaml"
     if yaml_path.is_file():

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from smolalign.checkpoints.nanotron_shards import load
+
 SAFETENSORS_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64",
                       "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL",
                       "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2"}
@@ -51,8 +53,6 @@ def slice_rows(name: str, parameter, start: int | None = None, stop: int | None 
 @functools.lru_cache(maxsize=1)
 def _load_last(parameter):
     """The unsharded parameter, kept until the next one is asked for (q, k and v are cut from one qkv)."""
-    from smolalign.checkpoints.nanotron_shards import load
-
     return load(parameter)
 
 

@@ -5,6 +5,7 @@ import logging
 import sys
 
 import typer
+from typer._click import exceptions as click
 
 from smolalign.errors import USER_ERRORS, RunFailure
 from smolalign.runs.save_on_signal import SAVED_ON_SIGNAL_EXIT, SavedOnSignal
@@ -45,7 +46,6 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     argv = list(argv) if argv is not None else sys.argv[1:]
     # typer (0.29) carries its own copy of click; its usage errors are these classes, not click's.
-    from typer._click import exceptions as click
 
     try:
         code = app(args=argv, standalone_mode=False, obj=argv)  # the commands read it: cli.options.command_line

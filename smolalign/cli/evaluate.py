@@ -2,6 +2,7 @@
 and against a baseline (`smolalign eval runs/x/model --baseline smollm2-135m-instruct --data d.jsonl --reward
 math_accuracy`)."""
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -153,8 +154,6 @@ def _named(option: str, values: list[str], names: list[str]) -> list[tuple[str, 
 
 
 def _json_object(name: str, text: str) -> dict:
-    import json
-
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

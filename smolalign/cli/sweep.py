@@ -1,6 +1,7 @@
 """`smolalign sweep RECIPE --grid KEY=V1,V2 [--grid ...] [--seeds N]`: one run per cell of the grid, each evaluated
 with the recipe's `eval:` section, compared against the first cell (sweep.md, sweep.png, sweep.json)."""
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -35,8 +36,6 @@ def sweep(ctx: typer.Context, recipe: RecipeArg, grid: Grid = None, seeds: Seeds
           num_processes: NumProcesses = None, slurm: Slurm = None, array_task: ArrayTask = False) -> None:
     """Run RECIPE once per cell of a grid (each a normal run directory named by its overrides), evaluate each with
     the recipe's eval: section and compare them with the first cell: intervals and paired differences."""
-    from pathlib import Path
-
     from smolalign.runs.rundir import refuse_resume_with_overwrite
     from smolalign.sweep.run import SweepRequest, run_sweep
     from smolalign.sweep.slurm import write_sweep_job

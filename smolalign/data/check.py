@@ -11,11 +11,17 @@ took.
 import json
 import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+from smolalign.data.encode import Encoder
 from smolalign.data.mixture import ORIGIN, decoded
+from smolalign.data.preference import PreferenceEncoder, check_rows
+from smolalign.data.prepare import Layout, encode_rows, prepare_split
 from smolalign.errors import SmolalignError
+from smolalign.models.load import preflight_tokenizer
 from smolalign.resolve import Run
+from smolalign.templates.render import render
 
 FIRST, RANDOM = 32, 32
 """Rows per source: the first FIRST, then RANDOM drawn (seeded by data.seed) from the rest."""
@@ -101,7 +107,6 @@ def _problems(problem_of, rows: list[dict]) -> list[str]:
     cores = len(os.sched_getaffinity(0))
     if len(rows) <= PARALLEL_ABOVE or cores == 1:
         return [problem_of(row) for row in rows]
-    from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(min(cores, 32)) as pool:
         return list(pool.map(problem_of, rows, chunksize=256))
@@ -125,8 +130,6 @@ def sample(dataset, seed: int):
 
 def tokenizer_for(run: Run):
     """(tokenizer, template), or None with the reason when only a download would give the tokenizer."""
-    from smolalign.models.load import preflight_tokenizer
-
     source = run.source()
     found = preflight_tokenizer(run.recipe.model, run.recipe.template.name, source, run.target)
     if found is None:
@@ -137,9 +140,6 @@ def tokenizer_for(run: Run):
 
 def check_sft_rows(run: Run, mixture) -> Checked:
     """Render, tokenize, mask and check a sample of an SFT mixture as `prepare_sft_data` would."""
-    from smolalign.data.encode import Encoder
-    from smolalign.data.prepare import Layout, prepare_split
-
     start = time.perf_counter()
     found, skipped = tokenizer_for(run)
     if found is None:
@@ -156,9 +156,6 @@ def check_sft_rows(run: Run, mixture) -> Checked:
 
 def check_preference_rows(run: Run, mixture) -> Checked:
     """Render, tokenize and check a sample of preference (or unpaired) rows as `prepare_preference_data` would."""
-    from smolalign.data.preference import PreferenceEncoder, check_rows
-    from smolalign.data.prepare import encode_rows
-
     start = time.perf_counter()
     found, skipped = tokenizer_for(run)
     if found is None:
@@ -179,8 +176,6 @@ def check_preference_rows(run: Run, mixture) -> Checked:
 def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict) -> Checked:
     """Render and tokenize a sample of prompt rows (`prompt` as messages, `_origin`) with the generation prompt, as
     the generating trainer (or pair generation) will."""
-    from smolalign.templates.render import render
-
     start = time.perf_counter()
     found, skipped = tokenizer_for(run)
     if found is None:

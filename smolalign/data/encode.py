@@ -7,6 +7,7 @@ batch. Each row is also checked here: its end-of-turn tokens are trained, the th
 rendered, and something is trained at all.
 """
 
+import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,8 +178,6 @@ def masked_labels(ids, offsets, spans: list[tuple[int, int]], length: int):
 
 def _plain_backend(tokenizer):
     """A copy of the fast tokenizer's Rust backend with padding and truncation off, or None for slow tokenizers."""
-    import copy
-
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         return None

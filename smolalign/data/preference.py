@@ -8,6 +8,8 @@ the prompt differently once an answer follows, an answer that does not end with 
 other than the one asked for, an empty answer, and identical chosen and rejected answers (no training signal).
 """
 
+import sys
+
 from smolalign.data.encode import Encoder, _row_kwargs, _tools, common_prefix_length
 from smolalign.data.mixture import ORIGIN, decoded
 from smolalign.data.rows import missing_problem, text_or_messages_problem
@@ -175,8 +177,6 @@ def _end_after_eos(text: str, eos: str, start: int) -> int:
 
 def check_rows(encoded, on_untrained: str):
     """Fail on the first problem row (naming it), or with `on_untrained: drop` skip identical and empty pairs."""
-    import sys
-
     problems = encoded[PROBLEM]
     hard = [i for i, p in enumerate(problems) if p and not (on_untrained == "drop" and p in DROPPABLE)]
     if hard:

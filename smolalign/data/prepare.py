@@ -20,6 +20,7 @@ from smolalign.data.mixture import ORIGIN, Mixture, build_mixture
 from smolalign.data.sources import fingerprint_of
 from smolalign.errors import SmolalignError
 from smolalign.models.sources import cache_root
+from smolalign.progress import datasets_bars
 from smolalign.recipe.settings import TrainSettings
 from smolalign.resolve import Run
 from smolalign.templates.registry import ChatTemplate
@@ -84,8 +85,6 @@ def prepare_sft_data(run: Run, tokenizer, template: ChatTemplate, *, use_cache: 
     """Train (and held-out) rows as the trainer consumes them: input_ids, labels and, packed, seq_lengths.
     `mixture` is the run's data already read (by the plan), if it was."""
     import datasets
-
-    from smolalign.progress import datasets_bars
 
     datasets_bars()
     layout = Layout.from_settings(run.settings)

@@ -12,6 +12,7 @@ from smolalign.data.mixture import Mixture, build_mixture
 from smolalign.data.preference import PreferenceEncoder, check_rows
 from smolalign.data.prepare import PreparedData, cache_key, encode_rows
 from smolalign.errors import SmolalignError
+from smolalign.progress import datasets_bars
 from smolalign.recipe.method_table import method_spec
 from smolalign.recipe.schema import Method
 from smolalign.resolve import Run
@@ -29,8 +30,6 @@ def require_preference_format(fmt: str, method: Method) -> None:
 
 def prepare_preference_data(run: Run, tokenizer, template: ChatTemplate,
                             mixture: Mixture | None = None) -> PreparedData:
-    from smolalign.progress import datasets_bars
-
     datasets_bars()
     recipe = run.recipe
     mixture = mixture or build_mixture(run.data)

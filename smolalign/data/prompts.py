@@ -11,6 +11,7 @@ from smolalign.data.mixture import ORIGIN, PROMPT_FORMAT, build_mixture, decoded
 from smolalign.data.rows import messages_problem
 from smolalign.errors import SmolalignError
 from smolalign.recipe.data_schema import DataSection, SourceSection
+from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 
 @dataclass
@@ -87,8 +88,6 @@ def recipe_prompts(recipe, rows: PromptRows | None = None, rendered_kwargs: dict
     """The prompts of an rl or distillation recipe (`data:`, or `rows` read from it already), with each row's think
     mode carried into its prompt (`rendered_kwargs`: the template kwargs the trainer renders with, when not the
     recipe's own)."""
-    from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
-
     name = recipe.template.name
     reads_flags = name != MODEL_TEMPLATE and resolve_template(name).reads_mode_flags
     rows = rows or read_prompt_rows(recipe.data)

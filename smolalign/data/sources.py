@@ -2,10 +2,13 @@
 generated here: `reasoning_gym:TASK`) and mapping its columns."""
 
 import json
+from importlib.metadata import version
 from pathlib import Path
 
+from rewards.reasoning_gym import task_of, task_rows
 from smolalign.errors import SmolalignError
 from smolalign.jsonl import read_jsonl
+from smolalign.progress import datasets_bars
 from smolalign.recipe.data_schema import SourceSection
 
 LOCAL_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
@@ -60,11 +63,7 @@ def check_json_rows(path: Path) -> None:
 def fingerprint_of(source: SourceSection) -> str:
     """What identifies a source's content: files by path, size and mtime; hub datasets by id, config and split;
     a reasoning-gym task by its settings and the library's version."""
-    from rewards.reasoning_gym import task_of
-
     if task_of(source.path) is not None:
-        from importlib.metadata import version
-
         settings = json.dumps([source.size, source.seed, source.config], sort_keys=True)
         return f"{source.path}:{settings}:reasoning-gym {version('reasoning-gym')}"
     if is_local(source.path):
@@ -78,9 +77,6 @@ def fingerprint_of(source: SourceSection) -> str:
 def load_source(source: SourceSection):
     """The source as a `datasets.Dataset`, columns selected and renamed as the recipe says."""
     import datasets
-
-    from rewards.reasoning_gym import task_of, task_rows
-    from smolalign.progress import datasets_bars
 
     datasets_bars()
     task = task_of(source.path)

@@ -4,6 +4,7 @@ machine's device; their difference is the time of one layer, scaled to the model
 time a few decoding steps the same way. Works on CPU and GPU: `smolalign sft RECIPE --dry-run --set
 launch.calibrate=true`."""
 
+import copy
 import time
 
 from smolalign.estimate.dims import ModelDims
@@ -14,8 +15,6 @@ DECODE_TOKENS = 8
 
 
 def _slice(config, layers: int, dtype, device):
-    import copy
-
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
+from smolalign.models.sources import checkpoint_cache_dir, gguf_cache_dir
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,6 @@ def read_config(source, key: str = "model.source"):
     """The transformers config of a resolved model source (`models.sources.ModelSource`), without weights; None when
     it cannot be had without a download or a conversion (a hub id not in the local cache, an unconverted
     pretraining checkpoint). A config that is there but unreadable is a SmolalignError naming `key`."""
-    from smolalign.models.sources import checkpoint_cache_dir, gguf_cache_dir
-
     spec, revision = source.location, source.revision
     kind, location = source.kind, Path(source.location)
     if kind == "checkpoint":

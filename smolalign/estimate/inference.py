@@ -2,9 +2,11 @@
 a graded-pairs sampler (weights and KV cache) and `model:` reward models (weights). The po plan's graded-pairs rows
 and the rl memory estimate use it (`smolalign po recipes/quickstart/po_graded.yaml --dry-run`)."""
 
+from rewards.reward_model import PREFIX, is_reward_model
 from smolalign.estimate.dims import ModelDims
 from smolalign.estimate.memory import DTYPE_BYTES
 from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.models.size import parameter_count
 
 
 def kv_cache_bytes(dims: ModelDims, sequences: int, tokens: int, dtype: str) -> int:
@@ -15,9 +17,6 @@ def kv_cache_bytes(dims: ModelDims, sequences: int, tokens: int, dtype: str) -> 
 def reward_model_bytes(name: str, params: dict, hardware: Hardware) -> int | None:
     """Weights of a `model:PATH` reward in the dtype it will load in (its `dtype` param, auto: bfloat16 on a GPU);
     None when its size cannot be read without loading (a hub id)."""
-    from rewards.reward_model import PREFIX
-    from smolalign.models.size import parameter_count
-
     count = parameter_count(name[len(PREFIX):])
     if count is None:
         return None
@@ -28,8 +27,6 @@ def reward_model_bytes(name: str, params: dict, hardware: Hardware) -> int | Non
 
 def reward_model_parts(sections, hardware: Hardware) -> dict[str, int]:
     """{"reward model NAME": bytes} for every `model:` reward among `sections` (RewardSection) whose size is known."""
-    from rewards.reward_model import is_reward_model
-
     parts = {}
     for section in sections:
         if is_reward_model(section.name):

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from smolalign.estimate.dims import ModelDims
+from smolalign.recipe.settings import lora_settings
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 CUDA_CONTEXT = 600 * 1024**2
@@ -102,8 +103,6 @@ def activation_bytes(dims: ModelDims, tokens: int, b: int, checkpointing: bool, 
 
 
 def _lora(dims: ModelDims, setup: Setup) -> int:
-    from smolalign.recipe.settings import lora_settings
-
     lora = lora_settings(setup.peft or {})
     return dims.lora_params(int(lora["r"]), lora["target_modules"])
 

@@ -4,7 +4,9 @@ make a plan that does not fit fit, and time per step and for the run (`smolalign
 from dataclasses import replace
 
 from smolalign.errors import SmolalignError
-from smolalign.estimate.dims import ModelDims, read_dims
+from smolalign.estimate.calibrate import calibrate
+from smolalign.estimate.dims import ModelDims, read_config, read_dims
+from smolalign.estimate.inference import reward_model_parts
 from smolalign.estimate.memory import DTYPE_BYTES, MemoryEstimate, Setup, estimate_memory
 from smolalign.estimate.settings import setup_for, target_device, workload
 from smolalign.estimate.time import DEFAULT_UTILIZATION, describe_seconds, step_time
@@ -49,8 +51,6 @@ def extra_parts(run: Run, settings: dict, setup: Setup, dims: ModelDims, budget:
             parts["teacher logits"] = tokens * dims.vocab * 6  # 16-bit logits and their fp32 softmax, no grad
             scored = teacher
     if recipe.rewards:
-        from smolalign.estimate.inference import reward_model_parts
-
         hardware = Hardware("cuda" if setup.gpu else "cpu", 1, "", setup.gpu, 1, 1)
         parts.update(reward_model_parts(recipe.rewards, hardware))
     if recipe.generation is not None and recipe.generation.backend == "vllm_colocate" and budget:
@@ -154,9 +154,6 @@ def _time_rows(plan, run: Run, settings, setup: Setup, dims: ModelDims, gpu: Gpu
     launch = run.recipe.launch
     work = workload(run.recipe, settings, setup.processes)
     if launch is not None and launch.calibrate:
-        from smolalign.estimate.calibrate import calibrate
-        from smolalign.estimate.dims import read_config
-
         config = read_config(run.source())
         seconds, how = calibrate(config, dims, settings, work, setup)
         label = f"{describe_seconds(seconds)} measured ({how})"

@@ -4,9 +4,11 @@
 import json
 from pathlib import Path
 
+from smolalign.deepspeed_settings import ZERO_BUCKETS, deepspeed_config
 from smolalign.estimate.memory import Setup
 from smolalign.gpus import Gpu, find_gpu, gpu_named, parse_size
 from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.launch import launched_sharding, preset_path, read_preset, under_launcher
 from smolalign.recipe.method_table import method_spec
 
 ASSUMED_PROMPT = 512
@@ -50,7 +52,6 @@ def preset_setup(settings: dict, processes: int, per_node: int | None = None) ->
         if ds.get("deepspeed_config_file"):
             return _zero_setup(json.loads(Path(ds["deepspeed_config_file"]).expanduser().read_text())
                                .get("zero_optimization", {}), processes, per_node)
-        from smolalign.deepspeed_settings import deepspeed_config
 
         return _zero_setup(deepspeed_config(settings)["zero_optimization"], processes, per_node)  # what it runs
     if kind == "FSDP":
@@ -60,7 +61,6 @@ def preset_setup(settings: dict, processes: int, per_node: int | None = None) ->
 
 def _zero_setup(zero: dict, processes: int, per_node: int | None) -> dict:
     offloaded = [(zero.get(f"offload_{k}") or {}).get("device") not in (None, "none") for k in ("optimizer", "param")]
-    from smolalign.deepspeed_settings import ZERO_BUCKETS
 
     buckets = {k: zero[k] for k in ZERO_BUCKETS[3] if k in zero}
     return {"sharding": f"zero{int(zero.get('stage', 0))}" if int(zero.get("stage", 0)) else "ddp",
@@ -71,8 +71,6 @@ def _zero_setup(zero: dict, processes: int, per_node: int | None) -> dict:
 def launch_fields(recipe, hardware: Hardware, preset: Path | None = None) -> dict:
     """Sharding and processes: the launcher's (inside a launched run, whichever launcher started it), else the given
     or the recipe's preset."""
-    from smolalign.launch import launched_sharding, preset_path, read_preset, under_launcher
-
     processes = hardware.world_size
     if preset is None and under_launcher():
         launched = launched_sharding()

@@ -11,6 +11,7 @@ answer cut off while reasoning), does not comply. Leading whitespace is allowed 
 
 
 from rewards.text import THINK_CLOSE, THINK_OPEN, split_think
+from smolalign.templates.render import render
 
 _PROBE = [{"role": "user", "content": "x"}]
 
@@ -32,7 +33,6 @@ def answer_prefill(template, kwargs: dict, special_tokens: dict | None = None) -
     unknown: None, a server's own template)."""
     if template is None:
         return ""
-    from smolalign.templates.render import render
 
     with_prompt = render(template, _PROBE, add_generation_prompt=True, special_tokens=special_tokens, **kwargs)[0]
     without = render(template, _PROBE, add_generation_prompt=False, special_tokens=special_tokens, **kwargs)[0]

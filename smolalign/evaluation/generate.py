@@ -4,6 +4,8 @@ compliance with the mode, whether it ended its turn, and its length in tokens.""
 
 from dataclasses import dataclass
 
+from rewards.errors import RewardError
+from rewards.registry import check_scores, trainer_extras
 from smolalign.errors import SmolalignError
 from smolalign.evaluation.compliance import answer_prefill, complies
 from smolalign.evaluation.inputs import EvalInputs, EvalModel
@@ -11,6 +13,7 @@ from smolalign.pairs.backends import Answer, Generator, make_generator
 from smolalign.pairs.prompts import Prompt, prompt_key
 from smolalign.progress import Progress
 from smolalign.recipe.generation_schema import GeneratorSection
+from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 MODE_SEED_STRIDE = 1_000_003
 
@@ -73,9 +76,6 @@ def sample_all(inputs: EvalInputs, generator: Generator, kwargs: dict, mode: str
 def score(inputs: EvalInputs, answers: list[list[Answer]], prefill: str, mode: str) -> ModeSamples:
     import numpy as np
 
-    from rewards.errors import RewardError
-    from rewards.registry import check_scores, trainer_extras
-
     k = inputs.section.samples
     turns = [[prefill + a.text for a in group] for group in answers]
     flat = [a for group in answers for a in group]
@@ -105,6 +105,4 @@ def score(inputs: EvalInputs, answers: list[list[Answer]], prefill: str, mode: s
 
 def _local_template(inputs: EvalInputs):
     """The evaluation's template, for a server's answers (assumed to render as it does); None for `model`."""
-    from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
-
     return None if inputs.template_name == MODEL_TEMPLATE else resolve_template(inputs.template_name)

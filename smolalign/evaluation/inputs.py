@@ -7,9 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rewards.registry import check_reward_columns, check_team_reward, resolve_reward
 from rewards.think_mode import without_mode_flags
+from smolalign.data.check import check_reward_rows
+from smolalign.data.mixture import ORIGIN
+from smolalign.data.prompts import as_messages, source_prompts
 from smolalign.errors import USER_ERRORS, SmolalignError
+from smolalign.models.sources import resolve_source
 from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
+from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 _LABEL = re.compile(r"^[\w.-]+$")
 
@@ -71,10 +77,6 @@ def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None,
             template_kwargs: dict | None = None, compared_to: dict[str, str] | None = None) -> EvalInputs:
     """Check and read everything but the weights; `baseline` is the label of one of `models`, `compared_to` maps
     labels of `models` to the label each is compared with instead (a stage with its own input)."""
-    from rewards.registry import resolve_reward
-    from smolalign.models.sources import resolve_source
-    from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
-
     if baseline is not None and baseline not in {m.label for m in models}:
         raise SmolalignError(f"eval: the baseline {baseline!r} is not one of the models")
     labels = [m.label for m in models]
@@ -101,11 +103,6 @@ def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None,
 def read_prompts(section: EvalSection, rewards: list) -> list[EvalPrompt]:
     """The prompts of the data sources (weighted and seeded like `data:` sources), checked for the columns the
     rewards read and for rows a reward cannot score (math_accuracy: a gold answer that does not parse)."""
-    from rewards.registry import check_reward_columns, check_team_reward
-    from smolalign.data.check import check_reward_rows
-    from smolalign.data.mixture import ORIGIN
-    from smolalign.data.prompts import as_messages, source_prompts
-
     rows = source_prompts(section.data, section.seed).train
     try:
         check_reward_columns([(r.name, fn) for r, fn in rewards], rows.column_names)

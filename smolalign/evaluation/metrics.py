@@ -7,6 +7,7 @@ A reward of None (a gold answer that does not parse) leaves that sample out; a p
 out of that reward's metrics.
 """
 
+import warnings
 from dataclasses import dataclass
 
 RESAMPLES = 1000
@@ -64,8 +65,6 @@ def resample_indices(n_prompts: int, seed: int, resamples: int = RESAMPLES):
 
 def estimate(values, indices, confidence: float = CONFIDENCE) -> Estimate:
     """Mean over prompts (NaNs left out) and its percentile-bootstrap interval."""
-    import warnings
-
     import numpy as np
 
     values = np.asarray(values, dtype=float)

@@ -5,6 +5,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from smolalign.atomic import save_figure, write_atomically
 from smolalign.errors import SmolalignError
 from smolalign.evaluation.generate import ModeSamples
 from smolalign.evaluation.inputs import EvalInputs
@@ -58,8 +59,6 @@ def sample_rows(inputs: EvalInputs, results: dict[str, dict[str, ModeSamples]]):
 
 def write_outputs(report: dict, rows, json_path: Path) -> Path:
     """eval.json at `json_path` and the samples beside it (NAME.samples.jsonl); returns the samples' path."""
-    from smolalign.atomic import write_atomically
-
     write_atomically(json_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     samples_path = json_path.with_name(json_path.stem + ".samples.jsonl")
     write_atomically(samples_path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
@@ -155,7 +154,6 @@ def write_chart(report: dict, path: Path) -> None:
         axis.set_title(f"{mode} ({report['prompts']} prompts × {report['samples']})", fontsize=9)
     axes[0][0].legend(fontsize=8, loc="upper left")
     figure.tight_layout()
-    from smolalign.atomic import save_figure
 
     save_figure(figure, path)
     plt.close(figure)

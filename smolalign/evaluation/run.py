@@ -3,7 +3,18 @@ section of a recipe, checked before its stage trains and run on the stage's outp
 
 from pathlib import Path
 
+from smolalign.atomic import write_atomically
+from smolalign.evaluation.generate import evaluate_models
 from smolalign.evaluation.inputs import EvalInputs, EvalModel, prepare
+from smolalign.evaluation.report import (
+    build_report,
+    render_markdown,
+    render_text,
+    sample_rows,
+    write_chart,
+    write_outputs,
+)
+from smolalign.hardware import free_accelerator_memory
 from smolalign.recipe.schema import Recipe
 
 EVAL_FILE = "eval.json"
@@ -14,16 +25,6 @@ EVAL_FILE = "eval.json"
 def evaluate(inputs: EvalInputs, *, json_path: Path | None = None, markdown_path: Path | None = None,
              chart_path: Path | None = None) -> dict:
     """Generate, score, print the tables and write the files asked for; returns the report (eval.json's content)."""
-    from smolalign.evaluation.generate import evaluate_models
-    from smolalign.evaluation.report import (
-        build_report,
-        render_markdown,
-        render_text,
-        sample_rows,
-        write_chart,
-        write_outputs,
-    )
-
     results = evaluate_models(inputs)
     report = build_report(inputs, results)
     print(render_text(report))
@@ -31,8 +32,6 @@ def evaluate(inputs: EvalInputs, *, json_path: Path | None = None, markdown_path
         samples = write_outputs(report, sample_rows(inputs, results), json_path)
         print(f"wrote {json_path} and {samples}")
     if markdown_path is not None:
-        from smolalign.atomic import write_atomically
-
         write_atomically(markdown_path, render_markdown(report))
         print(f"wrote {markdown_path}")
     if chart_path is not None:
@@ -62,7 +61,6 @@ def evaluate_stage(inputs: EvalInputs | None, run_dir: Path, model_dir: Path) ->
     eval.json (+ eval.samples.jsonl) into the run directory."""
     if inputs is None:
         return None
-    from smolalign.hardware import free_accelerator_memory
 
     free_accelerator_memory()  # the trainer's copy of the model may still hold GPU memory
     inputs.models = [*inputs.models, EvalModel("after", str(model_dir))]

@@ -8,6 +8,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from smolalign import hardware
 from smolalign.errors import SmolalignError
 from smolalign.recipe.generation_schema import VllmServerSection
 from smolalign.recipe.schema import Recipe
@@ -39,9 +40,8 @@ def visible_devices(environ: Mapping[str, str] | None = None) -> list[str]:
     listed = environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return list(_entries(listed))
-    from smolalign.hardware import visible_gpu_count
 
-    return [str(i) for i in range(visible_gpu_count())]
+    return [str(i) for i in range(hardware.visible_gpu_count())]
 
 
 def starts_server_beside_training(generation) -> bool:

@@ -19,9 +19,11 @@ import contextlib
 import json
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -142,9 +144,6 @@ def _stopped_on_sigterm() -> Iterator[None]:
     """While the server runs: SIGTERM (a job's cancellation, `kill`) ends the run through its `finally` blocks, so the
     server is stopped with its engine processes, rather than the run vanishing and leaving them to the parent-death
     signal. Only where Python can handle signals (the main thread)."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return

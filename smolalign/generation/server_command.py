@@ -12,7 +12,9 @@ which builds that same command on the node, against the vLLM installed there (TR
 
 import sys
 
+from smolalign.generation.vllm_engine import engine_options, generated_tokens
 from smolalign.hardware import Hardware
+from smolalign.models.load import local_dir
 from smolalign.resolve import Run
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -23,8 +25,6 @@ docs/vllm-cpu.md)."""
 def serve_options(run: Run, *, host: str, dtype: str = "auto", enforce_eager: bool = False) -> dict:
     """`trl vllm-serve`'s options (its ScriptArguments fields) for this run's server: those always given, then
     those the recipe sets; True is a flag."""
-    from smolalign.models.load import local_dir
-
     recipe = run.recipe
     server, source = recipe.generation.server, run.source()
     options: dict = {"model": local_dir(source), "tensor_parallel_size": server.tensor_parallel, "host": host,
@@ -54,8 +54,6 @@ def server_command(run: Run, dtype: str, hardware: Hardware, served_name: str) -
     """vLLM's OpenAI server for this recipe's model, with the options TRL 1.16 builds for `vllm serve` (and on a
     CPU: the trainer's precision and a KV cache for the work), serving the model as `served_name`."""
     from trl.scripts.vllm_serve import ScriptArguments, build_command
-
-    from smolalign.generation.vllm_engine import engine_options, generated_tokens
 
     options = serve_options(run, host="127.0.0.1", dtype=dtype, enforce_eager=not hardware.on_gpu)
     model_dir = options["model"]

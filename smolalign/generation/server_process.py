@@ -4,7 +4,9 @@ process that started it (the parent-death signal), and, for vLLM's engine and wo
 reaper process that kills the group once the starting process is gone however it went."""
 
 import contextlib
+import ctypes
 import os
+import signal
 import subprocess
 import sys
 
@@ -15,9 +17,6 @@ STOP_GRACE = 30.0
 def die_with_parent() -> None:
     """In the server's process before it runs: the kernel sends it SIGKILL when the process that started it dies,
     even by SIGKILL (Linux's parent-death signal). Its own children are the reaper's."""
-    import ctypes
-    import signal
-
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
@@ -69,7 +68,6 @@ def stop_server(handle) -> None:
     process = handle.process
     if process is None:
         return
-    import signal
 
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):

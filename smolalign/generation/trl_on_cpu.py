@@ -15,10 +15,12 @@ On a GPU nothing here applies: TRL builds and syncs its engines itself.
 """
 
 import contextlib
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from smolalign.generation.vllm_engine import engine_options
 from smolalign.hardware import Hardware
 
 WEIGHTS_FILE = "model.safetensors"
@@ -67,8 +69,6 @@ def cpu_sync_client_class():
 
         def close_communicator(self):
             if self.sync_dir is not None:
-                import shutil
-
                 shutil.rmtree(self.sync_dir, ignore_errors=True)
 
     return CpuSyncClient
@@ -99,8 +99,6 @@ def trl_generation_on_cpu(generation, hardware: Hardware, *, dtype: str, sequenc
         return
     import vllm._custom_ops as custom_ops
     from vllm import LLM
-
-    from smolalign.generation.vllm_engine import engine_options
 
     def build(model: str, **kwargs):
         options = engine_options(model, hardware, dtype=dtype, sequence_tokens=sequence_tokens,

@@ -20,12 +20,16 @@ import contextlib
 import json
 import math
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware
+from smolalign.models.load import local_dir
+from smolalign.preflight.vllm import vllm_import_problem, vllm_install
 from smolalign.resolve import Run
+from smolalign.target import installed
 
 CPU_BLOCK_TOKENS = 128
 """Tokens per KV-cache block of vLLM's CPU attention backend."""
@@ -38,9 +42,6 @@ UNKNOWN_MODEL_KV_BYTES = 2**30
 
 def require_vllm(where: str, hardware: Hardware) -> None:
     """vLLM imports here (not only found: a build that does not load against this torch is refused too)."""
-    from smolalign.preflight.vllm import vllm_import_problem, vllm_install
-    from smolalign.target import installed
-
     if not installed("vllm"):
         raise SmolalignError(f"{where}: vLLM is not installed ({vllm_install(hardware.device_count)})")
     if problem := vllm_import_problem():
@@ -91,10 +92,6 @@ def check_generation(run: Run) -> None:
     """An rl run that generates with vLLM (`generation.backend`): the engine can load its model on the run's
     hardware, checked in the dry run before any weight loads (only where vLLM imports: the preflight refuses it
     otherwise)."""
-    from smolalign.models.load import local_dir
-    from smolalign.preflight.vllm import vllm_import_problem
-    from smolalign.target import installed
-
     generation = run.recipe.generation
     if generation is None or generation.backend == "transformers" or generation.server.base_url:
         return
@@ -186,8 +183,6 @@ def leave_vllm_groups() -> None:
     """Drop vLLM's handles on this process's distributed groups (an engine, offline or colocated, joined them): the
     next engine or trainer in the same process would otherwise find vLLM's world group pointing at a group that
     no longer exists. Also ends torch's default group, as vLLM set it up. A no-op where vLLM was never imported."""
-    import sys
-
     state = sys.modules.get("vllm.distributed.parallel_state")
     if state is not None:
         state.destroy_model_parallel()

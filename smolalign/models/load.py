@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from smolalign.checkpoints.convert import convert
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware
 from smolalign.models.sources import ModelSource, checkpoint_cache_dir, gguf_cache_dir, resolve_model
@@ -70,8 +71,6 @@ def local_dir(source: ModelSource) -> str:
 
 def _converted_checkpoint(source: ModelSource) -> str:
     """The checkpoint converted into the cache, once per content (see checkpoints.content_key)."""
-    from smolalign.checkpoints.convert import convert
-
     target = checkpoint_cache_dir(source)
     if (target / "config.json").is_file():
         return str(target)

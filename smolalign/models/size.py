@@ -4,6 +4,9 @@ what the plan needs to say what a reference model costs in memory."""
 import functools
 from pathlib import Path
 
+from smolalign.checkpoints.files import read_safetensors_header
+from smolalign.models.sources import gguf_cache_dir
+
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -34,8 +37,6 @@ def _count_of_version(kind: str, path: str, size: int, mtime_ns: int) -> int | N
 def source_parameter_count(source) -> int | None:
     """Parameters of a resolved model source (`ModelSource`; a GGUF source counts its converted copy once there is
     one); None when they cannot be read without loading (a hub id, say)."""
-    from smolalign.models.sources import gguf_cache_dir
-
     if source.kind == "gguf":
         converted = gguf_cache_dir(source)
         return parameter_count(str(converted)) if converted.is_dir() else parameter_count(source.location)
@@ -43,8 +44,6 @@ def source_parameter_count(source) -> int | None:
 
 
 def _safetensors_count(path: Path) -> int:
-    from smolalign.checkpoints.files import read_safetensors_header
-
     header = read_safetensors_header(path)
     total = 0
     for name, entry in header.items():

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from smolalign.checkpoints.detect import Detected
+from smolalign.checkpoints.content_key import content_key
+from smolalign.checkpoints.convert import resolve_tokenizer
+from smolalign.checkpoints.detect import MEGATRON_HINT, Detected, detect
 from smolalign.errors import SmolalignError
 from smolalign.recipe.schema import ModelSection
 from smolalign.recipe.typecheck import suggest
@@ -75,8 +77,6 @@ def _resolve(spec: str, revision: str | None) -> ModelSource:
         return ModelSource("gguf", str(path))
     path = Path(spec).expanduser()
     if path.is_dir():
-        from smolalign.checkpoints.detect import MEGATRON_HINT, detect
-
         detected = detect(path)
         if detected.format == "hf":
             return ModelSource("dir", str(path.resolve()))
@@ -98,8 +98,6 @@ def resolve_model(section: ModelSection) -> ModelSource:
 
 
 def _with_tokenizer(source: ModelSource, spec: str, tokenizer: str | None, key: str | None) -> ModelSource:
-    from smolalign.checkpoints.convert import resolve_tokenizer
-
     detected = source.detected
     try:
         found = resolve_tokenizer(detected, tokenizer)
@@ -114,9 +112,6 @@ def _with_tokenizer(source: ModelSource, spec: str, tokenizer: str | None, key: 
 
 def checkpoint_cache_dir(source: ModelSource) -> Path:
     """Where a checkpoint's converted transformers directory lives: keyed by the content of what it is made from."""
-    from smolalign.checkpoints.content_key import content_key
-    from smolalign.checkpoints.detect import detect
-
     detected = source.detected or detect(source.location)
     models = cache_root() / "models"
     tokenizer = Path(source.tokenizer) if source.tokenizer else None

@@ -11,16 +11,29 @@ render prompts with smolalign's template, exactly as training will; a server app
 import contextlib
 import json
 import os
+import random
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from smolalign.errors import SmolalignError
-from smolalign.hardware import free_accelerator_memory
+from smolalign.generation.vllm_engine import (
+    PROMPT_TOKENS,
+    check_model,
+    engine_options,
+    leave_vllm_groups,
+    offline_engine,
+    require_vllm,
+)
+from smolalign.hardware import detect_hardware, free_accelerator_memory, resolve_dtype
+from smolalign.launch import kept_process_variables
+from smolalign.models.load import load_model, load_tokenizer, local_dir
+from smolalign.models.sources import resolve_source
 from smolalign.pairs.prompts import Prompt
 from smolalign.recipe.generation_schema import GeneratorSection
 from smolalign.recipe.schema import ModelSection
+from smolalign.templates.render import render
 
 
 @dataclass
@@ -73,10 +86,6 @@ class TransformersGenerator(Generator):
     def __init__(self, where: str, section: GeneratorSection, template_name: str, defaults: dict):
         import torch
 
-        from smolalign.hardware import detect_hardware, resolve_dtype
-        from smolalign.models.load import load_model, load_tokenizer
-        from smolalign.models.sources import resolve_source
-
         self.where, self.section = where, section
         model_section = ModelSection(source=section.source)
         source = resolve_source(section.source)  # classified once, for the tokenizer and the weights
@@ -91,8 +100,6 @@ class TransformersGenerator(Generator):
         self.specials = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
 
     def render(self, prompt: Prompt, kwargs: dict | None = None) -> str:
-        from smolalign.templates.render import render
-
         return render(self.template, prompt.messages, add_generation_prompt=True, special_tokens=self.specials,
                       **(self.kwargs if kwargs is None else kwargs))[0]
 
@@ -140,18 +147,6 @@ class VllmGenerator(Generator):
     """vLLM's offline engine in this process, fed the same templated prompt tokens as the transformers backend."""
 
     def __init__(self, where: str, section: GeneratorSection, template_name: str, defaults: dict):
-        from smolalign.generation.vllm_engine import (
-            PROMPT_TOKENS,
-            check_model,
-            engine_options,
-            offline_engine,
-            require_vllm,
-        )
-        from smolalign.hardware import detect_hardware, resolve_dtype
-        from smolalign.launch import kept_process_variables
-        from smolalign.models.load import load_tokenizer, local_dir
-        from smolalign.models.sources import resolve_source
-
         hardware = detect_hardware()
         require_vllm(f"{where}: backend vllm", hardware)
         self._restore = contextlib.ExitStack()  # the launcher's variables, put back when the engine closes
@@ -179,11 +174,7 @@ class VllmGenerator(Generator):
         of a prompt under one seed would yield k identical ones). Each prompt's request has a seed of its own, drawn
         from `seed`: under one shared seed every prompt would draw the same random numbers, and a model whose
         distribution barely depends on the prompt would give every prompt the same answers."""
-        import random
-
         from vllm import SamplingParams
-
-        from smolalign.templates.render import render
 
         texts = [render(self.template, p.messages, add_generation_prompt=True, special_tokens=self.specials,
                         **(self.kwargs if kwargs is None else kwargs))[0] for p in prompts]
@@ -198,8 +189,6 @@ class VllmGenerator(Generator):
                  for o in output.outputs] for output in outputs]
 
     def close(self) -> None:
-        from smolalign.generation.vllm_engine import leave_vllm_groups
-
         del self.llm
         leave_vllm_groups()  # the engine set up a process group of one: training in this process comes next
         self._restore.close()

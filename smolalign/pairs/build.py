@@ -12,6 +12,9 @@ from pathlib import Path
 
 from rewards.think_mode import row_mode
 from smolalign.errors import SmolalignError
+from smolalign.models.load import load_tokenizer
+from smolalign.pairs.backends import make_generator
+from smolalign.pairs.graded import generate_graded
 from smolalign.pairs.output import (
     PARTIAL_SUFFIX,
     REPORT_SUFFIX,
@@ -24,6 +27,7 @@ from smolalign.pairs.output import (
 )
 from smolalign.pairs.prompts import drop_long_prompts, load_prompts
 from smolalign.pairs.report import counts_text, length_report
+from smolalign.progress import Progress
 from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
 
@@ -32,15 +36,11 @@ SIDES = ("strong", "weak")
 
 def generate_pairs(run: Run, *, force: bool = False) -> Path:
     """Generate (or reuse) the recipe's pairs; returns the pairs file."""
-    from smolalign.models.load import load_tokenizer
-
     recipe = run.recipe
     pairs = recipe.pairs
     if pairs is None:
         raise SmolalignError(f"recipe {recipe.source} has no pairs: section to generate from")
     if pairs.graded is not None:
-        from smolalign.pairs.graded import generate_graded
-
         return generate_graded(run, force=force)
     out = pairs_path(pairs)
     if not force and is_up_to_date(recipe):
@@ -77,9 +77,6 @@ def generate_pairs(run: Run, *, force: bool = False) -> Path:
 
 def _generate_side(recipe: Recipe, side: str, prompts: list, log: WorkLog) -> dict:
     """Generate the answers `side` still lacks, one batch at a time, each batch logged before the next starts."""
-    from smolalign.pairs.backends import make_generator
-    from smolalign.progress import Progress
-
     section = getattr(recipe.pairs, side)
     todo = [p for p in prompts if not log.has(p.key, side)]
     counts = {"generated": len(todo), "reused": len(prompts) - len(todo)}

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from rewards.think_mode import row_mode
 from smolalign.errors import SmolalignError
+from smolalign.models.load import load_tokenizer
+from smolalign.pairs.backends import make_generator
 from smolalign.pairs.output import (
     PARTIAL_SUFFIX,
     REPORT_SUFFIX,
@@ -34,6 +36,7 @@ from smolalign.pairs.report import (
     unpaired_lengths,
 )
 from smolalign.pairs.scorer import Scorer, build_scorer, pick
+from smolalign.progress import Progress
 from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
 
@@ -42,8 +45,6 @@ SIDE = "graded"
 
 def generate_graded(run: Run, *, force: bool = False) -> Path:
     """Sample, score and pick (or reuse) the recipe's graded pairs; returns the pairs file."""
-    from smolalign.models.load import load_tokenizer
-
     recipe = run.recipe
     pairs = recipe.pairs
     out = pairs_path(pairs)
@@ -89,9 +90,6 @@ def prompt_mode(prompt: Prompt, kwargs: dict) -> str:
 
 def _sample(recipe: Recipe, prompts: list[Prompt], log: WorkLog) -> dict:
     """The candidates prompts still lack, `batch_size` prompts × n samples per call, logged batch by batch."""
-    from smolalign.pairs.backends import make_generator
-    from smolalign.progress import Progress
-
     graded = recipe.pairs.graded
     section, n = graded.sampler, graded.n
     todo = [p for p in prompts if not log.has(p.key, SIDE)]

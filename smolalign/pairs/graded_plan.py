@@ -2,17 +2,20 @@
 generations to expect and the memory of every model that will be resident (the sampler while it samples, then the
 scorer's reward models), shown by `smolalign po recipes/quickstart/po_graded.yaml --dry-run`."""
 
+from smolalign.estimate.dims import read_dims
+from smolalign.estimate.inference import kv_cache_bytes, reward_model_parts
+from smolalign.estimate.memory import DTYPE_BYTES
 from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.models.sources import resolve_source
+from smolalign.pairs.output import pairs_path
+from smolalign.pairs.prompts import load_prompts
+from smolalign.pairs.scorer import build_scorer
 from smolalign.quantities import describe_bytes
 from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
 
 
 def add_graded_rows(rows: dict, run: Run, state: str) -> None:
-    from smolalign.pairs.output import pairs_path
-    from smolalign.pairs.prompts import load_prompts
-    from smolalign.pairs.scorer import build_scorer
-
     recipe, pairs = run.recipe, run.recipe.pairs
     graded, sampler = pairs.graded, pairs.graded.sampler
     kind = (f"unpaired KTO rows (label: score ≥ {graded.threshold:g})" if graded.unpaired
@@ -33,11 +36,6 @@ def add_graded_rows(rows: dict, run: Run, state: str) -> None:
 
 def _memory(recipe: Recipe, hardware: Hardware) -> str:
     """Sampler weights and KV cache while sampling; then, with the sampler freed, the reward models."""
-    from smolalign.estimate.dims import read_dims
-    from smolalign.estimate.inference import kv_cache_bytes, reward_model_parts
-    from smolalign.estimate.memory import DTYPE_BYTES
-    from smolalign.models.sources import resolve_source
-
     pairs = recipe.pairs
     sampler, n = pairs.graded.sampler, pairs.graded.n
     parts = []

@@ -13,8 +13,11 @@ import os
 import sys
 from pathlib import Path
 
+from rewards.reward_model import PREFIX, is_reward_model
 from smolalign.atomic import write_atomically
+from smolalign.data.sources import fingerprint_of
 from smolalign.jsonl import read_jsonl
+from smolalign.models.sources import cache_root
 from smolalign.recipe.schema import PairsSection
 
 REPORT_SUFFIX = ".report.json"
@@ -29,15 +32,11 @@ def config_key(pairs: PairsSection, generation_only: bool = False) -> str:
     """What the generated pairs depend on: the section (output aside), the prompt files, the generators' files and
     the scorer's reward models; `generation_only`: what the generated answers alone depend on (the work log's key,
     so that re-scoring graded candidates reuses them)."""
-    from smolalign.data.sources import fingerprint_of
-
     section = {k: v for k, v in dataclasses.asdict(pairs).items() if k != "output"}
     models = [_model_fingerprint(g.source) for g in pairs.generators.values()]
     if pairs.graded is not None and generation_only:
         section["graded"] = {k: v for k, v in section["graded"].items() if k not in GRADING_KEYS}
     elif pairs.graded is not None:
-        from rewards.reward_model import PREFIX, is_reward_model
-
         models += [_model_fingerprint(r.name[len(PREFIX):]) for r in pairs.graded.scorer if is_reward_model(r.name)]
     parts = {"section": section, "prompts": [fingerprint_of(source) for source in pairs.prompts], "models": models}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
@@ -58,7 +57,6 @@ def pairs_path(pairs: PairsSection) -> Path:
     """`pairs.output`, or a file in the smolalign cache named by the configuration's key."""
     if pairs.output:
         return Path(pairs.output).expanduser().resolve()
-    from smolalign.models.sources import cache_root
 
     return cache_root() / "pairs" / config_key(pairs) / "pairs.jsonl"
 

@@ -5,8 +5,11 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from smolalign.data.mixture import ORIGIN
+from smolalign.data.prompts import as_messages, source_prompts
 from smolalign.errors import SmolalignError
 from smolalign.recipe.schema import PairsSection
+from smolalign.templates.render import render
 
 
 @dataclass
@@ -33,9 +36,6 @@ def prompt_key(messages: list[dict]) -> str:
 def load_prompts(pairs: PairsSection) -> PromptSet:
     """Every prompt of every source (weighted and seeded like `data:` sources), first occurrence kept;
     `max_prompts` cuts the list after de-duplication."""
-    from smolalign.data.mixture import ORIGIN
-    from smolalign.data.prompts import as_messages, source_prompts
-
     prompts, seen, counts = [], set(), {"read": 0, "duplicate": 0}
     for row in source_prompts(pairs.prompts, pairs.seed).train:
         messages = as_messages(row["prompt"], row[ORIGIN])
@@ -60,7 +60,6 @@ def drop_long_prompts(prompt_set: PromptSet, limit: int | None, tokenizer, templ
     if limit is None:
         prompt_set.counts["over_length_budget"] = 0
         return
-    from smolalign.templates.render import render
 
     specials = {k: v for k, v in tokenizer.special_tokens_map.items() if isinstance(v, str)}
     texts = [render(template, p.messages, add_generation_prompt=True, special_tokens=specials, **kwargs)[0]

@@ -9,6 +9,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rewards.errors import RewardError
+from rewards.registry import check_reward_columns, check_scores, check_team_reward, trainer_extras
+from smolalign.data.check import check_reward_rows
+from smolalign.data.mixture import ORIGIN
 from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.recipe.generation_schema import GradedSection, RewardSection
 from smolalign.recipe.typecheck import resolve_rewards
@@ -29,10 +33,6 @@ class Scorer:
         """The columns every reward reads are in the prompts' rows, every row a reward checks can be scored (a gold
         answer that parses), and a team's reward takes what it will be passed and scores the first prompt's row (the
         checks training makes of it)."""
-        from rewards.registry import check_reward_columns, check_team_reward
-        from smolalign.data.check import check_reward_rows
-        from smolalign.data.mixture import ORIGIN
-
         columns = [*sorted({c for p in prompts for c in p.columns}), "prompts", "chat_template_kwargs"]
         named = list(zip(self.sections, self.rewards, strict=True))
         try:
@@ -47,9 +47,6 @@ class Scorer:
 
     def score(self, completions: list[str], columns: dict) -> tuple[list[float | None], list[dict]]:
         """(weighted sum or None, {reward name: its value}) per completion; `columns` as TRL passes them."""
-        from rewards.errors import RewardError
-        from rewards.registry import check_scores, trainer_extras
-
         parts: list[dict] = [{} for _ in completions]
         for section, reward in zip(self.sections, self.rewards, strict=True):
             try:

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from smolalign import hardware
+from smolalign.generation.gpu_partition import server_device_count, training_device_count
 from smolalign.recipe.schema import Recipe
 
 
@@ -15,8 +16,6 @@ def processes_problem(processes: int, gpus: int, generation, where: str, option:
     """One training process per GPU of the node's `gpus`, the GPUs of a vLLM server the run starts beside training
     (`generation`; None when the server has a node of its own) left out: None, or what is wrong, the process count
     named as `option`."""
-    from smolalign.generation.gpu_partition import server_device_count, training_device_count
-
     training = training_device_count(gpus, generation)
     if gpus < 1 or processes <= training:
         return None

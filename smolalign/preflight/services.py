@@ -4,6 +4,8 @@ before anything loads, not at every request."""
 
 import os
 
+from rewards.registry import resolve_reward
+from smolalign.errors import USER_ERRORS
 from smolalign.recipe.schema import Recipe
 
 
@@ -22,9 +24,6 @@ def check_hub(recipe: Recipe, target) -> str | None:
 
 def check_judges(recipe: Recipe, target) -> str | None:
     """A judge's server (rl rewards, a graded scorer, eval rewards) is asked once, now, not at every request."""
-    from rewards.registry import resolve_reward
-    from smolalign.errors import USER_ERRORS
-
     graded = recipe.pairs.graded.scorer if recipe.pairs is not None and recipe.pairs.graded is not None else []
     entries = [*((f"rewards.{i}", r) for i, r in enumerate(recipe.rewards)),
                *((f"pairs.graded.scorer.{i}", r) for i, r in enumerate(graded)),

@@ -5,6 +5,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rewards.reasoning_gym import check_task, task_of
+
 
 @dataclass(frozen=True)
 class SourceSection:
@@ -29,7 +31,6 @@ class SourceSection:
     def __post_init__(self) -> None:
         if not math.isfinite(self.weight) or self.weight <= 0:
             raise ValueError(f"weight must be a positive finite number, got {self.weight}")
-        from rewards.reasoning_gym import check_task, task_of
 
         task = task_of(self.path)
         if task is None:

@@ -8,12 +8,23 @@ handbook adds `dataset_mixture` and `chat_template`, open-r1 adds `reward_funcs`
 """
 
 import dataclasses
+import os
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from smolalign.errors import SmolalignError
+from smolalign.recipe.import_handbook_v0 import import_v0_mixer, import_v0_model
+from smolalign.recipe.import_hub import import_hub
+from smolalign.recipe.import_sections import import_data, import_model, import_rewards
+from smolalign.recipe.load import _absolutize_paths
+from smolalign.recipe.method_table import METHODS
 from smolalign.recipe.typecheck import suggest
-from smolalign.recipe.upstream import RENAMED
+from smolalign.recipe.upstream import OWNED_TRAIN_KEYS, RENAMED
+from smolalign.recipe.yamlio import load_yaml
 
 FORMATS = ("trl", "handbook", "open-r1")
 OPENR1_ONLY = ("reward_funcs", "dataset_prompt_column", "system_prompt", "benchmarks", "callbacks",
@@ -76,8 +87,6 @@ def detect_format(raw: dict, path: str) -> str:
 
 def trl_classes() -> dict:
     """The TRL config class each upstream stage's flat fields belong to, from the method table (po: DPO, rl: GRPO)."""
-    from smolalign.recipe.method_table import METHODS
-
     return {"sft": METHODS["sft"].config_class(), "po": METHODS["dpo"].config_class(),
             "rl": METHODS["grpo"].config_class()}
 
@@ -132,10 +141,6 @@ class _State:
         self.done.add(key)
 
     def run(self) -> None:
-        from smolalign.recipe.import_handbook_v0 import import_v0_mixer, import_v0_model
-        from smolalign.recipe.import_hub import import_hub
-        from smolalign.recipe.import_sections import import_data, import_model, import_rewards
-
         import_model(self)
         import_v0_model(self)
         if "dataset_mixer" in self.raw:
@@ -179,11 +184,8 @@ class _State:
         anything else is refused."""
         cls = trl_classes()[self.stage]
         if self.extra.get("method") == "orpo":
-            from smolalign.recipe.method_table import METHODS
-
             cls = METHODS["orpo"].config_class()
         fields = {f.name for f in dataclasses.fields(cls) if f.init}
-        from smolalign.recipe.upstream import OWNED_TRAIN_KEYS
 
         for key, value in self.raw.items():
             if key in self.done:
@@ -223,9 +225,6 @@ class _State:
 def translate_file(file: Path, fmt: str | None, out: Path | None, stage: str | None) -> tuple[Imported, dict]:
     """Read and translate `file`: (the import, its recipe as a mapping that validation reads where OUT will be,
     its template file and relative paths made absolute)."""
-    from smolalign.recipe.load import _absolutize_paths
-    from smolalign.recipe.yamlio import load_yaml
-
     raw = load_yaml(file.read_text(), source=str(file))
     imported = import_config(raw, str(file), fmt, stage)
     folder = (out.parent if out else Path.cwd()).resolve()
@@ -238,8 +237,6 @@ def translate_file(file: Path, fmt: str | None, out: Path | None, stage: str | N
 
 def write_import(file: Path, imported: Imported, out: Path | None) -> None:
     """Write OUT (and an inline template next to it) atomically, or print the recipe; with where every key went."""
-    import sys
-
     folder = (out.parent if out else Path.cwd()).resolve()
     header = (f"# Imported from {file.name} ({imported.format} format) by `smolalign recipes import`.\n"
               f"# Run: smolalign {imported.stage} {out.name if out else 'RECIPE.yaml'} --dry-run\n")
@@ -260,8 +257,6 @@ def write_import(file: Path, imported: Imported, out: Path | None) -> None:
 def _dump(recipe: dict) -> str:
     """YAML with multi-line strings (system prompts, template tags) double-quoted on one line, as upstream writes
     them, instead of PyYAML's folded blank lines."""
-    import yaml
-
     class Dumper(yaml.SafeDumper):
         pass
 
@@ -274,9 +269,6 @@ def _dump(recipe: dict) -> str:
 
 def _write_all(files: dict[Path, str]) -> None:
     """Each file through a temporary file in its folder and a rename, so none is left half-written."""
-    import os
-    import tempfile
-
     staged = []
     try:
         for path, text in files.items():

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from smolalign.gpus import gpu_named, parse_size
 from smolalign.recipe.data_schema import DataSection, SourceSection
 from smolalign.recipe.eval_schema import EvalSection
 from smolalign.recipe.generation_schema import GenerationSection, GeneratorSection, GradedSection, RewardSection
@@ -140,7 +141,6 @@ class LaunchSection:
     def __post_init__(self) -> None:
         if self.num_processes < 1 or (self.global_batch_size is not None and self.global_batch_size < 1):
             raise ValueError("num_processes and global_batch_size must be at least 1")
-        from smolalign.gpus import gpu_named, parse_size
 
         if self.gpu is not None:
             gpu_named(self.gpu)

@@ -11,12 +11,12 @@ import typing
 from typing import Any, Literal, Union
 
 from rewards.errors import suggest  # the one did-you-mean, shared with the rewards
+from rewards.registry import resolve_reward
 from smolalign.errors import USER_ERRORS, SmolalignError
+from smolalign.recipe.upstream import rename_hint
 
 
 def reject_unknown(mapping: dict, known: typing.Iterable[str], where: str) -> None:
-    from smolalign.recipe.upstream import rename_hint
-
     known = list(known)
     for key in mapping:
         if key not in known and rename_hint(key):
@@ -142,8 +142,6 @@ def check_config_section(cls: type, mapping: dict, where: str, extra: typing.Ite
 def resolve_rewards(sections: typing.Sequence[Any], where: str) -> list:
     """Each reward section (`name` and `params`) resolved by the rewards registry, so an unknown name, a bad
     parameter or a reward model without a head is refused as `where.INDEX` before anything loads."""
-    from rewards.registry import resolve_reward
-
     built = []
     for index, section in enumerate(sections):
         try:

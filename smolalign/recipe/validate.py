@@ -11,6 +11,9 @@ from typing import Any
 from smolalign.errors import SmolalignError
 from smolalign.recipe.data_schema import DataSection
 from smolalign.recipe.eval_schema import EvalSection
+from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
+from smolalign.recipe.method_keys import parse_method, parse_reference, parse_rl_sections
+from smolalign.recipe.method_table import method_spec
 from smolalign.recipe.schema import (
     STAGES,
     HubSection,
@@ -21,6 +24,7 @@ from smolalign.recipe.schema import (
     ReferenceSection,
     TemplateSection,
 )
+from smolalign.recipe.train_section import normalize_train
 from smolalign.recipe.typecheck import build, check_config_section, reject_unknown, resolve_rewards
 
 SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train", "launch", "eval", "hub")
@@ -35,10 +39,6 @@ def lora_config_class() -> type:
 
 def parse_recipe(raw: dict, stage: str, source: str) -> Recipe:
     """Check every section of a merged recipe for `stage` and build the typed `Recipe`."""
-    from smolalign.recipe.method_keys import parse_method, parse_reference, parse_rl_sections
-    from smolalign.recipe.method_table import method_spec
-    from smolalign.recipe.train_section import normalize_train
-
     if stage not in STAGES:
         raise SmolalignError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
     reject_unknown(raw, (*SECTIONS, *STAGE_SECTIONS.get(stage, ())), "")
@@ -136,8 +136,6 @@ def _section(raw: dict, name: str) -> dict[str, Any] | None:
 
 def recipe_stage(name_or_path: str, overrides: list[str]) -> str:
     """The stage a recipe is for: its `stage:` key, else po when it names a method or pairs, else sft."""
-    from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
-
     raw = apply_overrides(read_recipe(recipe_path(name_or_path)), overrides)
     declared = raw.get("stage")
     if declared:
@@ -149,8 +147,6 @@ def recipe_stage(name_or_path: str, overrides: list[str]) -> str:
 
 def load_recipe(name_or_path: str, overrides: list[str], stage: str) -> Recipe:
     """Read a recipe (name or path), apply `--set` overrides and parse it for `stage`."""
-    from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
-
     path = recipe_path(name_or_path)
     raw = apply_overrides(read_recipe(path), overrides)
     return parse_recipe(raw, stage, str(path))

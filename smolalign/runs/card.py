@@ -7,8 +7,13 @@ again when `smolalign eval --card RUN_DIR` adds results."""
 import json
 from pathlib import Path
 
+import yaml
+
 from smolalign.atomic import write_atomically
+from smolalign.errors import SmolalignError
+from smolalign.evaluation.report import render_markdown
 from smolalign.evaluation.run import EVAL_FILE
+from smolalign.models.sources import BUNDLED_ORIGIN
 from smolalign.runs.metrics import LOGGED_AT, read_metrics
 from smolalign.runs.rundir import MANIFEST_FILE, MODEL_DIR, RECIPE_FILE, read_manifest
 
@@ -24,9 +29,6 @@ def lineage(spec: str, revision: str | None = None) -> dict:
     """What a run's model card says it started from: `base_model` (a hub id where there is one: the source's own, the
     bundled file's origin, or the hub repository a parent run was pushed to; else the source's path), `license`
     where known, and `parent_run` when the source is another smolalign run's model (SFT -> PO -> RL)."""
-    from smolalign.errors import SmolalignError
-    from smolalign.models.sources import BUNDLED_ORIGIN
-
     if spec in BUNDLED_ORIGIN:
         origin, license_id = BUNDLED_ORIGIN[spec]
         return {"base_model": origin, "license": license_id, "parent_run": None, "bundled": spec}
@@ -110,7 +112,6 @@ def build_card(run_dir: Path, repo_id: str | None = None):
 
     manifest = read_manifest(run_dir)
     recipe_text = (run_dir / RECIPE_FILE).read_text() if (run_dir / RECIPE_FILE).is_file() else ""
-    import yaml
 
     recipe = yaml.safe_load(recipe_text) or {}
     model = manifest.get("model") or {}
@@ -150,8 +151,6 @@ def _body(run_dir, name, manifest, recipe, recipe_text, stage, method, sources, 
         lines.append("")
     lines += _data_lines(manifest, sources) + _settings_lines(recipe) + _result_lines(run_dir, manifest)
     if report and label:
-        from smolalign.evaluation.report import render_markdown
-
         lines += ["## Evaluation", "", f"`{label}` is this model; mean [95% interval over prompts], "
                   f"{report.get('prompts')} prompts × {report.get('samples')} samples.", "",
                   render_markdown(report).rstrip(), ""]

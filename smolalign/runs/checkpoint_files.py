@@ -9,7 +9,13 @@ checkpoints.files): no tensor is read."""
 
 from pathlib import Path
 
-from smolalign.checkpoints.files import check_torch_archive, read_json_object, read_safetensors_header, read_text
+from smolalign.checkpoints.files import (
+    check_torch_archive,
+    read_dcp_metadata,
+    read_json_object,
+    read_safetensors_header,
+    read_text,
+)
 from smolalign.errors import SmolalignError
 
 TRAINER_STATE = "trainer_state.json"
@@ -44,7 +50,6 @@ def _check(checkpoint: Path) -> None:
         if file.is_file() and file.suffix in TORCH_SUFFIXES:
             check_torch_archive(file)
         elif file.name == ".metadata":  # FSDP's sharded model or optimizer state, a DCP folder
-            from smolalign.checkpoints.files import read_dcp_metadata
 
             read_dcp_metadata(file.parent)
 

@@ -8,8 +8,10 @@ and says how to get the chart.
 
 import math
 import re
+import sys
 from pathlib import Path
 
+from smolalign.atomic import save_figure
 from smolalign.errors import SmolalignError
 from smolalign.runs.metrics import LOGGED_AT, METRICS_FILE, read_metrics
 
@@ -106,7 +108,6 @@ def plot_runs(run_dirs: list[Path], output: Path) -> Path:
         raise SmolalignError(f"plotting needs matplotlib ({INSTALL_PLOT})") from None
     labels = run_labels(run_dirs)
     fig = figure([(label, read_metrics(run_dir)) for label, run_dir in zip(labels, run_dirs, strict=True)])
-    from smolalign.atomic import save_figure
 
     save_figure(fig, Path(output))
     return Path(output)
@@ -124,8 +125,6 @@ def run_labels(run_dirs: list[Path]) -> list[str]:
 
 def write_run_curves(run_dir: Path) -> Path | None:
     """At the end of a run: its curves.png, or a note saying how to get it (no matplotlib, nothing logged)."""
-    import sys
-
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -6,6 +6,7 @@ from pathlib import Path
 from smolalign.atomic import write_atomically
 from smolalign.errors import RunFailure
 from smolalign.recipe.schema import HubSection
+from smolalign.runs.card import CARD_FILE, build_card
 from smolalign.runs.manifest import write_manifest
 
 
@@ -19,8 +20,6 @@ def push_model(run_dir: Path, model_dir: Path, section: HubSection, api=None) ->
     """Write the run's model card (smolalign.runs.card, naming the repository) into `model_dir`, push the folder as
     one commit and record it in the manifest; returns the commit's URL. A failure is a RunFailure that says the model
     is saved and how to push it by hand."""
-    from smolalign.runs.card import CARD_FILE, build_card
-
     api = api or hub_api()
     write_atomically(model_dir / CARD_FILE, str(build_card(run_dir, section.repo_id)))
     try:

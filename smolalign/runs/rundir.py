@@ -6,8 +6,11 @@ import sys
 from pathlib import Path
 
 from smolalign.atomic import write_atomically
+from smolalign.checkpoints.files import read_json_object
 from smolalign.errors import SmolalignError
-from smolalign.recipe.yamlio import dump_yaml
+from smolalign.recipe.load import shipped_recipes
+from smolalign.recipe.yamlio import dump_yaml, load_yaml
+from smolalign.runs.checkpoint_files import damage
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 RECIPE_FILE = "recipe.yaml"
@@ -17,8 +20,6 @@ MODEL_DIR = "model"
 
 def default_run_dir(recipe_source: str, stage: str) -> Path:
     """runs/<shipped name> for shipped recipes (runs/quickstart/sft), runs/<file stem> otherwise."""
-    from smolalign.recipe.load import shipped_recipes
-
     for name, path in shipped_recipes().items():
         if str(path) == recipe_source:
             return Path("runs") / name
@@ -28,8 +29,6 @@ def default_run_dir(recipe_source: str, stage: str) -> Path:
 def last_checkpoint(run_dir: Path) -> Path | None:
     """The newest complete checkpoint (runs.checkpoint_files.damage), with a note for each newer one skipped; a
     SmolalignError naming the damage when checkpoints exist but none is complete."""
-    from smolalign.runs.checkpoint_files import damage
-
     found = [(int(m.group(1)), p) for p in run_dir.glob("checkpoint-*") if (m := CHECKPOINT.match(p.name)) and p.is_dir()]
     skipped = []
     for _, path in sorted(found, reverse=True):
@@ -88,8 +87,6 @@ def start_run_dir(run_dir: Path, *, overwrite: bool) -> None:
 
 def read_manifest(run_dir: Path) -> dict:
     """manifest.json, or {} when there is none; a damaged one is named (exit 2), never overwritten."""
-    from smolalign.checkpoints.files import read_json_object
-
     path = run_dir / MANIFEST_FILE
     if not path.is_file():
         return {}
@@ -105,8 +102,6 @@ def write_recipe(run_dir: Path, resolved: dict) -> None:
     path = run_dir / RECIPE_FILE
     text = dump_yaml(resolved)
     if path.is_file() and path.read_text(errors="replace") != text:
-        from smolalign.recipe.yamlio import load_yaml
-
         try:
             before = load_yaml(path.read_text(errors="replace")) or {}
         except SmolalignError:  # a damaged previous recipe is kept aside as it is

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
+from smolalign.launch import presets
 from smolalign.resolve import Run
 from smolalign.slurm.options import CONTAINER_RUNTIMES, UNSAFE_IN_SRUN, SlurmRequest
+from smolalign.stages.lifecycle import run_dir_of
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,6 @@ def container_of(request: SlurmRequest, run: Run, recipe_file: Path, preset: Pat
                  served_model: str | None) -> Container | None:
     """The image's settings for --container: the paths mounted in it (this directory, the run directory, the
     recipe's folder, local models and data, the accelerate config, --container-mount), each at the same path."""
-    from smolalign.launch import presets
-    from smolalign.stages.lifecycle import run_dir_of
-
     if request.container is None:
         return None
     run_dir = run_dir_of(run, request.output_dir).expanduser().resolve()

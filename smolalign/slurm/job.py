@@ -12,10 +12,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+from smolalign.atomic import write_atomically
 from smolalign.errors import SmolalignError
+from smolalign.estimate.plan_rows import add_memory_and_time_rows
+from smolalign.estimate.time import describe_seconds
 from smolalign.generation.server_command import serve_options, trl_serve_command
 from smolalign.hardware import Hardware
-from smolalign.resolve import Run
+from smolalign.launch import distributed_type, preset_path
+from smolalign.preflight import preflight
+from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
+from smolalign.recipe.method_table import METHODS
+from smolalign.recipe.validate import recipe_stage
+from smolalign.resolve import Run, load_run
+from smolalign.runs.rundir import last_checkpoint
 from smolalign.slurm.container import container_of
 from smolalign.slurm.options import (
     DEFAULT_PRESET,
@@ -23,9 +32,13 @@ from smolalign.slurm.options import (
     check_request,
     default_job_name,
     sbatch_options,
+    time_limit_seconds,
     vllm_serve_options,
 )
 from smolalign.slurm.script import SlurmJob, VllmServer, render_script
+from smolalign.stages.lifecycle import run_dir_of
+from smolalign.stages.registry import runner
+from smolalign.target import IMAGE_PACKAGES, Target
 
 _UNSAFE_PATH = re.compile(r"[\s'\"$`\\]")
 MULTI_NODE_TYPES = ("MULTI_GPU", "DEEPSPEED", "FSDP")
@@ -52,7 +65,6 @@ def emit_job(request: SlurmRequest, job: SlurmJob, plan, notes: list[str]) -> Pa
         sys.stdout.write(text)
         return None
     path = script_path(request, job.job_name)
-    from smolalign.atomic import write_atomically
 
     write_atomically(path, text)
     path.chmod(0o755)
@@ -66,12 +78,6 @@ def emit_job(request: SlurmRequest, job: SlurmJob, plan, notes: list[str]) -> Pa
 
 def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]]:
     """(job, plan or None with --skip-data, notes) for a request; every check that can fail runs here."""
-    from smolalign.launch import distributed_type, preset_path
-    from smolalign.preflight import preflight
-    from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
-    from smolalign.recipe.validate import recipe_stage
-    from smolalign.resolve import load_run
-
     check_request(request)
     path = recipe_path(request.recipe)
     overrides = list(request.overrides)
@@ -85,7 +91,6 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
                              f"nodes; use a {', '.join(MULTI_NODE_TYPES)} config (presets ddp, zero2, zero3, "
                              "zero3_offload, fsdp2)")
     hardware = cluster_hardware(request)
-    from smolalign.target import IMAGE_PACKAGES, Target
 
     # The job runs in this environment (environment_activation), or in the image with --container, on its nodes'
     # GPUs: the preflight checks that target. Validated for the cluster: launch.global_batch_size is divided over its
@@ -102,7 +107,6 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
         preflight(run)
     plan = check_stage(run, skip_data=request.skip_data)
     if plan is not None:  # memory and time for the job's sharding (the preset), not this node's
-        from smolalign.estimate.plan_rows import add_memory_and_time_rows
 
         add_memory_and_time_rows(plan, run, steps=plan.steps, preset=preset)
     if plan is None:  # --skip-data: no plan, but the batch the job will train with is known without the data
@@ -134,9 +138,6 @@ def time_limit_notes(run: Run, request: SlurmRequest, plan) -> list[str]:
     """What the time limit means for saves, from the plan's time per step (where it has one): a run shorter than
     the time between scheduled saves relies on the save at the time-limit signal, which needs a step to end within
     --signal-before."""
-    from smolalign.estimate.time import describe_seconds
-    from smolalign.slurm.options import time_limit_seconds
-
     limit = time_limit_seconds(request.time) if request.time else None
     step = getattr(plan, "step_seconds", None)
     if limit is None or not step:
@@ -172,8 +173,6 @@ def cluster_hardware(request: SlurmRequest) -> Hardware:
 
 def check_stage(run: Run, *, skip_data: bool):
     """The stage's own checks before loading (template, data, columns, rewards, batch rules); returns its plan."""
-    from smolalign.stages.registry import runner
-
     stage = runner(run)
     if skip_data:
         if stage.check_batch is not None:
@@ -184,8 +183,6 @@ def check_stage(run: Run, *, skip_data: bool):
 
 def vllm_server(run: Run, request: SlurmRequest) -> tuple[VllmServer | None, list[str]]:
     """The server node's settings for --vllm-nodes 1; refuses a recipe that cannot use it, or needs one."""
-    from smolalign.recipe.method_table import METHODS
-
     recipe = run.recipe
     generation = recipe.generation
     served = run.method_spec.vllm_server
@@ -225,9 +222,6 @@ def vllm_server(run: Run, request: SlurmRequest) -> tuple[VllmServer | None, lis
 
 
 def run_dir_notes(run: Run, request: SlurmRequest) -> list[str]:
-    from smolalign.runs.rundir import last_checkpoint
-    from smolalign.stages.lifecycle import run_dir_of
-
     run_dir = run_dir_of(run, request.output_dir).expanduser().resolve()
     notes = [f"run directory {run_dir}: every node must see it (a shared filesystem)"]
     if str(run.settings["save_strategy"]).lower() == "no":

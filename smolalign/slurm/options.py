@@ -2,12 +2,14 @@
 the time limit against the requeue signal, the container image and runtime, extra #SBATCH and `trl vllm-serve`
 options (the only check that imports trl: its option names)."""
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.recipe.typecheck import suggest
+from smolalign.runs.rundir import default_run_dir
 
 DEFAULT_PRESET = "zero3"
 CONTAINER_RUNTIMES = ("pyxis", "apptainer")
@@ -170,7 +172,6 @@ def vllm_serve_options(items: list[str]) -> list[str]:
     """`--vllm-set KEY=VALUE` as `trl vllm-serve` arguments, keys checked against its ScriptArguments."""
     if not items:
         return []
-    import dataclasses
 
     from trl.scripts.vllm_serve import ScriptArguments
 
@@ -191,7 +192,5 @@ def vllm_serve_options(items: list[str]) -> list[str]:
 
 def default_job_name(recipe_source: str, stage: str) -> str:
     """The run directory's name under runs/ (smollm3-sft for the shipped smollm3/sft), Slurm-safe."""
-    from smolalign.runs.rundir import default_run_dir
-
     name = default_run_dir(recipe_source, stage).relative_to("runs").as_posix().replace("/", "-")
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or f"smolalign-{stage}"

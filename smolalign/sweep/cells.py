@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.errors import RunFailure
-from smolalign.evaluation.run import EVAL_FILE
+from smolalign.evaluation.run import EVAL_FILE, check_stage_eval, evaluate_stage
+from smolalign.launch import check_not_data_parallel
 from smolalign.resolve import Run
+from smolalign.runs.card import write_cards
 from smolalign.runs.rundir import MANIFEST_FILE, MODEL_DIR
+from smolalign.stages.registry import run_stage
 from smolalign.sweep.grid import Cell
 
 SAMPLES_FILE = Path(EVAL_FILE).stem + ".samples.jsonl"
@@ -96,9 +99,6 @@ _doing = {"done": "finished, skipped", "evaluate": "trained, evaluating", "resum
 
 def run_cell_here(run: CellRun, *, overwrite: bool) -> None:
     """One cell in this process, which a launcher started (a Slurm array task): every process trains it."""
-    from smolalign.launch import check_not_data_parallel
-    from smolalign.stages.registry import run_stage
-
     recipe = run.resolved.recipe
     command = stage_command(run, Path(recipe.source), overwrite=overwrite, launch=None, num_processes=None)
     check_not_data_parallel(recipe, command[3:])  # after `python -m smolalign`
@@ -113,9 +113,6 @@ def run_cell_here(run: CellRun, *, overwrite: bool) -> None:
 def evaluate_cell(run: CellRun) -> None:
     """The recipe's `eval:` section on the cell's saved model, as the stage runs it when it ends, and the results
     into the cell's model card."""
-    from smolalign.evaluation.run import check_stage_eval, evaluate_stage
-    from smolalign.runs.card import write_cards
-
     recipe = run.resolved.recipe
     evaluate_stage(check_stage_eval(recipe), run.run_dir, run.run_dir / MODEL_DIR)
     write_cards(run.run_dir, recipe.hub.repo_id if recipe.hub is not None else None)

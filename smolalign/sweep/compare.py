@@ -12,6 +12,7 @@ from pathlib import Path
 from smolalign.errors import SmolalignError
 from smolalign.evaluation.generate import ModeSamples
 from smolalign.evaluation.inputs import EvalInputs, EvalModel, prepare
+from smolalign.evaluation.report import build_report, render_markdown, render_text, write_chart
 from smolalign.jsonl import read_jsonl
 from smolalign.runs.rundir import MODEL_DIR
 from smolalign.sweep.cells import SAMPLES_FILE, CellRun
@@ -25,8 +26,6 @@ _EVALUATED = "after"
 
 def compare(runs: list[CellRun], sweep_dir: Path, grid: list[tuple[str, list[str]]], seeds: int | None) -> dict:
     """Write sweep.json, sweep.md and (with matplotlib) sweep.png; returns sweep.json's content."""
-    from smolalign.evaluation.report import build_report, render_markdown, render_text, write_chart
-
     inputs = cell_inputs(runs)
     results = {run.cell.name: read_samples(run, inputs) for run in runs}
     report = build_report(inputs, results)

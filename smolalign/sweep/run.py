@@ -4,11 +4,21 @@ its stage validates it, the `eval:` section required), then each cell brought to
 smolalign.sweep.slurm from the same cells."""
 
 import dataclasses
+import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from smolalign.errors import USER_ERRORS, SmolalignError
+from smolalign.evaluation.run import check_stage_eval
+from smolalign.preflight import preflight
+from smolalign.recipe.load import read_recipe, recipe_path
+from smolalign.recipe.validate import recipe_stage
+from smolalign.resolve import load_run
+from smolalign.runs.rundir import default_run_dir
+from smolalign.slurm.job import check_stage
 from smolalign.sweep.cells import CELL_OVERRIDES, CellRun, cell_state, run_cell, run_cell_here, stage_command
+from smolalign.sweep.compare import compare
 from smolalign.sweep.grid import Cell, expand, parse_grid
 
 ARRAY_TASK = "SLURM_ARRAY_TASK_ID"
@@ -46,9 +56,6 @@ class Sweep:
 
 def plan_sweep(request: SweepRequest, hardware=None) -> Sweep:
     """Every cell validated (exit 2 naming the cell and the key on any problem), before anything is written."""
-    from smolalign.recipe.load import read_recipe, recipe_path
-    from smolalign.runs.rundir import default_run_dir
-
     path = recipe_path(request.recipe)
     axes = parse_grid(request.grid)
     cells = expand(axes, request.seeds)
@@ -56,8 +63,6 @@ def plan_sweep(request: SweepRequest, hardware=None) -> Sweep:
         raise SmolalignError(f"{path.name} has no eval: section: a sweep compares its cells with the recipe's "
                              "evaluation; add eval: (data and rewards, e.g. rewards: [{name: math_accuracy}])")
     if request.output_dir is None:
-        from smolalign.recipe.validate import recipe_stage
-
         try:
             stage = recipe_stage(str(path), [*request.overrides, *cells[0].overrides])
         except USER_ERRORS as exc:
@@ -68,10 +73,6 @@ def plan_sweep(request: SweepRequest, hardware=None) -> Sweep:
 
 
 def _validate(path: Path, cell: Cell, directory: Path, hardware, common: list[str]) -> CellRun:
-    from smolalign.preflight import preflight
-    from smolalign.recipe.validate import recipe_stage
-    from smolalign.resolve import load_run
-
     if common:
         cell = dataclasses.replace(cell, overrides=(*common, *cell.overrides))
     overrides = [*cell.overrides, *CELL_OVERRIDES]
@@ -95,13 +96,11 @@ def run_sweep(request: SweepRequest) -> dict | None:
     if request.dry_run:
         dry_run(sweep, request, plans)
         return None
-    from smolalign.evaluation.run import check_stage_eval
 
     check_stage_eval(sweep.runs[0].resolved.recipe)  # the eval data and its columns, before the first cell trains
     for run in sweep.runs:
         run_cell(run, sweep.recipe, overwrite=request.overwrite, launch=request.launch,
                  num_processes=request.num_processes)
-    from smolalign.sweep.compare import compare
 
     return compare(sweep.runs, sweep.directory, sweep.axes, sweep.seeds)
 
@@ -119,8 +118,6 @@ def describe(sweep: Sweep) -> str:
 def check_cells(sweep: Sweep) -> list:
     """Each cell's plan, from its stage's own checks before loading (model source, template, data, batch
     arithmetic), so a cell that cannot run stops the sweep before the first one starts."""
-    from smolalign.slurm.job import check_stage
-
     plans = []
     for run in sweep.runs:
         try:
@@ -132,8 +129,6 @@ def check_cells(sweep: Sweep) -> list:
 
 def dry_run(sweep: Sweep, request: SweepRequest, plans: list) -> None:
     """Each cell's command and plan, loading no weights."""
-    import shlex
-
     for run, plan in zip(sweep.runs, plans, strict=True):
         command = stage_command(run, sweep.recipe, overwrite=request.overwrite, launch=request.launch,
                                 num_processes=request.num_processes)
@@ -142,8 +137,6 @@ def dry_run(sweep: Sweep, request: SweepRequest, plans: list) -> None:
 
 
 def _array_cell(sweep: Sweep) -> CellRun:
-    import os
-
     text = os.environ.get(ARRAY_TASK, "")
     if not text.isdigit() or int(text) >= len(sweep.runs):
         raise SmolalignError(f"--array-task: ${ARRAY_TASK} is {text or 'unset'}; expected a cell index below "

@@ -10,7 +10,10 @@ from pathlib import Path
 
 from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.recipe.typecheck import suggest
-from smolalign.slurm.options import SlurmRequest
+from smolalign.slurm.container import outermost
+from smolalign.slurm.job import build_job, cluster_hardware, emit_job
+from smolalign.slurm.options import SlurmRequest, default_job_name
+from smolalign.sweep.run import plan_sweep
 
 _SETTINGS = {"nodes": int, "gpus_per_node": int, "partition": str, "time": str, "account": str, "job_name": str,
              "script": str, "log_dir": Path, "sbatch": list, "setup": list, "submit": bool, "skip_data": bool,
@@ -47,10 +50,6 @@ def slurm_settings(items: list[str]) -> dict:
 
 def write_sweep_job(request) -> Path | None:
     """Check every cell for the cluster, then write (and optionally submit) the array job's script."""
-    from smolalign.slurm.job import build_job, cluster_hardware, emit_job
-    from smolalign.slurm.options import default_job_name
-    from smolalign.sweep.run import plan_sweep
-
     if request.array_task or request.dry_run:
         raise SmolalignError("--slurm writes the job: drop --array-task and --dry-run")
     settings = slurm_settings(request.slurm)
@@ -73,7 +72,6 @@ def write_sweep_job(request) -> Path | None:
     job = dataclasses.replace(job, stage="sweep", train_args=tuple(arguments), array=len(sweep.runs),
                               job_name=base.job_name or default_job_name(str(sweep.recipe), "sweep") + "-sweep")
     if job.container is not None:  # every cell's paths, and the sweep's folder, which the job creates
-        from smolalign.slurm.container import outermost
 
         mounts = [mount for cell_job, _, _ in built for mount in cell_job.container.mounts]
         job = dataclasses.replace(job, container=dataclasses.replace(

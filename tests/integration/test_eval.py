@@ -176,8 +176,9 @@ def no_model_loads(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr("smolalign.models.load.load_model", refuse)
-    monkeypatch.setattr("smolalign.models.load.load_tokenizer", refuse)
+    for module in ("smolalign.models.load", "smolalign.pairs.backends"):  # where they are defined and where eval's
+        monkeypatch.setattr(f"{module}.load_model", refuse)            # generators call them
+        monkeypatch.setattr(f"{module}.load_tokenizer", refuse)
 
 
 @pytest.mark.parametrize(("args", "message"), [

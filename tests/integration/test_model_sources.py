@@ -51,7 +51,8 @@ def test_a_source_is_classified_once_from_validation_to_loading(write_recipe, na
     classified, detected = [], []
     classify, detect = sources._resolve, smolalign.checkpoints.detect.detect
     monkeypatch.setattr(sources, "_resolve", lambda *a: classified.append(a[0]) or classify(*a))
-    monkeypatch.setattr(smolalign.checkpoints.detect, "detect", lambda *a: detected.append(a[0]) or detect(*a))
+    for module in (smolalign.checkpoints.detect, sources):  # where it is defined and where sources are classified
+        monkeypatch.setattr(module, "detect", lambda *a: detected.append(a[0]) or detect(*a))
     data = write_jsonl(tmp_path / "pairs.jsonl", pair_rows(4))
     recipe = loaded_run(str(write_recipe({
         "model": {"source": str(run), "tokenizer": str(tiny_dir)}, "template": {"name": "chatml"},
