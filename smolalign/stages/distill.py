@@ -12,15 +12,26 @@ learning-rate defaults that learn in a few hundred steps replace TRL's 1e-7 / 1e
 from dataclasses import dataclass
 from pathlib import Path
 
+from smolalign.data.check import check_prompt_rows
+from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 from smolalign.errors import SmolalignError
+from smolalign.generation.backend_settings import describe_generation, stall_timeout, vllm_fields
+from smolalign.generation.gpu_partition import partition_of_this_process
+from smolalign.generation.server import check_port, served_generation
+from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
+from smolalign.generation.vllm_engine import check_generation, generated_tokens
 from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.models.load import load_model, load_tokenizer, local_dir
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.resolve import Run
+from smolalign.runs.metrics import metrics_callback
+from smolalign.runs.watchdog import stall_watchdog
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
+from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 DEFAULT_LEARNING_RATE = {"full": 1e-5, "lora": 1e-4}
@@ -49,8 +60,6 @@ def teacher_section(recipe: Recipe) -> ModelSection:
 
 
 def load_teacher_tokenizer(run: Run):
-    from smolalign.models.load import load_tokenizer
-
     try:
         return load_tokenizer(teacher_section(run.recipe), run.recipe.template.name, run.source("teacher"))[0]
     except SmolalignError as exc:
@@ -93,10 +102,6 @@ def check_teacher_memory(run: Run) -> tuple[int | None, str]:
 
 def check_before_loading(run: Run):
     """Sources, tokenizers, data and memory; returns (plan, pairing, prompts, student tokenizer, teacher tokenizer)."""
-    from smolalign.data.check import check_prompt_rows
-    from smolalign.data.prompts import read_prompt_rows
-    from smolalign.models.load import load_tokenizer
-
     recipe = run.recipe
     run.source()
     run.source("teacher")
@@ -128,8 +133,6 @@ def check_before_loading(run: Run):
                              f"per step ({batch} sequences × {lmbda:g} × max_completion_length {completion}), "
                              f"temperature {settings['temperature']:g}")
     if recipe.generation is not None:
-        from smolalign.generation.backend_settings import describe_generation
-
         plan.rows["generation"] = f"student samples: {describe_generation(recipe.generation)}"
     plan.rows["teacher"] = (f"{recipe.teacher.source} in {teacher_dtype}"
                             + (f", {describe_bytes(size)} of weights" if size else ""))
@@ -151,8 +154,6 @@ def on_policy_share(run: Run) -> float:
 def load_distill_data(run: Run, rows=None):
     """Prompts (and, for GOLD's off-policy share, completions), with each row's think mode in its prompt; `rows`:
     the recipe's prompt rows when they were read already."""
-    from smolalign.data.prompts import recipe_prompts
-
     prompts = recipe_prompts(run.recipe, rows).train
     has_completion = "completion" in prompts.column_names
     lmbda = on_policy_share(run)
@@ -173,8 +174,6 @@ def load_distill_data(run: Run, rows=None):
 def distill_config(run: Run, pairing: Pairing, hardware: Hardware, dtype: str, run_dir: Path, teacher_dir: str,
                    base_url: str | None = None, *, check: bool = False):
     """The trainer's config; `generation:` picks how the student samples (TRL's use_vllm / vllm_mode)."""
-    from smolalign.generation.backend_settings import vllm_fields
-
     recipe = run.recipe
     train = {**run.settings.train, "learning_rate": learning_rate(run)}
     sampling = vllm_fields(recipe.generation, base_url)
@@ -189,10 +188,6 @@ def distill_config(run: Run, pairing: Pairing, hardware: Hardware, dtype: str, r
 
 def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
-    from smolalign.generation.gpu_partition import partition_of_this_process
-    from smolalign.generation.server import check_port
-    from smolalign.generation.vllm_engine import check_generation
-
     recipe, hardware = run.recipe, run.hardware
     gpus = partition_of_this_process(recipe, hardware.device_count)
     plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(run)
@@ -201,14 +196,6 @@ def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resu
     evaluation = announce(run, plan, dry_run)
     if dry_run:
         return None
-    from smolalign.generation.backend_settings import stall_timeout
-    from smolalign.generation.server import served_generation
-    from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
-    from smolalign.generation.vllm_engine import generated_tokens
-    from smolalign.models.load import load_model, local_dir
-    from smolalign.runs.metrics import metrics_callback
-    from smolalign.runs.watchdog import stall_watchdog
-    from smolalign.stages.trainers import trainer_class
 
     run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
     dtype = resolve_dtype(recipe.model.dtype, hardware)

@@ -2,9 +2,19 @@
 the run directory checked first and written by the main process once every check has passed, training with resume,
 the final save, the summary and the `eval:` section's evaluation, and the process group closed."""
 
+from datetime import timedelta
 from pathlib import Path
 
+from smolalign.evaluation.run import check_stage_eval, evaluate_stage
+from smolalign.generation.vllm_engine import leave_vllm_groups
+from smolalign.models.load import save_for_inference
+from smolalign.recipe.yamlio import dump_yaml
 from smolalign.resolve import Run
+from smolalign.runs.card import lineage, write_cards
+from smolalign.runs.curves import write_run_curves
+from smolalign.runs.hub import push_model
+from smolalign.runs.manifest import write_manifest
+from smolalign.runs.metrics import summary
 from smolalign.runs.rundir import (
     MODEL_DIR,
     check_run_dir,
@@ -13,14 +23,13 @@ from smolalign.runs.rundir import (
     start_run_dir,
     write_recipe,
 )
+from smolalign.runs.save_on_signal import SavedOnSignal, listening, save_on_signal_callback
+from smolalign.stages.teardown import release_training_state
 
 
 def announce(run: Run, plan, dry_run: bool):
     """Print the plan and check the recipe's `eval:` section (both before anything loads); a dry run also prints
     the resolved recipe. Returns the checked evaluation inputs (None without an `eval:` section)."""
-    from smolalign.evaluation.run import check_stage_eval
-    from smolalign.recipe.yamlio import dump_yaml
-
     print(plan.render())
     evaluation = check_stage_eval(run.recipe)
     if dry_run:
@@ -33,23 +42,14 @@ def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics: str, h
     section's before/after evaluation, the model card (run directory and model/, the evaluation in it), then the push
     of the model and its card to the hub (the recipe's `hub:` section)."""
     if trainer.is_world_process_zero():
-        from smolalign.evaluation.run import evaluate_stage
-        from smolalign.runs.card import write_cards
-        from smolalign.runs.curves import write_run_curves
-        from smolalign.runs.metrics import summary
-
         print(f"{summary(run_dir, *metrics, **summary_options)}\nsaved {model_dir}")
         if (curves := write_run_curves(run_dir)) is not None:
             print(f"wrote {curves}")
         if evaluation is not None:
-            from smolalign.stages.teardown import release_training_state
-
             release_training_state(trainer)  # the evaluation (vLLM: most of the GPU) needs the memory
         evaluate_stage(evaluation, run_dir, model_dir)
         write_cards(run_dir, hub.repo_id if hub is not None else None)
         if hub is not None:
-            from smolalign.runs.hub import push_model
-
             print(f"pushed {model_dir} to {hub.repo_id}: {push_model(run_dir, model_dir, hub)}")
     leave_process_group()
     return model_dir
@@ -61,8 +61,6 @@ def leave_process_group() -> None:
     ("terminate called without an active exception"), failing the whole launch."""
     import torch.distributed as dist
 
-    from smolalign.generation.vllm_engine import leave_vllm_groups
-
     leave_vllm_groups()  # a colocated engine's handles on the group go first
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
@@ -72,8 +70,6 @@ def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool
     """(run directory, checkpoint to resume from, accelerate state), with nothing written yet: the caller prepares
     data inside `state.main_process_first()` and loads the models, then calls `start_run`, so a run refused by any
     of those checks leaves the run directory as it was."""
-    from datetime import timedelta
-
     from accelerate import PartialState
 
     run_dir = run_dir_of(run, output_dir)
@@ -93,13 +89,10 @@ def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool
 def start_run(run: Run, run_dir: Path, state, *, overwrite: bool, **sections) -> None:
     """On the main process, once every check has passed: the run directory (emptied first with --overwrite), the
     resolved recipe and the manifest with `sections` (template, data, method: what the stage prepared)."""
-    from smolalign.runs.manifest import write_manifest
-
     if state.is_main_process:
         recipe = run.recipe
         start_run_dir(run_dir, overwrite=overwrite)
         write_recipe(run_dir, run.resolved_recipe())
-        from smolalign.runs.card import lineage
 
         model = {"source": recipe.model.source, "revision": recipe.model.revision,
                  **lineage(recipe.model.source, recipe.model.revision)}
@@ -115,10 +108,6 @@ def run_dir_of(run: Run, output_dir: Path | None) -> Path:
 def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -> Path:
     """Train (resuming if asked), save the model for inference and record the result. On SIGUSR1 the run saves a
     checkpoint at the next step end and raises SavedOnSignal instead (smolalign.runs.save_on_signal)."""
-    from smolalign.models.load import save_for_inference
-    from smolalign.runs.manifest import write_manifest
-    from smolalign.runs.save_on_signal import SavedOnSignal, listening, save_on_signal_callback
-
     if checkpoint is not None:
         _plain_cpu_device(trainer.args)
     on_signal = save_on_signal_callback()

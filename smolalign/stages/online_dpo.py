@@ -11,9 +11,12 @@ any model loads, and picks the generation backend as GRPO does (transformers, vL
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
+from smolalign.generation.backend_settings import describe_generation, vllm_fields
 from smolalign.hardware import Hardware
 from smolalign.plan import make_plan
 from smolalign.resolve import Run
+from smolalign.stages.po import policy_description, reference_description
+from smolalign.stages.rl import add_sandbox_row, check_prompts_and_rewards, run_generating
 from smolalign.stages.trainer_config import check_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
@@ -40,8 +43,6 @@ def check_recipe(run: Run) -> None:
 def check_before_loading(run: Run):
     """Template, loss and lengths, the TRL config, prompts (a sample rendered), rewards and the columns they read;
     returns (plan, prompts, rewards)."""
-    from smolalign.stages.rl import add_sandbox_row, check_prompts_and_rewards
-
     recipe = run.recipe
     run.source()
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
@@ -56,9 +57,6 @@ def check_before_loading(run: Run):
 
 
 def add_online_rows(plan, run: Run) -> None:
-    from smolalign.generation.backend_settings import describe_generation
-    from smolalign.stages.po import policy_description, reference_description
-
     recipe, settings, rows = run.recipe, run.settings, plan.rows
     for key in ("packing", "loss", "tokens per step"):
         rows.pop(key, None)
@@ -83,8 +81,6 @@ def add_online_rows(plan, run: Run) -> None:
 
 def online_dpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None, *,
                       check: bool = False):
-    from smolalign.generation.backend_settings import vllm_fields
-
     recipe = run.recipe
     fixed = {"reward_weights": [r.weight for r in recipe.rewards], **vllm_fields(recipe.generation, base_url)}
     return trl_config(run, hardware, dtype, run_dir, check=check, **fixed)
@@ -92,8 +88,6 @@ def online_dpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, b
 
 def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
         overwrite: bool = False) -> Path | None:
-    from smolalign.stages.rl import run_generating
-
     # No ref_model is passed: TRL freezes a copy of the policy (or disables the adapter), as the plan says.
     return run_generating(run, check_before_loading, online_dpo_config, ("objective/scores", "rewards/margins"),
                           output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)

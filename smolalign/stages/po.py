@@ -9,15 +9,25 @@ the recipe names, and hands TRL prepared rows.
 import dataclasses
 from pathlib import Path
 
+from smolalign.data.check import check_preference_rows, check_prompt_rows
+from smolalign.data.mixture import build_mixture
+from smolalign.data.prepare_preference import prepare_preference_data, require_preference_format
+from smolalign.data.prompts import source_prompts
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.models.load import load_model, load_tokenizer
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
+from smolalign.pairs.build import generate_pairs
+from smolalign.pairs.graded_plan import add_graded_rows
+from smolalign.pairs.output import is_up_to_date, pairs_path
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection
 from smolalign.resolve import Role, Run
+from smolalign.runs.metrics import metrics_callback
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
+from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 KTO_NEEDS_BATCH = ("kto",)
@@ -36,11 +46,6 @@ def check_recipe(run: Run) -> None:
 
 def check_before_loading(run: Run):
     """Template, data (unless the pairs are still to be generated), batch rules; returns (plan, mixture or None)."""
-    from smolalign.data.check import check_preference_rows, check_prompt_rows
-    from smolalign.data.mixture import build_mixture
-    from smolalign.data.prepare_preference import require_preference_format
-    from smolalign.pairs.output import is_up_to_date
-
     recipe = run.recipe
     check_recipe(run)
     run.source()
@@ -54,8 +59,6 @@ def check_before_loading(run: Run):
         require_preference_format(mixture.format, recipe.method)
         checked = check_preference_rows(run, mixture)
     else:
-        from smolalign.data.prompts import source_prompts
-
         prompts = source_prompts(recipe.pairs.prompts, run.data.seed)
         checked = check_prompt_rows(run, prompts.train, run.data.seed, recipe.template.kwargs)
     rows = len(mixture.train) if mixture is not None else None
@@ -94,13 +97,9 @@ def add_preference_rows(plan, run: Run) -> None:
                                            f"{max_length})")
         rows["reference"] = reference_description(run)
     if recipe.pairs is not None:
-        from smolalign.pairs.output import is_up_to_date, pairs_path
-
         state = "cached" if is_up_to_date(recipe) else "to generate before training"
         pairs = recipe.pairs
         if pairs.graded is not None:
-            from smolalign.pairs.graded_plan import add_graded_rows
-
             add_graded_rows(rows, run, state)
         else:
             rows["pairs"] = (f"{state}: chosen from {pairs.strong.source} ({pairs.strong.backend}), rejected from "
@@ -173,8 +172,6 @@ def po_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, *, check:
 
 def load_reference(run: Run, dtype: str, hardware: Hardware, tokenizer):
     """The reference model when it is a separate set of weights (policy copy or another source), else None."""
-    from smolalign.models.load import load_model, load_tokenizer
-
     recipe = run.recipe
     kind = recipe.reference.kind
     if kind == "policy":
@@ -198,9 +195,6 @@ def load_reference(run: Run, dtype: str, hardware: Hardware, tokenizer):
 
 
 def build_trainer(run: Run, model, reference, tokenizer, data, config, run_dir: Path):
-    from smolalign.runs.metrics import metrics_callback
-    from smolalign.stages.trainers import trainer_class
-
     kwargs = dict(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                   processing_class=tokenizer, peft_config=peft_config(run), callbacks=[metrics_callback(run_dir)])
     if not run.method_spec.reference_free:
@@ -216,14 +210,10 @@ def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resu
     evaluation = announce(run, plan, dry_run)
     if dry_run:
         return None
-    from smolalign.data.prepare_preference import prepare_preference_data
-    from smolalign.models.load import load_model, load_tokenizer
 
     run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
     with state.main_process_first():
         if recipe.pairs is not None and state.is_main_process:
-            from smolalign.pairs.build import generate_pairs
-
             generate_pairs(run)
         tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
         data = prepare_preference_data(run, tokenizer, template, mixture=mixture)

@@ -10,8 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from smolalign.launch import kept_process_variables
 from smolalign.recipe.method_table import method_key
 from smolalign.resolve import Run
+from smolalign.runs.save_on_signal import listening
 from smolalign.stages import distill, online_dpo, po, rl, sft
 
 
@@ -52,8 +54,5 @@ def run_stage(run: Run, **options):
     """Run a resolved run with its method's stage; returns the saved model's directory (None for a dry run). The
     launcher's variables are as they were before, whatever the run's vLLM engine wrote; the time-limit signal is
     caught from the start (smolalign.runs.save_on_signal)."""
-    from smolalign.launch import kept_process_variables
-    from smolalign.runs.save_on_signal import listening
-
     with kept_process_variables(), listening():  # the time-limit signal, kept from the stage's start
         return runner(run).run(run, **options)

@@ -9,19 +9,30 @@ A watchdog fails the run when no step finishes within `generation.stall_timeout`
 
 from pathlib import Path
 
+from rewards.registry import check_reward_columns, check_team_reward
+from smolalign.data.check import check_prompt_rows, check_reward_rows
+from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 from smolalign.errors import SmolalignError
+from smolalign.generation.backend_settings import describe_generation, stall_timeout, vllm_fields
+from smolalign.generation.gpu_partition import partition_of_this_process
+from smolalign.generation.server import check_port, served_generation
+from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
+from smolalign.generation.vllm_engine import check_generation, generated_tokens
 from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.models.load import load_model, load_tokenizer
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
+from smolalign.recipe.typecheck import resolve_rewards
 from smolalign.resolve import Run
+from smolalign.runs.metrics import metrics_callback
+from smolalign.runs.watchdog import stall_watchdog
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
+from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 
 def build_rewards(recipe: Recipe) -> list:
-    from smolalign.recipe.typecheck import resolve_rewards
-
     return resolve_rewards(recipe.rewards, "rewards")
 
 
@@ -58,10 +69,6 @@ def check_prompts_and_rewards(run: Run, rendered_kwargs: dict | None = None):
     tokenized with the generation prompt), the rewards (built, the columns they read present, every row a reward
     checks (math_accuracy: its gold answer parses), a team's function's signature and one call on the first row).
     Returns (prompts, rewards, the data check)."""
-    from rewards.registry import check_reward_columns, check_team_reward
-    from smolalign.data.check import check_prompt_rows, check_reward_rows
-    from smolalign.data.prompts import read_prompt_rows, recipe_prompts
-
     recipe = run.recipe
     rewards = build_rewards(recipe)
     rows = read_prompt_rows(run.data)
@@ -86,7 +93,6 @@ def add_rl_rows(plan, run: Run) -> None:
     rows["sampling"] = (f"{plan.rows['global batch']} completions per step of ≤ {settings['max_completion_length']} "
                         f"tokens, temperature {settings['temperature']:g}")
     rows["rewards"] = " + ".join(f"{r.weight:g}×{r.name}" for r in recipe.rewards)
-    from smolalign.generation.backend_settings import describe_generation
 
     rows["generation"] = describe_generation(recipe.generation)
 
@@ -102,8 +108,6 @@ def add_sandbox_row(plan, rewards) -> None:
 
 def grpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None, *,
                 check: bool = False):
-    from smolalign.generation.backend_settings import vllm_fields
-
     recipe = run.recipe
     fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}
     if recipe.template.kwargs:
@@ -123,12 +127,6 @@ def run_generating(run: Run, check, make_config, signals: tuple[str, ...], *, ou
     """The run of an rl method whose policy generates while it trains (GRPO, online DPO): `check(run)` gives the
     plan, prompts and rewards before anything loads, `make_config(run, hardware, dtype, run_dir, base_url)` the TRL
     config, and `signals` the logged values the run's summary reports."""
-    from smolalign.generation.backend_settings import stall_timeout
-    from smolalign.generation.gpu_partition import partition_of_this_process
-    from smolalign.generation.server import check_port, served_generation
-    from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
-    from smolalign.generation.vllm_engine import check_generation, generated_tokens
-
     recipe, hardware = run.recipe, run.hardware
     gpus = partition_of_this_process(recipe, hardware.device_count)
     plan, prompts, rewards = check(run)
@@ -137,10 +135,6 @@ def run_generating(run: Run, check, make_config, signals: tuple[str, ...], *, ou
     evaluation = announce(run, plan, dry_run)
     if dry_run:
         return None
-    from smolalign.models.load import load_model, load_tokenizer
-    from smolalign.runs.metrics import metrics_callback
-    from smolalign.runs.watchdog import stall_watchdog
-    from smolalign.stages.trainers import trainer_class
 
     run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())

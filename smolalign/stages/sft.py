@@ -6,22 +6,24 @@ skipped; TRL's collator and trainer do the rest, padding-free with per-document 
 
 from pathlib import Path
 
+from smolalign.data.check import check_sft_rows
+from smolalign.data.encode import require_generation_markers
+from smolalign.data.mixture import build_mixture
+from smolalign.data.prepare import Layout, prepare_sft_data
 from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.models.load import load_model, load_tokenizer
 from smolalign.plan import make_plan
 from smolalign.resolve import Run
+from smolalign.runs.metrics import metrics_callback
 from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
+from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 
 def check_before_loading(run: Run):
     """Everything checkable without weights: template, data files and columns, markers.
     Returns the plan and the data mixture it read (reused for tokenization)."""
-    from smolalign.data.check import check_sft_rows
-    from smolalign.data.encode import require_generation_markers
-    from smolalign.data.mixture import build_mixture
-    from smolalign.data.prepare import Layout
-
     recipe = run.recipe
     run.source()
     check_config(run, sft_config)
@@ -49,8 +51,6 @@ def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resu
     evaluation = announce(run, plan, dry_run)
     if dry_run:
         return None
-    from smolalign.data.prepare import prepare_sft_data
-    from smolalign.models.load import load_model, load_tokenizer
 
     run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
     # Under a launcher, the main process converts models and tokenizes once; the others then read what it wrote.
@@ -73,8 +73,5 @@ def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resu
 
 
 def build_trainer(run: Run, model, tokenizer, data, config, run_dir: Path):
-    from smolalign.runs.metrics import metrics_callback
-    from smolalign.stages.trainers import trainer_class
-
     return trainer_class(run.recipe.stage, run.recipe.method)(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                       processing_class=tokenizer, peft_config=peft_config(run), callbacks=[metrics_callback(run_dir)])

@@ -1,13 +1,17 @@
 """The TRL config and LoRA config a stage hands its trainer: the run's settings with the precision this hardware
 decides, the run directory, the values smolalign sets itself, and DeepSpeed's config when a launcher handed one."""
 
+import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, precision_flags
+from smolalign.hardware import Hardware, detect_hardware, precision_flags, resolve_dtype
+from smolalign.launch import DEEPSPEED_CONFIG, is_launched
 from smolalign.resolve import Run
+from smolalign.stages.lifecycle import run_dir_of
 
 
 def check_config(run: Run, builder: Callable, *args) -> None:
@@ -16,10 +20,6 @@ def check_config(run: Run, builder: Callable, *args) -> None:
     own `__post_init__` checks run in the dry run and in `launch slurm`. Built for this machine's precision
     (transformers refuses bf16 where it cannot check it), as one process, without the launcher's DeepSpeed config;
     creates nothing. Not in a launched process: the run builds its config before any weight loads anyway."""
-    from smolalign.hardware import detect_hardware, resolve_dtype
-    from smolalign.launch import is_launched
-    from smolalign.stages.lifecycle import run_dir_of
-
     if is_launched():
         return
     hardware = detect_hardware()  # the machine that builds the config, which a Slurm job's run is not resolved for
@@ -86,11 +86,6 @@ def trl_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, train: d
 def deepspeed_from_launcher() -> dict | None:
     """The DeepSpeed config `--launch zero2|zero3...` handed to these processes on a CPU machine (on GPUs accelerate
     passes it itself)."""
-    import json
-    import os
-
-    from smolalign.launch import DEEPSPEED_CONFIG
-
     path = os.environ.get(DEEPSPEED_CONFIG)
     return json.loads(Path(path).read_text()) if path else None
 

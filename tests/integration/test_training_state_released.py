@@ -16,6 +16,7 @@ def test_the_trainers_model_and_optimizer_are_gone_when_the_evaluation_starts(cl
     import transformers
 
     import smolalign.evaluation.run as evaluation_run
+    import smolalign.stages.lifecycle as lifecycle
 
     trainers: list[weakref.ref] = []
     built = transformers.Trainer.__init__
@@ -44,7 +45,7 @@ def test_the_trainers_model_and_optimizer_are_gone_when_the_evaluation_starts(cl
         seen["live optimizers"] = born_here(torch.optim.Optimizer)
         return evaluate(evaluation, run_dir, model_dir)
 
-    monkeypatch.setattr(evaluation_run, "evaluate_stage", check_then_evaluate)
+    monkeypatch.setattr(lifecycle, "evaluate_stage", check_then_evaluate)  # where a stage's finish calls it
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
     held_out = write_jsonl(tmp_path / "held_out.jsonl", [{"prompt": "what is 1 plus 1", "solution": "2"}])
     recipe = write_recipe({
