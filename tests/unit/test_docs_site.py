@@ -20,7 +20,8 @@ import pytest
 from paths import REPO
 
 NAV_TITLES = ("Getting started", "Recipes", "Verbs", "Rewards and the sandbox", "Scaling",
-              "Run directories and checkpoints", "Troubleshooting", "Tests and claims", "Benchmarks", "Reference")
+              "Run directories and checkpoints", "Troubleshooting", "Architecture", "Tests and claims", "Benchmarks",
+              "Reference")
 """The top-level sections of mkdocs.yml's nav, as a reader sees them in the sidebar."""
 
 

@@ -1,47 +1,23 @@
-"""The package's shape: no import cycle between smolalign's modules and no module over 300 lines.
+"""The package's shape: no import cycle between smolalign's and rewards' modules and no module over 300 lines.
 
-The import graph is built statically from every module's AST and counts imports inside functions too: a deferred
-import still ties two modules' designs together, it only hides the cycle from the interpreter."""
+The import graph is built statically from every module's AST (tests/import_graph.py) and counts imports inside
+functions too: a deferred import still ties two modules' designs together, it only hides the cycle from the
+interpreter. The layers the imports keep: tests/unit/test_layers.py."""
 
-import ast
-from pathlib import Path
+from import_graph import ROOT, all_imports
 
-ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "smolalign"
 MAX_LINES = 300
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imports_of(path: Path, known: set[str]) -> set[str]:
-    """smolalign modules that `path` imports anywhere in its body (`from pkg import module` counts as the module)."""
-    found = set()
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
-            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
-        else:
-            continue
-        for name in names:
-            while name and name not in known:
-                name = name.rpartition(".")[0]
-            if name and name != module_name(path):
-                found.add(name)
-    return found
-
-
 def import_graph() -> dict[str, set[str]]:
-    files = sorted(PACKAGE.rglob("*.py"))
-    known = {module_name(f) for f in files}
-    return {module_name(f): {m for m in imports_of(f, known) if m != "smolalign"} for f in files}
+    """smolalign's and rewards' modules, each with the modules of the two it imports (at the top or in a function)."""
+    graph: dict[str, set[str]] = {}
+    for found in all_imports():
+        targets = graph.setdefault(found.importer, set())
+        if found.internal and found.imported not in (found.importer, "smolalign"):
+            targets.add(found.imported)
+    return graph
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -77,7 +53,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_import_graph_finds_a_known_cycle(tmp_path):
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert imports_of(PACKAGE / "stages" / "rl.py", set(import_graph())) >= {"smolalign.plan", "smolalign.errors"}
+    assert import_graph()["smolalign.stages.rl"] >= {"smolalign.plan", "smolalign.errors"}
 
 
 def test_smolalign_has_no_import_cycle():
