@@ -9,17 +9,15 @@ than `teacher.max_memory_gb` is refused; the teacher is any model source, loaded
 learning-rate defaults that learn in a few hundred steps replace TRL's 1e-7 / 1e-6.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.data.check import check_prompt_rows
 from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 from smolalign.errors import SmolalignError
-from smolalign.generation.backend_settings import describe_generation, stall_timeout, vllm_fields
-from smolalign.generation.gpu_partition import partition_of_this_process
-from smolalign.generation.server import check_port, served_generation
-from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
-from smolalign.generation.vllm_engine import check_generation, generated_tokens
+from smolalign.generation.backend_settings import describe_generation, vllm_fields
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.load import load_model, load_tokenizer, local_dir
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
@@ -28,8 +26,8 @@ from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
-from smolalign.runs.watchdog import stall_watchdog
-from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
+from smolalign.stages.generating import building_trainer, generating
+from smolalign.stages.lifecycle import OpenRun, Stage, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
@@ -186,35 +184,29 @@ def distill_config(run: Run, pairing: Pairing, hardware: Hardware, dtype: str, r
     return trl_config(run, hardware, dtype, run_dir, train, check=check, **fixed)
 
 
-def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
-        overwrite: bool = False) -> Path | None:
-    recipe, hardware = run.recipe, run.hardware
-    gpus = partition_of_this_process(recipe, hardware.device_count)
-    plan, pairing, prompts, tokenizer, teacher_tokenizer = check_before_loading(run)
-    check_port(recipe)
-    check_generation(run)
-    evaluation = announce(run, plan, dry_run)
-    if dry_run:
-        return None
-
-    run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
-    dtype = resolve_dtype(recipe.model.dtype, hardware)
+@contextmanager
+def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
+    """With the student's generation served (`stages.generating`): the config, the student and the frozen teacher;
+    yields the trainer on them and the student's tokenizer."""
+    recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
+    _, pairing, prompts, tokenizer, teacher_tokenizer = checked
     teacher_dir = local_dir(run.source("teacher"))
-    with served_generation(run, state, dtype, gpus) as server, stall_watchdog(stall_timeout(recipe.generation), server) \
-            as watchdog:
+    with generating(run, opened) as generation:
         # the config first, as in sft and po
-        config = distill_config(run, pairing, hardware, dtype, run_dir, teacher_dir,
-                                server.base_url if server else None)
+        config = distill_config(run, pairing, hardware, dtype, opened.run_dir, teacher_dir, generation.base_url)
         student = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
         teacher = load_model(teacher_section(recipe), resolve_dtype(recipe.teacher.dtype, hardware), hardware,
                              teacher_tokenizer, run.source("teacher"))
         teacher.eval()
         teacher.requires_grad_(False)
-        start_run(run, run_dir, state, overwrite=overwrite)
-        with trl_generation_on_cpu(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(run)):
+        start_run(run, opened)
+        with building_trainer(run, opened):
             trainer = trainer_class(recipe.stage, recipe.method)(
                 model=student, teacher_model=teacher, args=config, train_dataset=prompts, processing_class=tokenizer,
-                peft_config=peft_config(run), callbacks=[metrics_callback(run_dir), watchdog.callback()])
+                peft_config=peft_config(run),
+                callbacks=[metrics_callback(opened.run_dir), generation.watchdog.callback()])
         del student, teacher  # the trainer holds them; finish() frees them before evaluating
-        model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation, hub=recipe.hub)
+        yield trainer, tokenizer
+
+
+STAGE = Stage(check_before_loading, load, generates=True)

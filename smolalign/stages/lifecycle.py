@@ -1,12 +1,19 @@
-"""A training run from start to end, the same for every stage: the plan announced (and the dry run's resolved recipe),
-the run directory checked first and written by the main process once every check has passed, training with resume,
-the final save, the summary and the `eval:` section's evaluation, and the process group closed."""
+"""A training run from start to end, the same for every stage: `run` does the steps in order, and a stage's `Stage`
+holds only the steps that differ (its checks, and the loading of what its trainer needs). The plan is announced (and
+the dry run's resolved recipe); the run directory is checked first and written by the main process once every check
+has passed; then training with resume, the final save, the summary and the `eval:` section's evaluation, and the
+process group closed."""
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 from smolalign.evaluation.run import check_stage_eval, evaluate_stage
+from smolalign.generation.gpu_partition import GpuPartition, partition_of_this_process
 from smolalign.generation.vllm_engine import leave_vllm_groups
+from smolalign.hardware import resolve_dtype
 from smolalign.models.load import save_for_inference
 from smolalign.recipe.yamlio import dump_yaml
 from smolalign.resolve import Run
@@ -24,7 +31,68 @@ from smolalign.runs.rundir import (
     write_recipe,
 )
 from smolalign.runs.save_on_signal import SavedOnSignal, listening, save_on_signal_callback
+from smolalign.stages.generating import check_generating
 from smolalign.stages.teardown import release_training_state
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """A run past its checks whose directory is open: what a stage loads and trains with."""
+
+    dtype: str
+    """The policy's dtype on this hardware."""
+    run_dir: Path
+    checkpoint: Path | None
+    """The checkpoint --resume continues from (None: training starts at step 0)."""
+    state: object
+    """accelerate's PartialState: which process this is (`is_main_process`, `main_process_first()`)."""
+    overwrite: bool
+    gpus: GpuPartition | None = None
+    """For a stage that generates: the GPUs a vLLM server smolalign starts is given, apart from training's."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stage's part in a run: its checks before anything loads (`check`), and the loading of its tokenizer, data,
+    models (reference, teacher) and trainer (`load`). Training (resume, save on the time-limit signal) and saving (the
+    model, metrics, summary, curves, evaluation, card, hub push) are `run`'s, the same for every stage; the stage says
+    only what its summary reports."""
+
+    check: Callable[[Run], tuple]
+    """`check(run)`: everything checkable before a weight loads, refused with exit 2 (also `launch slurm`'s check,
+    with the cluster's hardware); returns the plan first, then what the run reuses (data read, rewards built,
+    tokenizers compared)."""
+    load: Callable[[Run, OpenRun, tuple], AbstractContextManager]
+    """`load(run, opened, checked)`: a context that loads the tokenizer, data, TRL config and models, writes the run
+    directory's recipe and manifest once they have loaded (`start_run`), builds the trainer on them and yields
+    (trainer, tokenizer); what serves the run's generation lives as long as the context."""
+    summary: tuple = ()
+    """`runs.metrics.summary`'s arguments after the run directory: the logged value the summary reports (the loss
+    when empty), then the tuple of those it may add."""
+    generates: bool = False
+    """The policy generates while it trains (`stages.generating`): the GPUs of a vLLM server smolalign starts are
+    kept apart from training's, and the server's port and vLLM's engine are checked with the stage's own checks."""
+    check_batch: Callable[[Run], None] | None = None
+    """`check_batch(run)`: the batch rules alone, where the stage checks them apart from the data (for
+    `launch slurm --skip-data-check`)."""
+
+
+def run(stage: Stage, run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
+        overwrite: bool = False) -> Path | None:
+    """Check, announce (a dry run ends there), open the run directory, load, train (resuming if asked), save; returns
+    the saved model's directory (None for a dry run)."""
+    gpus = partition_of_this_process(run.recipe, run.hardware.device_count) if stage.generates else None
+    checked = stage.check(run)
+    if stage.generates:
+        check_generating(run)
+    evaluation = announce(run, checked[0], dry_run)
+    if dry_run:
+        return None
+    run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
+    opened = OpenRun(resolve_dtype(run.recipe.model.dtype, run.hardware), run_dir, checkpoint, state, overwrite, gpus)
+    with stage.load(run, opened, checked) as (trainer, tokenizer):
+        model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
+    return finish(trainer, run_dir, model_dir, evaluation, *stage.summary, hub=run.recipe.hub)
 
 
 def announce(run: Run, plan, dry_run: bool):
@@ -37,12 +105,12 @@ def announce(run: Run, plan, dry_run: bool):
     return evaluation
 
 
-def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics: str, hub=None, **summary_options) -> Path:
+def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics, hub=None) -> Path:
     """On the main process: the run's summary (first and last value of its metrics), its curves.png, the `eval:`
     section's before/after evaluation, the model card (run directory and model/, the evaluation in it), then the push
     of the model and its card to the hub (the recipe's `hub:` section)."""
     if trainer.is_world_process_zero():
-        print(f"{summary(run_dir, *metrics, **summary_options)}\nsaved {model_dir}")
+        print(f"{summary(run_dir, *metrics)}\nsaved {model_dir}")
         if (curves := write_run_curves(run_dir)) is not None:
             print(f"wrote {curves}")
         if evaluation is not None:
@@ -86,18 +154,19 @@ def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool
     return run_dir, checkpoint, state
 
 
-def start_run(run: Run, run_dir: Path, state, *, overwrite: bool, **sections) -> None:
-    """On the main process, once every check has passed: the run directory (emptied first with --overwrite), the
-    resolved recipe and the manifest with `sections` (template, data, method: what the stage prepared)."""
-    if state.is_main_process:
+def start_run(run: Run, opened: OpenRun, **sections) -> None:
+    """On the main process, once every check has passed and the models have loaded: the run directory (emptied first
+    with --overwrite), the resolved recipe and the manifest with `sections` (template, data, method: what the stage
+    prepared)."""
+    if opened.state.is_main_process:
         recipe = run.recipe
-        start_run_dir(run_dir, overwrite=overwrite)
-        write_recipe(run_dir, run.resolved_recipe())
+        start_run_dir(opened.run_dir, overwrite=opened.overwrite)
+        write_recipe(opened.run_dir, run.resolved_recipe())
 
         model = {"source": recipe.model.source, "revision": recipe.model.revision,
                  **lineage(recipe.model.source, recipe.model.revision)}
-        write_manifest(run_dir, recipe=recipe.source, stage=recipe.stage, hardware=run.hardware.describe(), model=model,
-                       **sections)
+        write_manifest(opened.run_dir, recipe=recipe.source, stage=recipe.stage, hardware=run.hardware.describe(),
+                       model=model, **sections)
 
 
 def run_dir_of(run: Run, output_dir: Path | None) -> Path:

@@ -8,6 +8,7 @@ any model loads, and picks the generation backend as GRPO does (transformers, vL
 `smolalign rl recipes/quickstart/online_dpo.yaml --dry-run`
 """
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
@@ -15,8 +16,9 @@ from smolalign.generation.backend_settings import describe_generation, vllm_fiel
 from smolalign.hardware import Hardware
 from smolalign.plan import make_plan
 from smolalign.resolve import Run
+from smolalign.stages.lifecycle import OpenRun, Stage
 from smolalign.stages.po import policy_description, reference_description
-from smolalign.stages.rl import add_sandbox_row, check_prompts_and_rewards, run_generating
+from smolalign.stages.rl import add_sandbox_row, check_prompts_and_rewards, load_generating
 from smolalign.stages.trainer_config import check_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
@@ -86,8 +88,10 @@ def online_dpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, b
     return trl_config(run, hardware, dtype, run_dir, check=check, **fixed)
 
 
-def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
-        overwrite: bool = False) -> Path | None:
+def load(run: Run, opened: OpenRun, checked: tuple) -> AbstractContextManager:
+    """Online DPO's trainer on the policy, the prompts and the rewards, loaded as GRPO's is."""
     # No ref_model is passed: TRL freezes a copy of the policy (or disables the adapter), as the plan says.
-    return run_generating(run, check_before_loading, online_dpo_config, ("objective/scores", "rewards/margins"),
-                          output_dir=output_dir, dry_run=dry_run, resume=resume, overwrite=overwrite)
+    return load_generating(run, opened, checked, online_dpo_config)
+
+
+STAGE = Stage(check_before_loading, load, summary=("objective/scores", ("rewards/margins",)), generates=True)

@@ -7,6 +7,8 @@ the recipe names, and hands TRL prepared rows.
 """
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from smolalign.data.check import check_preference_rows, check_prompt_rows
@@ -25,7 +27,7 @@ from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection
 from smolalign.resolve import Role, Run
 from smolalign.runs.metrics import metrics_callback
-from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
+from smolalign.stages.lifecycle import OpenRun, Stage, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
@@ -202,34 +204,30 @@ def build_trainer(run: Run, model, reference, tokenizer, data, config, run_dir: 
     return trainer_class(run.recipe.stage, run.recipe.method)(**kwargs)
 
 
-def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
-        overwrite: bool = False) -> Path | None:
-    """Generate pairs if needed, plan, prepare, train and save; returns the saved model's directory."""
-    recipe, hardware = run.recipe, run.hardware
-    plan, mixture = check_before_loading(run)
-    evaluation = announce(run, plan, dry_run)
-    if dry_run:
-        return None
-
-    run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
-    with state.main_process_first():
-        if recipe.pairs is not None and state.is_main_process:
+@contextmanager
+def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
+    """The pairs generated if the recipe asks for them, the tokenizer and the prepared data (the main process first),
+    the config, the model and its reference; yields the trainer on them and the tokenizer."""
+    recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
+    _, mixture = checked
+    with opened.state.main_process_first():
+        if recipe.pairs is not None and opened.state.is_main_process:
             generate_pairs(run)
         tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
         data = prepare_preference_data(run, tokenizer, template, mixture=mixture)
-    if state.is_main_process:
+    if opened.state.is_main_process:
         print(f"data: {data.stats['train']}")
-    dtype = resolve_dtype(recipe.model.dtype, hardware)
-    config = po_config(run, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the models load sharded
+    config = po_config(run, hardware, dtype, opened.run_dir)  # first: under ZeRO-3 it makes the models load sharded
     model = load_model(recipe.model, dtype, hardware, tokenizer, run.source(), scorer=run.method_spec.scorer)
     reference = load_reference(run, dtype, hardware, tokenizer)
-    start_run(run, run_dir, state, overwrite=overwrite,
+    start_run(run, opened,
               template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
               data={"fingerprint": data.fingerprint, "stats": data.stats},
               method={"name": recipe.method.name, "trainer": recipe.method.trainer, "losses": list(recipe.method.losses),
                       "weights": recipe.method.weights, "reference": reference_description(run)})
-    trainer = build_trainer(run, model, reference, tokenizer, data, config, run_dir)
+    trainer = build_trainer(run, model, reference, tokenizer, data, config, opened.run_dir)
     del model, reference  # the trainer holds them; finish() frees them before an evaluation
-    model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation, hub=recipe.hub,
-                  companions=("rewards/margins", "log_odds_ratio", "accuracy", "margin"))
+    yield trainer, tokenizer
+
+
+STAGE = Stage(check_before_loading, load, summary=("loss", ("rewards/margins", "log_odds_ratio", "accuracy", "margin")))

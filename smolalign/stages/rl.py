@@ -7,26 +7,24 @@ server (one that runs, or one it starts, health-checks and stops).
 A watchdog fails the run when no step finishes within `generation.stall_timeout`, instead of hanging.
 """
 
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from rewards.registry import check_reward_columns, check_team_reward
 from smolalign.data.check import check_prompt_rows, check_reward_rows
 from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 from smolalign.errors import SmolalignError
-from smolalign.generation.backend_settings import describe_generation, stall_timeout, vllm_fields
-from smolalign.generation.gpu_partition import partition_of_this_process
-from smolalign.generation.server import check_port, served_generation
-from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
-from smolalign.generation.vllm_engine import check_generation, generated_tokens
-from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.generation.backend_settings import describe_generation, vllm_fields
+from smolalign.hardware import Hardware
 from smolalign.models.load import load_model, load_tokenizer
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
 from smolalign.recipe.typecheck import resolve_rewards
 from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
-from smolalign.runs.watchdog import stall_watchdog
-from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
+from smolalign.stages.generating import building_trainer, generating
+from smolalign.stages.lifecycle import OpenRun, Stage, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
@@ -116,40 +114,31 @@ def grpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, base_ur
     return trl_config(run, hardware, dtype, run_dir, check=check, **fixed)
 
 
-def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
-        overwrite: bool = False) -> Path | None:
-    return run_generating(run, check_before_loading, grpo_config, ("reward",), output_dir=output_dir,
-                          dry_run=dry_run, resume=resume, overwrite=overwrite)
+def load(run: Run, opened: OpenRun, checked: tuple) -> AbstractContextManager:
+    """GRPO's trainer on the policy, the prompts and the rewards, with its generation served."""
+    return load_generating(run, opened, checked, grpo_config)
 
 
-def run_generating(run: Run, check, make_config, signals: tuple[str, ...], *, output_dir: Path | None,
-                   dry_run: bool, resume: bool, overwrite: bool) -> Path | None:
-    """The run of an rl method whose policy generates while it trains (GRPO, online DPO): `check(run)` gives the
-    plan, prompts and rewards before anything loads, `make_config(run, hardware, dtype, run_dir, base_url)` the TRL
-    config, and `signals` the logged values the run's summary reports."""
-    recipe, hardware = run.recipe, run.hardware
-    gpus = partition_of_this_process(recipe, hardware.device_count)
-    plan, prompts, rewards = check(run)
-    check_port(recipe)
-    check_generation(run)
-    evaluation = announce(run, plan, dry_run)
-    if dry_run:
-        return None
-
-    run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
-    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
-    dtype = resolve_dtype(recipe.model.dtype, hardware)
-    stall = stall_timeout(recipe.generation)
-    with served_generation(run, state, dtype, gpus) as server, stall_watchdog(stall, server) as watchdog:
+@contextmanager
+def load_generating(run: Run, opened: OpenRun, checked: tuple, make_config) -> Iterator[tuple]:
+    """What an rl method whose policy generates while it trains (GRPO, online DPO) loads: the tokenizer, then, with
+    the generation served (`stages.generating`), the config (`make_config(run, hardware, dtype, run_dir, base_url)`)
+    and the model; yields the trainer (on those, and the prompts and rewards `check` built) and the tokenizer."""
+    recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
+    _, prompts, rewards = checked
+    tokenizer, _ = load_tokenizer(recipe.model, recipe.template.name, run.source())
+    with generating(run, opened) as generation:
         # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
-        args = make_config(run, hardware, dtype, run_dir, server.base_url if server else None)
+        args = make_config(run, hardware, dtype, opened.run_dir, generation.base_url)
         model = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
-        start_run(run, run_dir, state, overwrite=overwrite)
-        with trl_generation_on_cpu(recipe.generation, hardware, dtype=dtype, sequence_tokens=generated_tokens(run)):
+        start_run(run, opened)
+        with building_trainer(run, opened):
             trainer = trainer_class(recipe.stage, recipe.method)(
                 model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train, eval_dataset=prompts.eval,
                 processing_class=tokenizer, peft_config=peft_config(run),
-                callbacks=[metrics_callback(run_dir), watchdog.callback()])
+                callbacks=[metrics_callback(opened.run_dir), generation.watchdog.callback()])
         del model  # the trainer holds it; finish() frees it before an evaluation
-        model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation, *signals, hub=recipe.hub)
+        yield trainer, tokenizer
+
+
+STAGE = Stage(check_before_loading, load, summary=("reward",), generates=True, check_batch=check_batch)

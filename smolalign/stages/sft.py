@@ -4,18 +4,20 @@ smolalign tokenizes, masks, checks and packs the data itself (see `data.prepare`
 skipped; TRL's collator and trainer do the rest, padding-free with per-document position ids when packing.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from smolalign.data.check import check_sft_rows
 from smolalign.data.encode import require_generation_markers
 from smolalign.data.mixture import build_mixture
 from smolalign.data.prepare import Layout, prepare_sft_data
-from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.hardware import Hardware
 from smolalign.models.load import load_model, load_tokenizer
 from smolalign.plan import make_plan
 from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
-from smolalign.stages.lifecycle import announce, finish, open_run, start_run, train_and_save
+from smolalign.stages.lifecycle import OpenRun, Stage, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
@@ -43,35 +45,29 @@ def sft_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, *, check
     return trl_config(run, hardware, dtype, run_dir, check=check, dataset_kwargs={"skip_prepare_dataset": True})
 
 
-def run(run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
-        overwrite: bool = False) -> Path | None:
-    """Plan, prepare, train and save; returns the saved model's directory (None for a dry run)."""
+@contextmanager
+def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
+    """The tokenizer and the prepared data (the main process first), the config, the model; yields the trainer on
+    them and the tokenizer."""
     recipe, hardware = run.recipe, run.hardware
-    plan, mixture = check_before_loading(run)
-    evaluation = announce(run, plan, dry_run)
-    if dry_run:
-        return None
-
-    run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
+    _, mixture = checked
     # Under a launcher, the main process converts models and tokenizes once; the others then read what it wrote.
-    with state.main_process_first():
+    with opened.state.main_process_first():
         tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
         data = prepare_sft_data(run, tokenizer, template, mixture=mixture)
-    if state.is_main_process:
+    if opened.state.is_main_process:
         print(f"data: {data.stats['train']} ({'from cache' if data.stats['cached'] else 'prepared'}, "
               f"key {data.fingerprint})")
-    dtype = resolve_dtype(recipe.model.dtype, hardware)
-    config = sft_config(run, hardware, dtype, run_dir)  # first: under ZeRO-3 it makes the model load sharded
-    model = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
-    start_run(run, run_dir, state, overwrite=overwrite,
-              template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
+    # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
+    config = sft_config(run, hardware, opened.dtype, opened.run_dir)
+    model = load_model(recipe.model, opened.dtype, hardware, tokenizer, run.source())
+    start_run(run, opened, template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
               data={"fingerprint": data.fingerprint, "stats": data.stats})
-    trainer = build_trainer(run, model, tokenizer, data, config, run_dir)
+    trainer = trainer_class(recipe.stage, recipe.method)(
+        model=model, args=config, train_dataset=data.train, eval_dataset=data.eval, processing_class=tokenizer,
+        peft_config=peft_config(run), callbacks=[metrics_callback(opened.run_dir)])
     del model  # the trainer holds it; finish() frees it before an evaluation
-    model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation, hub=recipe.hub)
+    yield trainer, tokenizer
 
 
-def build_trainer(run: Run, model, tokenizer, data, config, run_dir: Path):
-    return trainer_class(run.recipe.stage, run.recipe.method)(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
-                      processing_class=tokenizer, peft_config=peft_config(run), callbacks=[metrics_callback(run_dir)])
+STAGE = Stage(check_before_loading, load)

@@ -22,10 +22,10 @@ def test_the_tables_hold_functions_not_import_strings():
         assert inspect.isfunction(spec.config_class), name
         assert inspect.isfunction(TRAINERS[name]), name
         runner = RUNNERS[name]
-        for function in (runner.check, runner.run, runner.check_batch):
+        for function in (runner.check, runner.load, runner.check_batch):
             assert function is None or inspect.isfunction(function), name
-        assert runner.run.__module__.startswith("smolalign.stages."), name
-        assert runner.check.__module__ == runner.run.__module__, name
+        assert runner.load.__module__.startswith("smolalign.stages."), name
+        assert runner.check.__module__ == runner.load.__module__, name
     for module in (method_table, registry, trainers):
         assert "importlib" not in inspect.getsource(module), module.__name__
 

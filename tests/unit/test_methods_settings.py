@@ -18,7 +18,7 @@ def test_every_method_names_a_config_a_trainer_and_a_stage(name):
     spec = METHODS[name]
     assert issubclass(spec.config_class(), TrainingArguments)
     assert issubclass(TRAINERS[name](), Trainer)
-    assert callable(RUNNERS[name].run) and callable(RUNNERS[name].check)
+    assert callable(RUNNERS[name].load) and callable(RUNNERS[name].check)
     assert method_spec(spec.stage, None if spec.stage == "sft" else Method(name, name)) is spec
 
 

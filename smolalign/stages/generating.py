@@ -1,0 +1,50 @@
+"""What a stage whose policy generates while it trains (GRPO, online DPO, distillation) adds to its run: the
+server's port and vLLM's engine checked before anything loads; the server (one smolalign starts, on the GPUs kept for
+it, or one that runs) and the stall watchdog held from the config to the end of training; and TRL's engines built for
+the CPU while the trainer is built.
+`smolalign rl recipes/quickstart/rl.yaml --dry-run`
+"""
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+
+from smolalign.generation.backend_settings import stall_timeout
+from smolalign.generation.server import check_port, served_generation
+from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
+from smolalign.generation.vllm_engine import check_generation, generated_tokens
+from smolalign.resolve import Run
+from smolalign.runs.watchdog import Watchdog, stall_watchdog
+
+
+def check_generating(run: Run) -> None:
+    """A server smolalign is to start needs its port free, and a vLLM engine must be able to load the model here."""
+    check_port(run.recipe)
+    check_generation(run)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Where the policy's generation is served while it trains."""
+
+    base_url: str | None
+    """The vLLM server's (None: the policy generates in the training process)."""
+    watchdog: Watchdog
+    """Its `callback()` tells it of every step."""
+
+
+@contextmanager
+def generating(run: Run, opened) -> Iterator[Generation]:
+    """The run's vLLM server (started, health-checked and stopped) and its stall watchdog, for a run opened as
+    `opened` (`stages.lifecycle.OpenRun`). The config is built inside: the server's address is one of its fields."""
+    stall = stall_timeout(run.recipe.generation)
+    with served_generation(run, opened.state, opened.dtype, opened.gpus) as server, \
+            stall_watchdog(stall, server) as watchdog:
+        yield Generation(server.base_url if server else None, watchdog)
+
+
+def building_trainer(run: Run, opened) -> AbstractContextManager:
+    """While the trainer is built: on a CPU, TRL's colocated engines or server client built for it
+    (`generation.trl_on_cpu`)."""
+    return trl_generation_on_cpu(run.recipe.generation, run.hardware, dtype=opened.dtype,
+                                 sequence_tokens=generated_tokens(run))
