@@ -72,3 +72,14 @@ def test_every_method_dry_runs_through_the_stage_its_row_names(name, cli, write_
     code, out, err = cli(verb, recipe, "--dry-run")
     assert code == 0, err
     assert PLAN_SAYS[name] in out, out
+
+
+@pytest.mark.parametrize("name", sorted(RUNNERS))
+def test_each_stage_summary_names_a_logged_value_and_a_tuple_of_companions(name):
+    """`runs.metrics.summary(run_dir, key, companions)`: companions passed as a bare string would be read letter by
+    letter, and the summary would report none of them."""
+    summary = RUNNERS[name].summary
+    assert len(summary) <= 2, summary
+    assert all(isinstance(key, str) for key in summary[:1]), summary
+    assert all(isinstance(companions, tuple) and all(isinstance(c, str) for c in companions)
+               for companions in summary[1:]), summary
