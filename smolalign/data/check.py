@@ -138,39 +138,44 @@ def tokenizer_for(run: Run):
     return found, ""
 
 
-def check_sft_rows(run: Run, mixture) -> Checked:
-    """Render, tokenize, mask and check a sample of an SFT mixture as `prepare_sft_data` would."""
+def check_mixture(run: Run, mixture, make_checks) -> Checked:
+    """What every check of a mixture shares: the tokenizer (or why it was not checked), every row's fields in both
+    splits, a sample of the training rows, the time taken. `make_checks(tokenizer, template)` gives (row_problem,
+    check_sample): the problem with one row's fields (None when it has none), and the check of the sampled rows as
+    the stage's preparation would treat them."""
     start = time.perf_counter()
     found, skipped = tokenizer_for(run)
     if found is None:
         return Checked(0, len(mixture.rows_per_source), 0.0, skipped)
-    tokenizer, template = found
-    layout = Layout.from_settings(run.settings)
+    row_problem, check_sample = make_checks(*found)
     rows, sources = sample(mixture.train, run.data.seed)
-    encoder = Encoder(tokenizer, template, mixture.format, layout.loss, run.recipe.template.kwargs)
-    fields = sum(check_fields(split, encoder.row_problem) for split in (mixture.train, mixture.eval) if split)
-    prepare_split(rows, encoder, layout, run.data.on_untrained)
+    fields = sum(check_fields(split, row_problem) for split in (mixture.train, mixture.eval) if split)
+    check_sample(rows)
     return Checked(len(rows), sources, time.perf_counter() - start, fields=fields,
                    total=len(mixture.train) + len(mixture.eval or []))
+
+
+def check_sft_rows(run: Run, mixture) -> Checked:
+    """Render, tokenize, mask and check a sample of an SFT mixture as `prepare_sft_data` would."""
+    layout = Layout.from_settings(run.settings)
+
+    def checks(tokenizer, template):
+        encoder = Encoder(tokenizer, template, mixture.format, layout.loss, run.recipe.template.kwargs)
+        return encoder.row_problem, lambda rows: prepare_split(rows, encoder, layout, run.data.on_untrained)
+    return check_mixture(run, mixture, checks)
 
 
 def check_preference_rows(run: Run, mixture) -> Checked:
     """Render, tokenize and check a sample of preference (or unpaired) rows as `prepare_preference_data` would."""
-    start = time.perf_counter()
-    found, skipped = tokenizer_for(run)
-    if found is None:
-        return Checked(0, len(mixture.rows_per_source), 0.0, skipped)
-    tokenizer, template = found
-    rows, sources = sample(mixture.train, run.data.seed)
-    encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=run.recipe.template.kwargs)
     names = ("chosen", "rejected") if mixture.format == "preference" else ("completion",)
-    def problem_of(row):
-        return encoder.pair_problem(row, decoded(row.get("prompt")), [decoded(row.get(n)) for n in names], names)
 
-    fields = sum(check_fields(split, problem_of) for split in (mixture.train, mixture.eval) if split)
-    check_rows(encode_rows(rows, encoder), run.data.on_untrained)
-    return Checked(len(rows), sources, time.perf_counter() - start, fields=fields,
-                   total=len(mixture.train) + len(mixture.eval or []))
+    def checks(tokenizer, template):
+        encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=run.recipe.template.kwargs)
+
+        def row_problem(row):
+            return encoder.pair_problem(row, decoded(row.get("prompt")), [decoded(row.get(n)) for n in names], names)
+        return row_problem, lambda rows: check_rows(encode_rows(rows, encoder), run.data.on_untrained)
+    return check_mixture(run, mixture, checks)
 
 
 def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict) -> Checked:
