@@ -137,13 +137,23 @@ def engine_options(model_dir: str, hardware: Hardware, *, dtype: str, sequence_t
         return {**options, "dtype": "auto", "gpu_memory_utilization": gpu_memory_utilization,
                 **({"max_model_len": longest} if longest else {})}
     longest = longest or max_model_len(model_dir, hardware) or CPU_MAX_MODEL_LEN
+    options.update(dtype=dtype, enforce_eager=True, max_model_len=longest, max_num_seqs=sequences,
+                   **whole_prefills(sequence_tokens, sequences, longest))
     if not (Path(model_dir) / "config.json").is_file():  # a hub id: its shape is not known before vLLM reads it
-        return {**options, "dtype": dtype, "enforce_eager": True, "max_model_len": longest,
-                "kv_cache_memory_bytes": UNKNOWN_MODEL_KV_BYTES, "max_num_seqs": sequences}
+        return {**options, "kv_cache_memory_bytes": UNKNOWN_MODEL_KV_BYTES}
     cache = max(kv_cache_bytes(model_dir, min(sequence_tokens, longest), sequences, dtype),
                 kv_cache_bytes(model_dir, longest, 1, dtype))
-    return {**options, "dtype": dtype, "enforce_eager": True, "max_model_len": longest,
-            "kv_cache_memory_bytes": cache, "max_num_seqs": sequences}
+    return {**options, "kv_cache_memory_bytes": cache}
+
+
+def whole_prefills(sequence_tokens: int, sequences: int, longest: int) -> dict:
+    """On a CPU, no prompt is split across engine steps: chunked prefill off, and a step's token budget for a whole
+    batch of prompts (and at least one of the longest). A prompt split across steps has the token sampled for it
+    discarded, and vLLM 0.31 then rewinds the request's seeded generator, which a CPU generator refuses ("CPU
+    Generator does not use offset"): every sampled request with a seed of its own (pairs, eval) crashed once a
+    batch's prompts outgrew one step. vLLM's CPU platform makes the same choice for the models it cannot chunk."""
+    return {"enable_chunked_prefill": False,
+            "max_num_batched_tokens": max(longest, sequences * min(sequence_tokens, longest))}
 
 
 @contextlib.contextmanager

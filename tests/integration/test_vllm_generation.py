@@ -93,6 +93,24 @@ def test_sampled_vllm_metrics_agree_with_transformers_within_noise(cli_fd, vllm_
     assert len(set(shares["vllm"])) > 5  # sampled, not one greedy answer repeated
 
 
+def test_sampled_prompts_longer_than_one_steps_token_budget(cli_fd, vllm_tiny_dir, tmp_path, engine_calls):
+    """A batch whose prompts together exceed the tokens vLLM computes in one step (here 32 prompts of ~300 tokens):
+    with chunked prefill, a prompt split across steps has its sampled token discarded, and rewinding a seeded CPU
+    generator for it crashed the engine ("CPU Generator does not use offset"), as `make quickstart`'s evaluation did
+    with `--backend vllm`. Every prompt gets its own seed, as in the quickstart."""
+    filler = " ".join(f"word{i}" for i in range(60))
+    rows = [{"prompt": f"say something about {i}: {filler}", "solution": str(i)} for i in range(32)]
+    data = write_jsonl(tmp_path / "q.jsonl", rows)
+    code, _, err = cli_fd("eval", f"m={vllm_tiny_dir}", "--data", data, "--reward", "math_accuracy", "--modes",
+                          "no_think", "--temperature", "1.0", "--max-new-tokens", "8", "--batch-size", "32",
+                          "--backend", "vllm", "--json", tmp_path / "vllm.json")
+    assert code == 0, err
+    assert engine_calls and sum(c["requests"] for c in engine_calls) == 32
+    assert all(seed is not None for c in engine_calls for seed in c["seeds"])
+    answers = samples(tmp_path / "vllm.samples.jsonl")
+    assert len(answers) == 32 and len({row["turn"] for row in answers.values()}) > 5  # sampled, one per prompt
+
+
 @pytest.fixture
 def pairs_recipe(write_recipe, talker, tmp_path):
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": q["prompt"]} for q in QUESTIONS])
