@@ -116,9 +116,10 @@ def test_quickstart_gold_into_a_student_with_its_own_tokenizer(quickstart_rl_run
 
 def test_quickstart_distilled_student_answers_far_better_than_before(quickstart_rl_run, tmp_path):
     """quickstart/distill: the bundled model before SFT, distilled for 20 steps from the quickstart GRPO model, against
-    itself before distillation on 48 held-out questions (no_think, greedy, 40 tokens). Measured on 96 questions
-    (benchmarks/RESULTS.md): 0.24 -> 0.96, paired difference +0.72 [+0.61, +0.81]; the threshold, a lower 95% bound
-    above +0.3, leaves room for another machine's numerics and half the questions."""
+    itself before distillation on 48 held-out questions (no_think, greedy, 40 tokens). Measured on the models of a
+    fresh-clone `make quickstart` (benchmarks/RESULTS.md, 2026-11-26): 0.58 -> 0.98, paired difference +0.40
+    [+0.25, +0.54]; the threshold, a lower 95% bound above +0.1, leaves room for another machine's numerics. With
+    distillation switched off the student is the base model, greedy answers are the same, and the difference is 0."""
     import json
     from pathlib import Path
 
@@ -139,7 +140,7 @@ def test_quickstart_distilled_student_answers_far_better_than_before(quickstart_
     except SystemExit as exc:
         assert not exc.code, f"eval exited {exc.code}"
     report = json.loads(out.read_text())
-    assert report["differences"]["distill"]["no_think"]["math_accuracy mean"]["low"] > 0.3, report["differences"]
+    assert report["differences"]["distill"]["no_think"]["math_accuracy mean"]["low"] > 0.1, report["differences"]
 
 
 def test_sft_think_compliance_is_far_above_the_base_model(quickstart_run, tmp_path):
