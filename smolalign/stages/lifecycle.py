@@ -88,11 +88,10 @@ def run(stage: Stage, run: Run, *, output_dir: Path | None = None, dry_run: bool
     evaluation = announce(run, checked[0], dry_run)
     if dry_run:
         return None
-    run_dir, checkpoint, state = open_run(run, output_dir, resume=resume, overwrite=overwrite)
-    opened = OpenRun(resolve_dtype(run.recipe.model.dtype, run.hardware), run_dir, checkpoint, state, overwrite, gpus)
+    opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus)
     with stage.load(run, opened, checked) as (trainer, tokenizer):
-        model_dir = train_and_save(trainer, tokenizer, run_dir, checkpoint)
-    return finish(trainer, run_dir, model_dir, evaluation, *stage.summary, hub=run.recipe.hub)
+        model_dir = train_and_save(trainer, tokenizer, opened.run_dir, opened.checkpoint)
+    return finish(trainer, opened.run_dir, model_dir, evaluation, *stage.summary, hub=run.recipe.hub)
 
 
 def announce(run: Run, plan, dry_run: bool):
@@ -134,10 +133,11 @@ def leave_process_group() -> None:
         dist.destroy_process_group()
 
 
-def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool):
-    """(run directory, checkpoint to resume from, accelerate state), with nothing written yet: the caller prepares
-    data inside `state.main_process_first()` and loads the models, then calls `start_run`, so a run refused by any
-    of those checks leaves the run directory as it was."""
+def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool,
+             gpus: GpuPartition | None = None) -> OpenRun:
+    """The run directory, the checkpoint to resume from and accelerate's state, with nothing written yet: the stage
+    prepares data inside `state.main_process_first()` and loads the models, then calls `start_run`, so a run refused
+    by any of those checks leaves the run directory as it was."""
     from accelerate import PartialState
 
     run_dir = run_dir_of(run, output_dir)
@@ -151,7 +151,7 @@ def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool
             checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
         else:
             checkpoint = last_checkpoint(run_dir) if resume else None
-    return run_dir, checkpoint, state
+    return OpenRun(resolve_dtype(run.recipe.model.dtype, run.hardware), run_dir, checkpoint, state, overwrite, gpus)
 
 
 def start_run(run: Run, opened: OpenRun, **sections) -> None:

@@ -17,7 +17,7 @@ import torch, torch.distributed as dist
 from smolalign.resolve import load_run
 from smolalign.stages.lifecycle import open_run
 run = load_run(sys.argv[1], [], "sft")
-run_dir, checkpoint, state = open_run(run, Path(sys.argv[2]), resume=False, overwrite=False)
+open_run(run, Path(sys.argv[2]), resume=False, overwrite=False)
 group = dist.distributed_c10d._get_default_group()
 timeout = group._get_backend(torch.device("cpu")).options._timeout.total_seconds()
 Path(sys.argv[3], f"rank-{dist.get_rank()}").write_text(f"{dist.get_world_size()} {timeout}")
