@@ -30,14 +30,16 @@ def _builtin() -> dict[str, Callable[..., Any]]:
     from rewards.length import CosineScaled, Repetition, SoftOverlong
     from rewards.math import MathAccuracy
     from rewards.reasoning_gym import ReasoningGym
+    from rewards.tool_use import ToolFormat
 
     return {"math_accuracy": MathAccuracy, "think_format": ThinkFormat, "tag_count": TagCount,
             "soft_overlong": SoftOverlong, "cosine_length": CosineScaled, "repetition": Repetition, "code": _code,
-            "answer_format": AnswerFormat, "judge": Judge, "reasoning_gym": ReasoningGym}
+            "answer_format": AnswerFormat, "judge": Judge, "reasoning_gym": ReasoningGym,
+            "tool_format": ToolFormat}
 
 
 REWARDS = ("math_accuracy", "think_format", "tag_count", "soft_overlong", "cosine_length", "repetition", "code",
-           "answer_format", "judge", "reasoning_gym")
+           "answer_format", "judge", "reasoning_gym", "tool_format")
 
 
 def reward_class(name: str) -> type:

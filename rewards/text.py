@@ -4,6 +4,8 @@ think mode a row asked for is decided in `rewards.think_mode`)."""
 import re
 from typing import Any
 
+from rewards.trajectory import message_text
+
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 _THINK_TURN = re.compile(r"^\s*<think>(.*?)</think>(.*)$", re.DOTALL)
 
@@ -16,15 +18,17 @@ def split_think(text: str) -> tuple[str, str] | None:
 
 
 def completion_text(completion: Any) -> str:
-    """A completion as text: a string, or the last message's content of a conversational completion."""
+    """A completion as text: a string, or the model's last message of a conversational completion (a parsed think
+    block put back in front, `rewards.trajectory.message_text`). A multi-turn tool trajectory that ends on a tool
+    result or on a tool call that never ran has no answer: "" (never the tool's output read as the model's)."""
     if isinstance(completion, str):
         return completion
-    if isinstance(completion, list) and completion:
-        content = completion[-1].get("content") if isinstance(completion[-1], dict) else completion[-1]
-        return content if isinstance(content, str) else ""
-    if isinstance(completion, dict):
-        return str(completion.get("content") or "")
-    return ""
+    last = completion[-1] if isinstance(completion, list) and completion else completion
+    if isinstance(last, dict):
+        if last.get("role", "assistant") != "assistant" or last.get("tool_calls"):
+            return ""
+        return message_text(last)
+    return last if isinstance(last, str) else ""
 
 
 def answer_part(text: str) -> str | None:

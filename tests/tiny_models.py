@@ -39,13 +39,13 @@ def build_tokenizer(directory: Path, vocab_size: int = 512, extra_lines: tuple[s
 
 
 def build_model(directory: Path, tokenizer, arch: str = "llama", hidden: int = 64, layers: int = 2, seed: int = 0,
-                heads: int = 4, kv_heads: int = 2):
+                heads: int = 4, kv_heads: int = 2, positions: int = 1024):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, SmolLM3Config, SmolLM3ForCausalLM
 
     torch.manual_seed(seed)
     common = dict(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
-                  num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=1024,
+                  num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=positions,
                   pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
                   tie_word_embeddings=True)
     if arch == "smollm3":

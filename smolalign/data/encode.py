@@ -14,7 +14,7 @@ from typing import Any
 
 from rewards.think_mode import row_mode
 from smolalign.data.mixture import ORIGIN, decoded
-from smolalign.data.rows import kind, messages_problem, missing_problem
+from smolalign.data.rows import kind, messages_problem, missing_problem, tool_names, unknown_tool_problem
 from smolalign.errors import SmolalignError
 from smolalign.templates.registry import ChatTemplate
 from smolalign.templates.render import render, rendered_think_mode
@@ -124,12 +124,15 @@ class Encoder:
                 return missing_problem(row, column, columns)
         if self.format == "text":
             return "" if isinstance(values["text"], str) else f"text must be a string, got {kind(values['text'])}"
+        known = tool_names(decoded(row.get("tools")))
         if self.format == "messages":
-            return messages_problem(values["messages"])
+            return messages_problem(values["messages"]) or (
+                unknown_tool_problem(values["messages"], known) if known is not None else "")
         prompt, completion = values["prompt"], values["completion"]
         if isinstance(prompt, str):
             return "" if isinstance(completion, str) else f"completion must be text, as the prompt is, got {kind(completion)}"
-        return messages_problem(prompt, "prompt") or messages_problem(completion, "completion")
+        return (messages_problem(prompt, "prompt") or messages_problem(completion, "completion") or (
+            unknown_tool_problem(completion, known, "completion") if known is not None else ""))
 
     def think_problem(self, messages: list[dict], kwargs: dict, text: str) -> str:
         if not self.template.is_hybrid:

@@ -8,8 +8,10 @@ assistant turn that carries `tool_calls`). Each problem is one phrase naming the
 caller adds where the row came from (`file.jsonl#row`).
 """
 
+import json
 from typing import Any
 
+from rewards.errors import suggest
 from smolalign.errors import SmolalignError
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -72,3 +74,39 @@ def check_messages(messages: Any, where: str, field: str = "messages") -> list:
     if problem:
         raise SmolalignError(f"{where}: {problem}")
     return messages
+
+
+def tool_names(tools: Any) -> set[str] | None:
+    """The names a row's `tools` column declares (JSON schemas, `{type: function, function: {name}}` or
+    `{name}`, as a list or its JSON text); None when the row declares none."""
+    if tools is None:
+        return None
+    if isinstance(tools, str):
+        try:
+            tools = json.loads(tools)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(tools, list):
+        return None
+    names = set()
+    for tool in tools:
+        if isinstance(tool, dict):
+            spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+            if isinstance(spec.get("name"), str):
+                names.add(spec["name"])
+    return names
+
+
+def unknown_tool_problem(messages: Any, known: set[str], field: str = "messages") -> str:
+    """An assistant tool call naming a tool that is not among `known` ("" when every call names one): a model
+    trained on it learns to call a tool that will not be there."""
+    for index, message in enumerate(messages if isinstance(messages, list) else ()):
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for number, call in enumerate(calls if isinstance(calls, list) else ()):
+            spec = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else call
+            name = spec.get("name") if isinstance(spec, dict) else None
+            if name not in known:
+                choices = ", ".join(sorted(known)) or "none"
+                return (f"{field}.{index}.tool_calls.{number} calls an unknown tool {name!r}"
+                        f"{suggest(str(name), sorted(known))}; the tools are: {choices}")
+    return ""

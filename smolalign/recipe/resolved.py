@@ -36,6 +36,8 @@ def recipe_to_dict(recipe: Recipe, train: dict[str, Any]) -> dict:
         out["generation"] = dataclasses.asdict(recipe.generation)
     if recipe.teacher is not None:
         out["teacher"] = dataclasses.asdict(recipe.teacher)
+    if recipe.tools is not None:
+        out["tools"] = dataclasses.asdict(recipe.tools)
     if recipe.pairs is not None:
         out["pairs"] = dataclasses.asdict(recipe.pairs)
     out["train"] = train

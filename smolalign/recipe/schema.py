@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rewards.errors import suggest
 from smolalign.gpus import gpu_named, parse_size
 from smolalign.recipe.data_schema import DataSection, SourceSection
 from smolalign.recipe.eval_schema import EvalSection
@@ -116,6 +117,47 @@ class TeacherSection:
     """Refuse a teacher whose weights (parameters × dtype) need more than this."""
 
 
+BUILTIN_TOOLS = ("python",)
+"""Tools smolalign ships: `python` runs the model's code in the code reward's sandbox and returns what it printed."""
+
+
+@dataclass(frozen=True)
+class ToolsSection:
+    """Tools the policy calls while it generates (GRPO): the model writes a tool call, the tool runs, its result
+    goes back to the model as the next turn and generation goes on, up to `max_turns` calls per answer. Only the
+    model's own tokens are trained; a tool's result never carries loss."""
+
+    use: list[str] = field(default_factory=list)
+    """`python` (built in), or a team's function as `path/to/file.py:function` or `module:function`: typed
+    parameters and a docstring with an `Args:` entry for each (the schema the model is shown is made from them)."""
+    environment: str | None = None
+    """A stateful environment, `path/to/file.py:Class` or `module:Class` (TRL's `environment_factory`): one instance
+    per answer, its `reset()` called first, its public methods the tools."""
+    max_turns: int = 4
+    """Tool calls (rounds) per answer at most; an answer still calling a tool then ends there, counted in the logs."""
+    timeout: float = 10.0
+    """Seconds a call may take: the python tool's CPU limit, a team function's wall-clock limit. A call that takes
+    longer returns an error to the model."""
+    max_output_chars: int = 2000
+    """A tool's result is cut to this many characters (the rest named as cut) before the model reads it."""
+
+    def __post_init__(self):
+        if not self.use and self.environment is None:
+            raise ValueError("list tools in use (python, or path/to/file.py:function) or give an environment")
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
+        if self.timeout <= 0:
+            raise ValueError(f"timeout must be positive (seconds), got {self.timeout}")
+        if self.max_output_chars < 1:
+            raise ValueError(f"max_output_chars must be at least 1, got {self.max_output_chars}")
+        for index, name in enumerate(self.use):
+            if name not in BUILTIN_TOOLS and ":" not in name:
+                raise ValueError(f"use.{index}: unknown tool {name!r}{suggest(name, BUILTIN_TOOLS)}; built in: "
+                                 f"{', '.join(BUILTIN_TOOLS)}, or path/to/file.py:function, module:function")
+        if len(set(self.use)) != len(self.use):
+            raise ValueError(f"use lists a tool twice: {self.use}")
+
+
 @dataclass(frozen=True)
 class LaunchSection:
     """How many processes a run uses, and the global batch to keep whatever that number is."""
@@ -218,6 +260,8 @@ class Recipe:
     """`rl` only: how the policy (or the distilled student) generates."""
     teacher: TeacherSection | None = None
     """`rl` distillation (distill, gold, auto) only, required there: the teacher."""
+    tools: ToolsSection | None = None
+    """`rl` grpo only: tools the policy calls while it generates (multi-turn tool use)."""
     launch: LaunchSection | None = None
     """Any stage: the processes, the global batch, and the GPU the plan checks memory and time against."""
     hub: HubSection | None = None

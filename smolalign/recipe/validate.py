@@ -23,12 +23,14 @@ from smolalign.recipe.schema import (
     Recipe,
     ReferenceSection,
     TemplateSection,
+    ToolsSection,
 )
 from smolalign.recipe.train_section import normalize_train
 from smolalign.recipe.typecheck import build, check_config_section, reject_unknown, resolve_rewards
 
 SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train", "launch", "eval", "hub")
-STAGE_SECTIONS = {"po": ("method", "reference", "pairs"), "rl": ("method", "rewards", "generation", "teacher")}
+STAGE_SECTIONS = {"po": ("method", "reference", "pairs"),
+                  "rl": ("method", "rewards", "generation", "teacher", "tools")}
 
 
 def lora_config_class() -> type:
@@ -56,10 +58,11 @@ def parse_recipe(raw: dict, stage: str, source: str) -> Recipe:
     peft = _section(raw, "peft")
     if peft is not None:
         check_config_section(lora_config_class(), peft, "peft")
-    method = reference = generation = teacher = None
+    method = reference = generation = teacher = tools = None
     rewards: tuple = ()
     if stage == "rl":
         method, rewards, generation, teacher = parse_rl_sections(raw)
+        tools = tools_section(raw.get("tools"), method)
         if method_spec(stage, method).policy_reference:  # made by TRL: the policy's frozen copy, or its adapter off
             reference = ReferenceSection("adapter" if peft is not None else "policy")
     if stage == "po":
@@ -75,7 +78,18 @@ def parse_recipe(raw: dict, stage: str, source: str) -> Recipe:
     return Recipe(stage=stage, model=model, template=template, data=data, peft=peft, train=train, raw=raw,
                   source=source, description=str(raw.get("description") or ""), method=method,
                   reference=reference, pairs=pairs, rewards=rewards, generation=generation, teacher=teacher,
-                  launch=launch, hub=hub, evaluation=evaluation)
+                  tools=tools, launch=launch, hub=hub, evaluation=evaluation)
+
+
+def tools_section(mapping: Any, method) -> ToolsSection | None:
+    """`tools:` for GRPO, the one rl method whose TRL trainer runs a tool loop (TRL 1.16's OnlineDPOTrainer and the
+    distillation trainers take no environment; online DPO no tools at all)."""
+    if mapping is None:
+        return None
+    if method.trainer != "grpo":
+        raise SmolalignError(f"tools: method {method.name} generates without tools (TRL's trainer for it runs no tool "
+                             "loop); use method: grpo, or remove tools:")
+    return build(ToolsSection, mapping, "tools")
 
 
 def eval_section(mapping: Any) -> EvalSection | None:
@@ -140,7 +154,7 @@ def recipe_stage(name_or_path: str, overrides: list[str]) -> str:
     declared = raw.get("stage")
     if declared:
         return str(declared)
-    if "rewards" in raw or "generation" in raw or "teacher" in raw:
+    if "rewards" in raw or "generation" in raw or "teacher" in raw or "tools" in raw:
         return "rl"
     return "po" if "method" in raw or "pairs" in raw else "sft"
 

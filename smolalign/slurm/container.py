@@ -51,13 +51,16 @@ def container_of(request: SlurmRequest, run: Run, recipe_file: Path, preset: Pat
 
 def recipe_files(run: Run) -> list[str]:
     """Paths the recipe names besides the policy: a teacher or reference model, training and evaluation data, a
-    template file, and the files of rewards (`model:PATH`, `file.py:function`) of rl, graded pairs and eval. Those
+    template file, the files of rewards (`model:PATH`, `file.py:function`) of rl, graded pairs and eval, and of rl's
+    tools (`file.py:function`, `file.py:Class`). Those
     that are existing absolute paths are mounted (relative ones live in the recipe's folder, mounted too)."""
     recipe = run.recipe
     rewards = [*recipe.rewards, *(recipe.evaluation.rewards if recipe.evaluation else []),
                *(recipe.pairs.graded.scorer if recipe.pairs is not None and recipe.pairs.graded is not None else [])]
     named = [reward.name.removeprefix("model:").partition(".py:")[0] + (".py" if ".py:" in reward.name else "")
              for reward in rewards]
+    tools = [*recipe.tools.use, recipe.tools.environment or ""] if recipe.tools is not None else []
+    named += [spec.partition(".py:")[0] + ".py" for spec in tools if ".py:" in spec]
     return [*([recipe.teacher.source] if recipe.teacher else []),
             *([recipe.reference.source] if recipe.reference is not None and recipe.reference.source else []),
             *(source.path for source in run.data.sources),

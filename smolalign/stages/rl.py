@@ -14,10 +14,11 @@ from pathlib import Path
 from rewards.registry import check_reward_columns, check_team_reward
 from smolalign.data.check import check_prompt_rows, check_reward_rows
 from smolalign.data.prompts import read_prompt_rows, recipe_prompts
+from smolalign.data.rows import unknown_tool_problem
 from smolalign.errors import SmolalignError
 from smolalign.generation.backend_settings import describe_generation, vllm_fields
 from smolalign.hardware import Hardware
-from smolalign.models.load import load_model, load_tokenizer
+from smolalign.models.load import load_model, load_tokenizer, preflight_tokenizer
 from smolalign.plan import make_plan
 from smolalign.recipe.schema import Recipe
 from smolalign.recipe.typecheck import resolve_rewards
@@ -25,9 +26,12 @@ from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
 from smolalign.stages.generating import building_trainer, generating
 from smolalign.stages.lifecycle import OpenRun, Stage, start_run
+from smolalign.stages.tool_grpo import tool_grpo_trainer
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+from smolalign.tools.rendering import install_response_parser
+from smolalign.tools.resolve import Tools, resolve_tools
 
 
 def build_rewards(recipe: Recipe) -> list:
@@ -55,11 +59,37 @@ def check_before_loading(run: Run):
     check_batch(run)
     check_config(run, grpo_config, None)
     prompts, rewards, checked = check_prompts_and_rewards(run)
+    tools = check_tools(run, prompts) if recipe.tools is not None else None
     plan = make_plan(run, template, len(prompts.train), data_format="prompt")
     add_rl_rows(plan, run)
+    if tools is not None:
+        add_tools_row(plan, run, tools)
     add_sandbox_row(plan, rewards)
     plan.add_data_check(checked)
-    return plan, prompts, rewards
+    return plan, prompts, rewards, tools
+
+
+def check_tools(run: Run, prompts) -> Tools:
+    """Every tool loaded and checked, the template shown able to carry a tool conversation and to have its tool
+    calls read back, and every tool call already in the prompts naming a tool the run has (exit 2 on each)."""
+    recipe = run.recipe
+    tools = resolve_tools(recipe.tools)
+    found = preflight_tokenizer(recipe.model, recipe.template.name, run.source(), run.target)
+    if found is not None:
+        install_response_parser(found[0], recipe.template.name, dict(recipe.template.kwargs))
+    for split in (prompts.train, prompts.eval):
+        for index, row in enumerate(split if split is not None else ()):
+            problem = unknown_tool_problem(row["prompt"], set(tools.names), "prompt")
+            if problem:
+                raise SmolalignError(f"prompt row {index}: {problem}")
+    return tools
+
+
+def add_tools_row(plan, run: Run, tools: Tools) -> None:
+    section = run.recipe.tools
+    plan.rows["tools"] = (f"{', '.join(tools.names)}: at most {section.max_turns} calls per answer, "
+                          f"{section.timeout:g} s each, results cut at {section.max_output_chars} characters; "
+                          "tool results carry no loss")
 
 
 def check_prompts_and_rewards(run: Run, rendered_kwargs: dict | None = None):
@@ -108,6 +138,8 @@ def grpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, base_ur
                 check: bool = False):
     recipe = run.recipe
     fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}
+    if recipe.tools is not None:
+        fixed["max_tool_calling_iterations"] = recipe.tools.max_turns
     if recipe.template.kwargs:
         fixed["chat_template_kwargs"] = dict(recipe.template.kwargs)
     fixed.update(vllm_fields(recipe.generation, base_url))
@@ -115,30 +147,42 @@ def grpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, base_ur
 
 
 def load(run: Run, opened: OpenRun, checked: tuple) -> AbstractContextManager:
-    """GRPO's trainer on the policy, the prompts and the rewards, with its generation served."""
-    return load_generating(run, opened, checked, grpo_config)
+    """GRPO's trainer on the policy, the prompts and the rewards (and the tools it calls), with its generation
+    served."""
+    return load_generating(run, opened, checked[:3], grpo_config, tools=checked[3])
 
 
 @contextmanager
-def load_generating(run: Run, opened: OpenRun, checked: tuple, make_config) -> Iterator[tuple]:
+def load_generating(run: Run, opened: OpenRun, checked: tuple, make_config, tools: Tools | None = None
+                    ) -> Iterator[tuple]:
     """What an rl method whose policy generates while it trains (GRPO, online DPO) loads: the tokenizer, then, with
     the generation served (`stages.generating`), the config (`make_config(run, hardware, dtype, run_dir, base_url)`)
-    and the model; yields the trainer (on those, and the prompts and rewards `check` built) and the tokenizer."""
+    and the model; yields the trainer (on those, and the prompts and rewards `check` built, and GRPO's tools) and
+    the tokenizer. The tools' sandbox stops when the run does."""
     recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
     _, prompts, rewards = checked
     tokenizer, _ = load_tokenizer(recipe.model, recipe.template.name, run.source())
-    with generating(run, opened) as generation:
-        # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
-        args = make_config(run, hardware, dtype, opened.run_dir, generation.base_url)
-        model = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
-        start_run(run, opened)
-        with building_trainer(run, opened):
-            trainer = trainer_class(recipe.stage, recipe.method)(
-                model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train, eval_dataset=prompts.eval,
-                processing_class=tokenizer, peft_config=peft_config(run),
-                callbacks=[metrics_callback(opened.run_dir), generation.watchdog.callback()])
-        del model  # the trainer holds it; finish() frees it before an evaluation
-        yield trainer, tokenizer
+    trainer_type, with_tools = trainer_class(recipe.stage, recipe.method), {}
+    if tools is not None:
+        install_response_parser(tokenizer, recipe.template.name, dict(recipe.template.kwargs))
+        trainer_type = tool_grpo_trainer(tools)
+        with_tools = {"tools": tools.functions or None, "environment_factory": tools.environment_factory}
+    try:
+        with generating(run, opened) as generation:
+            # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
+            args = make_config(run, hardware, dtype, opened.run_dir, generation.base_url)
+            model = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
+            start_run(run, opened)
+            with building_trainer(run, opened):
+                trainer = trainer_type(
+                    model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train,
+                    eval_dataset=prompts.eval, processing_class=tokenizer, peft_config=peft_config(run),
+                    callbacks=[metrics_callback(opened.run_dir), generation.watchdog.callback()], **with_tools)
+            del model  # the trainer holds it; finish() frees it before an evaluation
+            yield trainer, tokenizer
+    finally:
+        if tools is not None:
+            tools.close()
 
 
 STAGE = Stage(check_before_loading, load, summary=("reward",), generates=True, check_batch=check_batch)

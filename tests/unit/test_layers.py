@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, tuple[Part, ...]], ...] = (
     ("sources", (
         ("smolalign.checkpoints", "pretraining checkpoints (nanotron, DeepSpeed ZeRO, torch DCP) read and converted"),
         ("smolalign.templates", "chat templates: shipped, from a file or the tokenizer's, rendered"),
+        ("smolalign.tools", "tools a policy calls while it generates: the python tool, a team's, checked"),
         ("smolalign.models", "model sources classified, loaded and saved"),
         ("smolalign.data.sources", "one data source read, and what identifies its content"),
         ("smolalign.pairs.output", "where a recipe's generated pairs are, keyed by what they depend on"))),

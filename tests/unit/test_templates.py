@@ -119,7 +119,8 @@ def test_tool_calls_and_late_system_messages_are_not_dropped():
                 {"role": "tool", "content": "3"}, {"role": "system", "content": "Now be terse."}]
     text, _ = render(SMOLLM3, messages)
     assert '<|im_start|>assistant\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call><|im_end|>' in text
-    assert "<|im_start|>user\n3<|im_end|>\n<|im_start|>system\nNow be terse.<|im_end|>\n" in text
+    assert ("<|im_start|>user\n<tool_response>\n3\n</tool_response><|im_end|>\n<|im_start|>system\nNow be terse."
+            "<|im_end|>\n") in text
 
 
 def test_chatml_marks_answers_and_end_of_turn():
