@@ -25,7 +25,7 @@ EVAL_ARGS := --baseline base=smollm2-135m-instruct --compare po=sft --compare rl
 EVAL_THREE_ARGS := --baseline po=runs/quickstart/po/model --data recipes/quickstart/data/arithmetic_eval_three.jsonl \
 	--modes no_think $(EVAL_SAMPLING) --json runs/quickstart/eval/three.json --markdown runs/quickstart/eval/three.md
 
-.PHONY: quickstart test test-unit test-integration test-slow test-gpu test-teeth bench lint docs docs-serve clean
+.PHONY: quickstart quickstart-tools test test-unit test-integration test-slow test-gpu test-teeth bench lint docs docs-serve clean
 
 quickstart: $(STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign sft quickstart/sft --overwrite
@@ -40,6 +40,18 @@ quickstart: $(STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/sft/model runs/quickstart/po/model \
 		runs/quickstart/rl/model runs/quickstart/distill/model $(EVAL_ARGS)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/rl/model $(EVAL_THREE_ARGS)
+
+# The tool-use pipeline (not part of `make quickstart`): SFT of the bundled model on python-tool demonstrations for
+# products of two 3-digit numbers, GRPO with the tool, then the GRPO model evaluated on 64 held-out products without
+# tools and with them, side by side (the same model; vLLM's engine generates).
+TOOLS_EVAL_ARGS := --data recipes/quickstart/data/tools_eval.jsonl --reward math_accuracy,tool_format --tools python \
+	--max-turns 2 --modes no_think --max-new-tokens 48 --batch-size 32 --backend vllm \
+	--json runs/quickstart/tools_eval/eval.json --markdown runs/quickstart/tools_eval/eval.md
+
+quickstart-tools: $(STAMP)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign sft quickstart/tools_sft --overwrite
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign rl quickstart/tools_rl --overwrite
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/tools_rl/model $(TOOLS_EVAL_ARGS)
 
 # pytest's exit code 5 (no test collected) fails each target like any failure. The default tiers spread their test
 # files over TEST_PROCESSES processes (pytest-xdist; each file stays in one, with its module fixtures): most tests

@@ -54,6 +54,11 @@ def evaluate_command(
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Write the tables as Markdown.")] = None,
     chart: Annotated[Path | None, typer.Option("--chart", help="Write a PNG chart of the main metrics (needs "
                                                                "matplotlib).")] = None,
+    tools: Annotated[list[str] | None, typer.Option("--tools", help="A tool the models may call: python (the "
+                                                     "sandbox), path/to/file.py:function or module:function. "
+                                                     "Repeatable. Each model is then evaluated without tools (LABEL) "
+                                                     "and with them (LABEL+tools), compared pairwise.")] = None,
+    max_turns: Annotated[int, typer.Option(help="With --tools: tool calls per answer at most.")] = 4,
     card: Annotated[Path | None, typer.Option("--card", help="A run directory one of the MODELs comes from (RUN_DIR/"
                                                              "model): the results go into its model card "
                                                              "(model-index and the intervals table).")] = None,
@@ -67,7 +72,7 @@ def evaluate_command(
     settings = dict(data=data, split=split, reward=reward, params=params or [], threshold=threshold or [],
                     modes=modes, samples=samples, max_new_tokens=max_new_tokens, backend=backend, base_url=base_url,
                     temperature=temperature, top_p=top_p, batch_size=batch_size, max_prompts=max_prompts,
-                    seed=seed)
+                    seed=seed, tools=tools or [], max_turns=max_turns)
     inputs = inputs_from_options(models, baseline, template, settings, compare or [])
     label = card_label(card, inputs.models) if card is not None else None
     report = evaluate(inputs, json_path=json_out, markdown_path=markdown, chart_path=chart)

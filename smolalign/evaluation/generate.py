@@ -6,14 +6,17 @@ from dataclasses import dataclass
 
 from rewards.errors import RewardError
 from rewards.registry import check_scores, trainer_extras
+from rewards.trajectory import read_trajectory
 from smolalign.errors import SmolalignError
 from smolalign.evaluation.compliance import answer_prefill, complies
 from smolalign.evaluation.inputs import EvalInputs, EvalModel
+from smolalign.evaluation.tool_loop import sample_with_tools
 from smolalign.pairs.backends import Answer, Generator, make_generator
 from smolalign.pairs.prompts import Prompt, prompt_key
 from smolalign.progress import Progress
 from smolalign.recipe.generation_schema import GeneratorSection
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+from smolalign.tools.calls import parse_turn
 
 MODE_SEED_STRIDE = 1_000_003
 
@@ -49,10 +52,20 @@ def evaluate_models(inputs: EvalInputs) -> dict[str, dict[str, ModeSamples]]:
 
 def evaluate_mode(inputs: EvalInputs, generator: Generator, model: EvalModel, mode: str) -> ModeSamples:
     kwargs = {**inputs.template_kwargs, "enable_thinking": mode == "think"}
-    answers = sample_all(inputs, generator, kwargs, mode, model.label)
     prefill = answer_prefill(getattr(generator, "template", None) or _local_template(inputs), kwargs,
                              getattr(generator, "specials", None))
+    if model.tools:
+        answers = sample_with_tools(inputs, generator, kwargs, mode, model.label, mode_seed(inputs, mode))
+        return score(inputs, answers, prefill, mode, [[a.trajectory for a in group] for group in answers])
+    answers = sample_all(inputs, generator, kwargs, mode, model.label)
+    if inputs.tools is not None:  # read as the tool models' turns are, so a call it writes counts as one
+        return score(inputs, answers, prefill, mode, [[[parse_turn(a.text)] for a in group] for group in answers])
     return score(inputs, answers, prefill, mode)
+
+
+def mode_seed(inputs: EvalInputs, mode: str) -> int:
+    section = inputs.section
+    return section.seed * MODE_SEED_STRIDE + section.modes.index(mode) * 100_003
 
 
 def sample_all(inputs: EvalInputs, generator: Generator, kwargs: dict, mode: str, label: str) -> list[list[Answer]]:
@@ -63,7 +76,7 @@ def sample_all(inputs: EvalInputs, generator: Generator, kwargs: dict, mode: str
     prompts = [Prompt(prompt_key(p.messages), p.messages, p.origin) for p in inputs.prompts]
     k = section.samples
     per_call = max(1, section.batch_size // k) if section.backend == "transformers" else len(prompts)
-    base = section.seed * MODE_SEED_STRIDE + section.modes.index(mode) * 100_003
+    base = mode_seed(inputs, mode)
     answers: list[list[Answer]] = []
     with Progress(len(prompts), f"eval: {label} {mode} (× {k} samples)", "prompts") as progress:
         for call, start in enumerate(range(0, len(prompts), per_call)):
@@ -73,13 +86,19 @@ def sample_all(inputs: EvalInputs, generator: Generator, kwargs: dict, mode: str
     return answers
 
 
-def score(inputs: EvalInputs, answers: list[list[Answer]], prefill: str, mode: str) -> ModeSamples:
+def score(inputs: EvalInputs, answers: list[list[Answer]], prefill: str, mode: str,
+          trajectories: list[list[list[dict]]] | None = None) -> ModeSamples:
+    """Every sample scored. With tools, `trajectories` are what the rewards read (as GRPO's rewards do: the final
+    answer is the model's last turn); compliance is checked on that turn."""
     import numpy as np
 
     k = inputs.section.samples
     turns = [[prefill + a.text for a in group] for group in answers]
     flat = [a for group in answers for a in group]
     texts = [t for group in turns for t in group]
+    completions = texts if trajectories is None else [t for group in trajectories for t in group]
+    read = [read_trajectory(c) for c in completions]
+    answered = texts if trajectories is None else [prefill + r.answer for r in read]
     columns = {name: [p.columns.get(name) for p in inputs.prompts for _ in range(k)]
                for name in {c for p in inputs.prompts for c in p.columns}}
     columns["chat_template_kwargs"] = [{"enable_thinking": mode == "think"}] * len(texts)
@@ -91,15 +110,18 @@ def score(inputs: EvalInputs, answers: list[list[Answer]], prefill: str, mode: s
     rewards = {}
     for section, reward in inputs.rewards:
         try:
-            values = reward(completions=texts, **columns)
+            values = reward(completions=completions, **columns)
             check_scores(section.name, values, len(texts))
         except ValueError as exc:  # e.g. a length reward without token ids from a server: fix its parameters
             raise SmolalignError(f"reward {section.name}: {exc}" if not isinstance(exc, RewardError) else str(exc)) from None
         rewards[section.name] = np.array([np.nan if v is None else float(v) for v in values]).reshape(shape)
     arrays = {"rewards": rewards,
-              "compliant": np.array([complies(t, mode) for t in texts], dtype=float).reshape(shape),
+              "compliant": np.array([complies(t, mode) for t in answered], dtype=float).reshape(shape),
               "finished": np.array([a.finished for a in flat], dtype=float).reshape(shape),
               "tokens": np.array([a.tokens for a in flat], dtype=float).reshape(shape)}
+    if inputs.tools is not None:  # every model's, so the tables compare them (a model without tools calls none)
+        arrays["tool_calls"] = np.array([r.calls for r in read], dtype=float).reshape(shape)
+        arrays["tool_errors"] = np.array([r.tool_errors + r.malformed_calls for r in read], dtype=float).reshape(shape)
     return ModeSamples(turns, arrays)
 
 

@@ -15,7 +15,10 @@ from smolalign.data.prompts import as_messages, source_prompts
 from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.models.sources import resolve_source
 from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
+from smolalign.recipe.schema import ToolsSection
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+from smolalign.tools.rendering import check_renders_tools
+from smolalign.tools.resolve import Tools, resolve_tools
 
 _LABEL = re.compile(r"^[\w.-]+$")
 
@@ -25,6 +28,8 @@ class EvalModel:
     label: str
     """The model's column in the tables (a run's name for runs/<name>/model)."""
     source: str
+    tools: bool = False
+    """Evaluated with the evaluation's tools (its label ends in `+tools`)."""
 
 
 @dataclass
@@ -50,6 +55,8 @@ class EvalInputs:
     """Template kwargs other than enable_thinking (which each mode sets)."""
     compared_to: dict[str, str] = field(default_factory=dict)
     """Label -> the label its differences are taken to; empty: every other model to `baseline`."""
+    tools: Tools | None = None
+    """The tools of the models evaluated with tools (`eval.tools`), loaded and checked."""
 
 
 def parse_model(spec: str) -> EvalModel:
@@ -96,8 +103,33 @@ def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None,
             function.probe()
         rewards.append((reward, function))
     kwargs = {k: v for k, v in (template_kwargs or {}).items() if k != "enable_thinking"}
+    tools = None
+    if section.tools:
+        tools = eval_tools(section, template_name)
+        models, compared_to = with_and_without_tools(models, compared_to or {})
     return EvalInputs(section, models, baseline, read_prompts(section, rewards), rewards, template_name, kwargs,
-                      dict(compared_to or {}))
+                      dict(compared_to or {}), tools)
+
+
+def eval_tools(section: EvalSection, template_name: str) -> Tools:
+    """The evaluation's tools, loaded and checked (exit 2 naming `eval.tools`), and the template shown to render a
+    tool conversation."""
+    try:
+        tools_section = ToolsSection(use=list(section.tools), max_turns=section.max_turns)
+    except ValueError as exc:
+        raise SmolalignError(f"eval.tools: {exc}") from None
+    if template_name == MODEL_TEMPLATE:
+        raise SmolalignError("eval.tools: the prompts are rendered by smolalign, with a template it knows renders tool "
+                             "calls; give --template smollm3 (or a .jinja file)")
+    check_renders_tools(resolve_template(template_name))
+    return resolve_tools(tools_section)
+
+
+def with_and_without_tools(models: list[EvalModel], compared_to: dict[str, str]):
+    """Each model twice, LABEL without tools and LABEL+tools with them; LABEL+tools compared with LABEL unless
+    --compare names another model for it."""
+    both = [variant for model in models for variant in (model, EvalModel(f"{model.label}+tools", model.source, True))]
+    return both, {**{f"{m.label}+tools": m.label for m in models}, **compared_to}
 
 
 def read_prompts(section: EvalSection, rewards: list) -> list[EvalPrompt]:

@@ -25,7 +25,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def per_prompt(samples: dict, thresholds: dict[str, float], k: int) -> dict:
     """Metric name -> one value per prompt (NaN: no scored sample). `samples` holds (prompts, K) arrays: one per
-    reward (NaN for None), and `compliant`, `finished`, `tokens`."""
+    reward (NaN for None), and `compliant`, `finished`, `tokens`; with tools, `tool_calls` and `tool_errors`
+    (malformed calls included) per answer."""
     import numpy as np
 
     out = {}
@@ -43,6 +44,9 @@ def per_prompt(samples: dict, thresholds: dict[str, float], k: int) -> dict:
     out["compliance"] = samples["compliant"].mean(axis=1)
     out["truncation"] = 1.0 - samples["finished"].mean(axis=1)
     out["length"] = samples["tokens"].mean(axis=1)
+    if "tool_calls" in samples:
+        out["tool-call rate"] = (samples["tool_calls"] > 0).mean(axis=1)
+        out["tool errors"] = samples["tool_errors"].mean(axis=1)
     return out
 
 

@@ -53,6 +53,12 @@ class EvalSection:
     """Seeds the sampling and the bootstrap: a rerun gives the same numbers."""
     before: bool = True
     """In a recipe: also evaluate the stage's input model, as the baseline of the before/after table."""
+    tools: list[str] = field(default_factory=list)
+    """Tools the models may call (python, path/to/file.py:function, module:function): each model is evaluated twice,
+    as LABEL without tools and LABEL+tools with them, and LABEL+tools compared with LABEL (paired). Adds the
+    tool-call rate (answers with a call) and tool errors per answer to the tables."""
+    max_turns: int = 4
+    """With tools: tool calls (rounds) per answer at most; an answer still calling a tool then ends there."""
 
     def __post_init__(self) -> None:
         if not self.data:
@@ -76,5 +82,9 @@ class EvalSection:
             raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
         if self.backend not in ("transformers", "vllm", "openai"):
             raise ValueError(f"unknown backend {self.backend!r}; one of transformers, vllm, openai")
+        if self.tools and self.backend == "openai":
+            raise ValueError("tools run in smolalign's own generation loop: use backend transformers or vllm")
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend openai needs base_url (e.g. http://127.0.0.1:8000/v1)")

@@ -12,6 +12,7 @@ template's own rendering, the very call that was rendered.
 """
 
 from smolalign.errors import SmolalignError
+from smolalign.templates.render import render
 
 _PROBE_CALL = {"name": "probe_tool", "arguments": {"x": 1, "label": "two words"}}
 
@@ -68,3 +69,18 @@ def install_response_parser(tokenizer, template_name: str, template_kwargs: dict
         tokenizer.response_template = None
         raise SmolalignError(f"tools: {where}: the model's tool calls could not be read back from the template's own "
                              "rendering of one (no response parser knows its form); use template.name smollm3")
+
+
+def check_renders_tools(template) -> None:
+    """A template (smolalign renders the prompts itself: `eval`) that renders a whole tool exchange: the tools'
+    schemas, an assistant's call with its arguments, and the tool's result; else exit 2 naming it."""
+    schema = _probe_schema()
+    messages = [{"role": "user", "content": "Call the tool."},
+                {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": _PROBE_CALL}]},
+                {"role": "tool", "name": "probe_tool", "content": "tool_result_sentinel"}]
+    text, _ = render(template, messages, tools=[schema])
+    parts = ("A tool used to check the template.", '"label": "two words"', "tool_result_sentinel")
+    missing = [part for part in parts if part not in text]
+    if missing:
+        raise SmolalignError(f"tools: template {template.name} does not render a tool conversation (it drops "
+                             f"{missing[0]!r}); use template smollm3")

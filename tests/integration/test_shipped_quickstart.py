@@ -14,7 +14,7 @@ from paths import REPO
 
 QUICKSTART = sorted(p.stem for p in (REPO / "recipes" / "quickstart").glob("*.yaml"))
 VERBS = {"sft": "sft", "po": "po", "po_graded": "po", "reward": "po", "rl": "rl", "rl_code": "rl", "online_dpo": "rl",
-         "distill": "rl", "gold": "rl", "rl_reasoning_gym": "rl"}
+         "distill": "rl", "gold": "rl", "rl_reasoning_gym": "rl", "tools_sft": "sft", "tools_rl": "rl"}
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def workdir(bundled, tmp_path_factory) -> Path:
     """A directory outside the repository holding what the later quickstart stages read: the earlier stages' models
     (the bundled model in their place: a dry run reads only its config and tokenizer) and GOLD's student."""
     folder = tmp_path_factory.mktemp("user")
-    for stage in ("sft", "po", "rl"):
+    for stage in ("sft", "po", "rl", "tools_sft"):
         (folder / "runs" / "quickstart" / stage).mkdir(parents=True)
         (folder / "runs" / "quickstart" / stage / "model").symlink_to(bundled)
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "make_quickstart_student.py"), "--out",

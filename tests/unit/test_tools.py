@@ -302,3 +302,49 @@ def test_sft_on_a_tool_conversation_trains_the_calls_and_answers_not_the_results
     row["messages"][1]["tool_calls"][0]["function"]["name"] = "calculator"
     problems = Encoder(tokenizer, template, "messages")({key: [value] for key, value in row.items()})
     assert problems[PROBLEM] == ["messages.1.tool_calls.0 calls an unknown tool 'calculator'; the tools are: python"]
+
+
+def test_a_generated_turn_is_read_as_trls_parser_reads_it(tokenizer):
+    """smolalign's own reader of a turn (eval's tool loop) against TRL's parser with smollm3's response template, on
+    the forms a model writes: a call, a call after text, a think block, two calls, and malformed ones."""
+    from trl.chat_template_utils import parse_response
+
+    from smolalign.tools.calls import parse_turn
+    from smolalign.tools.rendering import install_response_parser
+
+    tokenizer.chat_template = resolve_template("smollm3").text
+    install_response_parser(tokenizer, "smollm3", {"enable_thinking": True})
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "2 + 3?"}], add_generation_prompt=True,
+                                           tokenize=True, return_dict=False, enable_thinking=True)
+    code = '{"name": "python", "arguments": {"code": "print(2 + 3)"}}'
+    turns = [f"<tool_call>\n{code}\n</tool_call>", f"Let me run it.\n<tool_call>\n{code}\n</tool_call>",
+             f"<think>\nI will compute it.\n</think>\n<tool_call>\n{code}\n</tool_call>",
+             f"<tool_call>\n{code}\n</tool_call>\n<tool_call>\n{code}\n</tool_call>", "The answer is 5.",
+             '<tool_call>\n{"name": python}\n</tool_call>', "<tool_call>\n[1, 2]\n</tool_call>"]
+    for turn in turns:
+        theirs = parse_response(tokenizer, tokenizer.encode(turn + "<|im_end|>", add_special_tokens=False),
+                                prefix=prompt)
+        mine = parse_turn(turn + "<|im_end|>")
+        assert mine.get("tool_calls") == theirs.get("tool_calls"), turn
+        assert read_trajectory([mine]).malformed_calls == read_trajectory([theirs]).malformed_calls, turn
+
+
+def test_calls_run_as_trl_runs_them():
+    from smolalign.tools.calls import run_calls
+
+    def add(a: int, b: int) -> int:
+        """Add.
+
+        Args:
+            a: One.
+            b: Two.
+        """
+        return a + b
+
+    calls = [{"type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 3}}},
+             {"type": "function", "function": {"name": "add", "arguments": {"a": 2}}},
+             {"type": "function", "function": {"name": "mul", "arguments": {}}}]
+    results = run_calls(calls, {"add": add})
+    assert [r["content"] for r in results[:1]] == ["5"]
+    assert is_tool_error(results[1]["content"]) and "missing 1 required positional argument" in results[1]["content"]
+    assert results[2]["content"] == "{'error': 'Tool mul not found.'}"
