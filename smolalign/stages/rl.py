@@ -30,6 +30,7 @@ from smolalign.stages.tool_grpo import tool_grpo_trainer
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+from smolalign.tools.python_tool import PythonTool
 from smolalign.tools.rendering import install_response_parser
 from smolalign.tools.resolve import Tools, resolve_tools
 
@@ -87,7 +88,9 @@ def check_tools(run: Run, prompts) -> Tools:
 
 def add_tools_row(plan, run: Run, tools: Tools) -> None:
     section = run.recipe.tools
-    plan.rows["tools"] = (f"{', '.join(tools.names)}: at most {section.max_turns} calls per answer, "
+    levels = {tool.level for tool in tools.held if isinstance(tool, PythonTool)}
+    sandbox = f" (python in the {levels.pop()} sandbox)" if levels else ""
+    plan.rows["tools"] = (f"{', '.join(tools.names)}{sandbox}: at most {section.max_turns} calls per answer, "
                           f"{section.timeout:g} s each, results cut at {section.max_output_chars} characters; "
                           "tool results carry no loss")
 
