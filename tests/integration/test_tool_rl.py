@@ -166,3 +166,59 @@ def test_tool_loop_trains_only_the_models_tokens_and_reports_every_failure(cli, 
     assert logged["tools/errors_per_answer"] == pytest.approx(6 / 12)  # raises, hangs, crashes
     assert logged["rewards/math_accuracy/mean"] == pytest.approx(2 / 12)  # only "multiply" answers 56088
     assert logged["rewards/tool_format/mean"] == pytest.approx((2 * 1.0 + 6 * 0.5) / 12)
+
+
+ENVIRONMENT = '''
+class Counter:
+    """A stateful environment: one instance per answer, reset first; its methods are the tools."""
+
+    def __init__(self):
+        self.total = None
+
+    def reset(self, **kwargs):
+        self.total = 100
+
+    def add(self, amount: int) -> str:
+        """Add to the running total and return it.
+
+        Args:
+            amount: How much to add.
+        """
+        self.total += amount
+        return str(self.total)
+'''
+
+COUNTER_SCRIPT = [call("add", {"amount": 5}), call("add", {"amount": 7}), "The total is 112.<|im_end|>"]
+
+
+def test_an_environments_methods_are_the_tools_and_its_state_lasts_one_answer(cli, write_recipe, long_tiny_dir,
+                                                                            tmp_path, tiny_tokenizer, monkeypatch):
+    from trl import GRPOTrainer
+
+    def generate(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        turns = [tiny_tokenizer.decode(ids).count("<tool_response>") for ids in prompt_ids]
+        return [tiny_tokenizer.encode(COUNTER_SCRIPT[turn], add_special_tokens=False) for turn in turns], None
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", generate)
+    (tmp_path / "envs.py").write_text(ENVIRONMENT)
+    seen = tmp_path / "seen.jsonl"
+    (tmp_path / "recording.py").write_text(RECORDING_REWARD.format(path=str(seen)))
+    data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "scenario count", "solution": "112"}] * 2)
+    recipe = write_recipe({
+        "stage": "rl", "method": "grpo", "model": {"source": str(long_tiny_dir)},
+        "template": {"name": "smollm3", "kwargs": {"enable_thinking": False}},
+        "data": {"sources": [{"path": str(data)}]},
+        "rewards": [{"name": "math_accuracy"}, {"name": f"{tmp_path}/recording.py:record"}],
+        "tools": {"environment": f"{tmp_path}/envs.py:Counter", "max_turns": 3},
+        "train": {"num_generations": 2, "per_device_train_batch_size": 4, "max_completion_length": 400,
+                  "max_steps": 1, "logging_steps": 1, "save_strategy": "no", "gradient_checkpointing": False}})
+    code, out, err = cli("rl", recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    records = [json.loads(line) for line in seen.read_text().splitlines()]
+    records = [r for r in records if r["completion"] != [{"role": "assistant", "content": ""}]]  # not the check's call
+    assert len(records) == 4
+    for record in records:  # every answer's environment started at 100: 105, then 112
+        assert [m["content"] for m in record["completion"] if m["role"] == "tool"] == ["105", "112"]
+        assert record["answer"] == "The total is 112."
+    logged = next(m for m in read_metrics(tmp_path / "run") if "rewards/math_accuracy/mean" in m)
+    assert logged["rewards/math_accuracy/mean"] == 1.0
