@@ -108,9 +108,11 @@ def pair_rows(n: int = 24, seed: int = 0, conversational: bool = True) -> list[d
     return rows
 
 
-def sft_tiny(source: Path, folder: Path, conversations: list[dict], steps: int) -> Path:
+def sft_tiny(source: Path, folder: Path, conversations: list[dict], steps: int, template: dict | None = None,
+             max_length: int = 128) -> Path:
     """`smolalign sft` of a tiny model on `conversations` (rows with messages), at a rate that makes it learn them
-    in a few dozen steps; returns the saved model's directory."""
+    in a few dozen steps, with the chatml template unless `template` says otherwise; returns the saved model's
+    directory."""
     import yaml
 
     from smolalign.cli import main
@@ -118,8 +120,9 @@ def sft_tiny(source: Path, folder: Path, conversations: list[dict], steps: int) 
     data = write_jsonl(folder / "sft.jsonl", conversations)
     recipe = folder / "sft.yaml"
     recipe.write_text(yaml.safe_dump({
-        "model": {"source": str(source)}, "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]},
-        "train": {"max_length": 128, "packing": "bfd", "per_device_train_batch_size": 8, "max_steps": steps,
+        "model": {"source": str(source)}, "template": template or {"name": "chatml"},
+        "data": {"sources": [{"path": str(data)}]},
+        "train": {"max_length": max_length, "packing": "bfd", "per_device_train_batch_size": 8, "max_steps": steps,
                   "learning_rate": 1e-2, "logging_steps": 10, "save_strategy": "no", "gradient_checkpointing": False}}))
     try:
         main(["sft", str(recipe), "-o", str(folder / "run")])
