@@ -102,16 +102,23 @@ def _check_params(name: str, function: Callable, params: dict) -> None:
         raise RewardError(f"reward {name}: parameter {missing[0]!r} is required")
 
 
+def import_file(path: Path, prefix: str):
+    """A team's .py file imported as the module `{prefix}{stem}` (rewards, tools); the file's own errors propagate,
+    for the caller to name the recipe key."""
+    module_spec = importlib.util.spec_from_file_location(f"{prefix}{path.stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
 def _from_file(spec: str, params: dict) -> Callable:
     """`file.py:function`: the function itself is the reward; with params, it is a factory called with them."""
     path_text, attribute = spec.rsplit(":", 1)
     path = Path(path_text).expanduser()
     if not path.is_file():
         raise RewardError(f"reward {spec}: no such file {path}")
-    module_spec = importlib.util.spec_from_file_location(f"smolalign_user_reward_{path.stem}", path)
-    module = importlib.util.module_from_spec(module_spec)
     try:
-        module_spec.loader.exec_module(module)
+        module = import_file(path, "smolalign_user_reward_")
     except Exception as exc:  # the user's file: any error while importing it is bad input
         raise RewardError(f"reward {spec}: the file does not import ({type(exc).__name__}: {exc})") from None
     function = getattr(module, attribute, None)

@@ -24,7 +24,7 @@ class PythonTool:
         self.max_output_chars = max_output_chars
         self.level = level
         self.workers = workers
-        self.calls = self.failures = self.timeouts = 0
+        self.timeouts = 0
         self._pool: Pool | None = None
         self._lock = threading.Lock()
 
@@ -37,11 +37,9 @@ class PythonTool:
 
     def run(self, code: str) -> str:
         """What `code` printed; raises ToolError with the traceback's end, or the time limit, when it fails."""
-        self.calls += 1
         execution = self.pool.run_many([(code, "")])[0]
         if execution.status in ("ok", "output_limit"):
             return cut(execution.stdout, self.max_output_chars)
-        self.failures += 1
         if execution.status == "timeout":
             self.timeouts += 1
             raise ToolError(f"the code ran past the {self.limits.cpu_seconds:g}-second limit")

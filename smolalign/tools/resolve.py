@@ -1,5 +1,5 @@
 """A recipe's `tools:` turned into what GRPOTrainer takes (`tools=`, `environment_factory=`), every tool loaded and
-checked first; and the counters a run logs (calls, failures, timeouts) and closes at its end."""
+checked first; and the time-outs a run logs, and the sandbox it closes at its end."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +21,7 @@ class Tools:
     environment_factory: Callable | None
     max_turns: int
     held: list[Any] = field(default_factory=list)
-    """The PythonTool and TimedTools, for their counters and `close()`."""
+    """The PythonTool and TimedTools, for their time-out counts and `close()`."""
 
     @property
     def timeouts(self) -> int:

@@ -8,7 +8,6 @@ model (the call goes on in a daemon thread, which is all Python allows) and is c
 
 import functools
 import importlib
-import importlib.util
 import inspect
 import sys
 import threading
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rewards.errors import suggest
+from rewards.registry import import_file
 from smolalign.errors import SmolalignError
 from smolalign.tools.budget import cut, cut_tail
 from smolalign.tools.python_tool import ToolError
@@ -32,10 +32,8 @@ def load_object(spec: str, key: str) -> Any:
         path = Path(location).expanduser()
         if not path.is_file():
             raise SmolalignError(f"{key}: no such file {path}")
-        module_spec = importlib.util.spec_from_file_location(f"smolalign_user_tool_{path.stem}", path)
-        module = importlib.util.module_from_spec(module_spec)
         try:
-            module_spec.loader.exec_module(module)
+            module = import_file(path, "smolalign_user_tool_")
         except Exception as exc:  # the team's file: any error while importing it is bad input
             raise SmolalignError(f"{key}: {path} does not import ({type(exc).__name__}: {exc})") from None
     else:
@@ -65,14 +63,13 @@ def tool_schema(function: Callable, key: str) -> dict:
 
 
 class TimedTool:
-    """A team function held to a wall-clock limit and its result to the length budget; counts calls and timeouts."""
+    """A team function held to a wall-clock limit and its result to the length budget; counts timeouts."""
 
     def __init__(self, function: Callable, timeout: float, max_output_chars: int):
         self.function, self.timeout, self.max_output_chars = function, timeout, max_output_chars
-        self.calls = self.failures = self.timeouts = 0
+        self.timeouts = 0
 
     def call(self, *args, **kwargs) -> Any:
-        self.calls += 1
         outcome: dict = {}
 
         def target():
@@ -85,11 +82,9 @@ class TimedTool:
         thread.start()
         thread.join(self.timeout)
         if thread.is_alive():
-            self.failures += 1
             self.timeouts += 1
             raise ToolError(f"the tool ran past its {self.timeout:g}-second limit")
         if "error" in outcome:  # the model is shown the exception's type too: TRL reports str(exc) alone
-            self.failures += 1
             error = outcome["error"]
             raise ToolError(cut_tail(f"{type(error).__name__}: {error}", self.max_output_chars)) from error
         value = outcome.get("value")
