@@ -63,6 +63,17 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def long_tiny_dir(tmp_path_factory) -> Path:
+    """The tiny Llama with 4,096 positions: room for SmolLM3's system turn with tools' schemas (about 1,300 of its
+    tokens) and a multi-turn answer."""
+    from tiny_models import build_model, build_tokenizer
+
+    directory = tmp_path_factory.mktemp("tiny-llama-long")
+    build_model(directory, build_tokenizer(directory), positions=4096)
+    return directory
+
+
+@pytest.fixture(scope="session")
 def vllm_tiny_dir(tmp_path_factory) -> Path:
     """A random 2-layer Llama that vLLM's CPU build can run (head size 32), and its BPE tokenizer."""
     from tiny_models import build_vllm_tiny_dir

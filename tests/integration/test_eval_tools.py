@@ -5,7 +5,7 @@ model never writes a tool call), so every figure of the report can be computed b
 import json
 
 import pytest
-from tiny_models import build_model, build_tokenizer, write_jsonl
+from tiny_models import write_jsonl
 
 TEAM_TOOLS = '''
 def lookup(key: str) -> str:
@@ -30,13 +30,6 @@ SCRIPTS = {  # scenario -> the model's turns with tools; without tools it writes
     "malformed": ['<tool_call>\n{"name": "python", "arguments": {code: 1}\n</tool_call>'],
     "loops": [call("python", {"code": "print(1)"})] * 3,
 }
-
-
-@pytest.fixture(scope="module")
-def long_tiny_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("tiny-llama-long")
-    build_model(directory, build_tokenizer(directory), positions=4096)
-    return directory
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ checked exactly: which tokens carry loss, what each tool returned, what the rewa
 import json
 
 import pytest
-from tiny_models import build_model, build_tokenizer, write_jsonl
+from tiny_models import write_jsonl
 
 from smolalign.runs.metrics import read_metrics
 
@@ -62,14 +62,6 @@ SCRIPTS = {  # scenario -> the policy's turns (the n-th turn follows the n-th to
     "malformed": ['<tool_call>\n{"name": "python", "arguments": {code: 1}\n</tool_call><|im_end|>'],
     "loops": [call("python", {"code": "print(1)"})] * 3,
 }
-
-
-@pytest.fixture(scope="module")
-def long_tiny_dir(tmp_path_factory):
-    """The tiny model with room for SmolLM3's system turn and three tools' schemas (about 1,300 of its tokens)."""
-    directory = tmp_path_factory.mktemp("tiny-llama-long")
-    build_model(directory, build_tokenizer(directory), positions=4096)
-    return directory
 
 
 @pytest.fixture
