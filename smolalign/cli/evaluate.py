@@ -58,7 +58,12 @@ def evaluate_command(
                                                      "sandbox), path/to/file.py:function or module:function. "
                                                      "Repeatable. Each model is then evaluated without tools (LABEL) "
                                                      "and with them (LABEL+tools), compared pairwise.")] = None,
-    max_turns: Annotated[int, typer.Option(help="With --tools: tool calls per answer at most.")] = 4,
+    environment: Annotated[str | None, typer.Option(help="A stateful environment, path/to/file.py:Class or "
+                                                         "module:Class: one per answer, reset with its prompt's row; "
+                                                         "its methods are LABEL+tools' tools and its get_reward() a "
+                                                         "reward row.")] = None,
+    max_turns: Annotated[int, typer.Option(help="With --tools or --environment: tool calls per answer at "
+                                                "most.")] = 4,
     card: Annotated[Path | None, typer.Option("--card", help="A run directory one of the MODELs comes from (RUN_DIR/"
                                                              "model): the results go into its model card "
                                                              "(model-index and the intervals table).")] = None,
@@ -72,7 +77,8 @@ def evaluate_command(
     settings = dict(data=data, split=split, reward=reward, params=params or [], threshold=threshold or [],
                     modes=modes, samples=samples, max_new_tokens=max_new_tokens, backend=backend, base_url=base_url,
                     temperature=temperature, top_p=top_p, batch_size=batch_size, max_prompts=max_prompts,
-                    seed=seed, tools=tools or [], max_turns=max_turns)
+                    seed=seed, tools=tools or [], environment=environment,
+                    max_turns=max_turns)
     inputs = inputs_from_options(models, baseline, template, settings, compare or [])
     label = card_label(card, inputs.models) if card is not None else None
     report = evaluate(inputs, json_path=json_out, markdown_path=markdown, chart_path=chart)

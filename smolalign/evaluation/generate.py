@@ -63,8 +63,9 @@ def evaluate_mode(inputs: EvalInputs, generator: Generator, model: EvalModel, mo
     kwargs = {**inputs.template_kwargs, "enable_thinking": mode == "think"}
     prefill = answer_prefill(getattr(generator, "template", None) or _local_template(inputs), kwargs,
                              getattr(generator, "specials", None))
-    if model.tools:
-        answers = sample_with_tools(inputs, generator, kwargs, mode, model.label, mode_seed(inputs, mode))
+    if model.tools or (inputs.tools is not None and inputs.tools.environment_factory is not None):
+        answers = sample_with_tools(inputs, generator, kwargs, mode, model.label, mode_seed(inputs, mode),
+                                    offered=model.tools)
         return score(inputs, answers, prefill, mode, [[a.trajectory for a in group] for group in answers])
     answers = sample_all(inputs, generator, kwargs, mode, model.label)
     if inputs.tools is not None:  # read as the tool models' turns are, so a call it writes counts as one
@@ -114,6 +115,8 @@ def score(inputs: EvalInputs, answers: list[list[Answer]], prefill: str, mode: s
     columns["prompts"] = [p.messages for p in inputs.prompts for _ in range(k)]
     if all(a.ids is not None for a in flat):
         columns["completion_ids"] = [a.ids for a in flat]
+    if inputs.tools is not None and inputs.tools.environment_factory is not None:  # as TRL hands them to rewards
+        columns["environments"] = [a.environment for a in flat]
     shape = (len(inputs.prompts), k)
     columns.update(trainer_extras())
     rewards = {}

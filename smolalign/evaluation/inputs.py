@@ -1,6 +1,7 @@
 """Everything an evaluation checks before a model loads: models and labels, template, rewards, prompts and the
 columns the rewards read. A problem here is a SmolalignError (exit 2) before any weights are read."""
 
+import inspect
 import re
 import sys
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from smolalign.recipe.schema import ToolsSection
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 from smolalign.tools.rendering import check_renders_tools
 from smolalign.tools.resolve import Tools, resolve_tools
+from smolalign.tools.team import start_environment
 
 _LABEL = re.compile(r"^[\w.-]+$")
 
@@ -104,18 +106,23 @@ def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None,
         rewards.append((reward, function))
     kwargs = {k: v for k, v in (template_kwargs or {}).items() if k != "enable_thinking"}
     tools = None
-    if section.tools:
+    if section.tools or section.environment:
         tools = eval_tools(section, template_name)
         models, compared_to = with_and_without_tools(models, compared_to or {})
-    return EvalInputs(section, models, baseline, read_prompts(section, rewards), rewards, template_name, kwargs,
-                      dict(compared_to or {}), tools)
+    prompts = read_prompts(section, rewards)
+    if tools is not None and tools.environment_factory is not None:
+        start_environment(tools.environment_factory, prompts[0].messages, prompts[0].columns)  # reset() fits the rows
+        rewards += environment_reward(tools, [reward.name for reward, _ in rewards])
+    return EvalInputs(section, models, baseline, prompts, rewards, template_name, kwargs, dict(compared_to or {}),
+                      tools)
 
 
 def eval_tools(section: EvalSection, template_name: str) -> Tools:
     """The evaluation's tools, loaded and checked (exit 2 naming `eval.tools`), and the template shown to render a
     tool conversation."""
     try:
-        tools_section = ToolsSection(use=list(section.tools), max_turns=section.max_turns)
+        tools_section = ToolsSection(use=list(section.tools), environment=section.environment,
+                                     max_turns=section.max_turns)
     except ValueError as exc:
         raise SmolalignError(f"eval.tools: {exc}") from None
     if template_name == MODEL_TEMPLATE:
@@ -123,6 +130,26 @@ def eval_tools(section: EvalSection, template_name: str) -> Tools:
                              "calls; give --template smollm3 (or a .jinja file)")
     check_renders_tools(resolve_template(template_name))
     return resolve_tools(tools_section)
+
+
+def environment_reward(tools: Tools, names: list[str]) -> list[tuple[EvalRewardSection, Callable]]:
+    """The environment's own reward, as TRL makes it one in training: get_reward() of each answer's instance, in a
+    row named after the class (none when the class has no get_reward)."""
+    probe = tools.environment_factory()
+    if not callable(getattr(probe, "get_reward", None)):
+        return []
+    name = type(probe).__name__
+    if inspect.iscoroutinefunction(probe.get_reward):
+        raise SmolalignError(f"eval.environment: {name}.get_reward is async; the evaluation calls it as a plain "
+                             "function")
+    if name in names:
+        raise SmolalignError(f"eval.environment: its reward would be named {name!r}, as a reward the evaluation "
+                             "already scores; rename one")
+
+    def get_reward(environments, **_):
+        return [environment.get_reward() for environment in environments]
+
+    return [(EvalRewardSection(name), get_reward)]
 
 
 def with_and_without_tools(models: list[EvalModel], compared_to: dict[str, str]):

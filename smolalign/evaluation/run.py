@@ -50,7 +50,7 @@ def check_stage_eval(recipe: Recipe) -> EvalInputs | None:
     inputs = prepare(section, models, "before" if section.before else None, section.template or recipe.template.name,
                      recipe.template.kwargs)
     compared = "its input (before) and its output (after)" if section.before else "its output"
-    rewards = ", ".join(r.name for r in section.rewards)
+    rewards = ", ".join(reward.name for reward, _ in inputs.rewards)
     print(f"eval: when the stage ends, {len(inputs.prompts)} prompts × {section.samples} in "
           f"{', '.join(section.modes)} on {compared}, rewards {rewards} -> eval.json")
     return inputs

@@ -59,6 +59,10 @@ class EvalSection:
     tool-call rate (answers with a call) and tool errors per answer to the tables."""
     max_turns: int = 4
     """With tools: tool calls (rounds) per answer at most; an answer still calling a tool then ends there."""
+    environment: str | None = None
+    """A stateful environment (path/to/file.py:Class, module:Class), as a GRPO recipe's tools.environment: one
+    instance per answer, reset with the prompt's row; its public methods are LABEL+tools' tools, LABEL answers the same
+    reset task with none. Its get_reward(), when it has one, is scored as a reward named after the class."""
 
     def __post_init__(self) -> None:
         if not self.data:
@@ -82,7 +86,7 @@ class EvalSection:
             raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
         if self.backend not in ("transformers", "vllm", "openai"):
             raise ValueError(f"unknown backend {self.backend!r}; one of transformers, vllm, openai")
-        if self.tools and self.backend == "openai":
+        if (self.tools or self.environment) and self.backend == "openai":
             raise ValueError("tools run in smolalign's own generation loop: use backend transformers or vllm")
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")

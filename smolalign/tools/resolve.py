@@ -22,6 +22,8 @@ class Tools:
     max_turns: int
     held: list[Any] = field(default_factory=list)
     """The PythonTool and TimedTools, for their time-out counts and `close()`."""
+    methods: tuple[str, ...] = ()
+    """The environment's methods the model is shown as tools (its public ones but reset and get_reward)."""
 
     @property
     def timeouts(self) -> int:
@@ -55,7 +57,7 @@ def resolve_tools(section: ToolsSection, *, sandbox_level: str = "auto") -> Tool
     if duplicate:
         raise SmolalignError(f"tools.use: two tools are named {sorted(duplicate)[0]!r}; the model could not tell them "
                              "apart")
-    factory = None
+    factory, methods = None, []
     if section.environment is not None:
         key = f"tools.environment ({section.environment})"
         factory = load_object(section.environment, key)
@@ -64,4 +66,4 @@ def resolve_tools(section: ToolsSection, *, sandbox_level: str = "auto") -> Tool
         if clash:
             raise SmolalignError(f"{key}: its method {sorted(clash)[0]!r} has the name of a tool in tools.use")
         names += methods
-    return Tools(functions, tuple(names), factory, section.max_turns, held)
+    return Tools(functions, tuple(names), factory, section.max_turns, held, tuple(methods))

@@ -129,3 +129,20 @@ def check_environment(factory: Any, key: str) -> list[str]:
     for name in methods:
         tool_schema(getattr(environment, name), f"{key}.{name}")
     return methods
+
+
+def start_environment(factory: Callable, messages: list[dict], columns: dict,
+                      key: str = "eval.environment") -> tuple[Any, list[dict]]:
+    """A fresh environment for one answer, reset as TRL resets it in training (`reset(prompt=..., **the row's other
+    columns)`), and the prompt with what reset returned appended to its last message."""
+    environment = factory()
+    try:
+        observation = environment.reset(prompt=messages, **columns)
+    except Exception as exc:  # the team's code, or a row its reset() does not take
+        raise SmolalignError(f"{key}: reset() failed ({type(exc).__name__}: {exc})") from None
+    if observation is None:
+        return environment, list(messages)
+    if not isinstance(observation, str):
+        raise SmolalignError(f"{key}: reset() returned a {type(observation).__name__}; it returns None or a string "
+                             "to append to the prompt")
+    return environment, [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + observation}]

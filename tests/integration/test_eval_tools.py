@@ -32,9 +32,9 @@ SCRIPTS = {  # scenario -> the model's turns with tools; without tools it writes
 }
 
 
-@pytest.fixture
-def scripted_model(monkeypatch):
-    """The transformers backend's sampling replaced by the scripts; every rendered prompt is kept."""
+def script_sampling(monkeypatch, scripts: dict[str, list[str]]) -> list[str]:
+    """The transformers backend's sampling replaced by `scripts` (scenario -> the model's turns, one per tool result
+    it has read); returns the list every rendered prompt is appended to."""
     from smolalign.pairs.backends import Answer, TransformersGenerator
 
     seen = []
@@ -44,14 +44,19 @@ def scripted_model(monkeypatch):
         for prompt in prompts:
             text = self.render(prompt, kwargs)
             seen.append(text)
-            scenario = next(name for name in SCRIPTS if f"scenario {name}" in text)
-            turn = SCRIPTS[scenario][text.count("<tool_response>")]
+            scenario = next(name for name in scripts if f"scenario {name}" in text)
+            turn = scripts[scenario][text.count("<tool_response>")]
             ids = self.tokenizer.encode(turn, add_special_tokens=False) + [self.tokenizer.eos_token_id]
             answers += [Answer(turn, True, len(ids), ids)] * k
         return answers
 
     monkeypatch.setattr(TransformersGenerator, "_generate", generate)
     return seen
+
+
+@pytest.fixture
+def scripted_model(monkeypatch):
+    return script_sampling(monkeypatch, SCRIPTS)
 
 
 def test_eval_with_tools_reports_calls_errors_and_accuracy_beside_the_model_without_tools(
@@ -99,3 +104,96 @@ def test_eval_tools_are_checked_before_loading(cli, tmp_path, tiny_dir):
     code, _, err = cli("eval", str(tiny_dir), "--data", data, "--reward", "math_accuracy", "--tools", "python",
                        "--template", "chatml")
     assert code == 2 and "template chatml does not render a tool conversation" in err
+
+
+VAULT = '''
+class Vault:
+    """Opens for the row's solution; its reward is whether this answer opened it, on one try."""
+
+    def __init__(self):
+        self.code, self.tries, self.opened = None, 0, False
+
+    def reset(self, prompt, solution, **columns):
+        self.code, self.tries, self.opened = solution, 0, False
+        return " (The vault is locked.)"
+
+    def unlock(self, code: str) -> str:
+        """Try a code on the vault.
+
+        Args:
+            code: The code to try.
+        """
+        self.tries += 1
+        self.opened = self.opened or code == self.code
+        return "open" if self.opened else "still locked"
+
+    def get_reward(self) -> float:
+        return 1.0 if self.opened and self.tries == 1 else 0.0
+'''
+
+VAULT_SCRIPTS = {
+    "right": [call("unlock", {"code": "56088"}), "The answer is 56088."],
+    "wrong": [call("unlock", {"code": "1"}), "The answer is 1."],
+}
+
+
+def test_eval_with_an_environment_resets_one_per_answer_offers_its_methods_and_scores_its_reward(
+        cli, long_tiny_dir, tmp_path, monkeypatch):
+    seen = script_sampling(monkeypatch, VAULT_SCRIPTS)
+    (tmp_path / "vaults.py").write_text(VAULT)
+    data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"scenario {name}", "solution": "56088"}
+                                                    for name in VAULT_SCRIPTS])
+    out = tmp_path / "eval.json"
+    code, stdout, err = cli("eval", f"m={long_tiny_dir}", "--data", data, "--reward", "math_accuracy",
+                            "--environment", f"{tmp_path}/vaults.py:Vault", "--max-turns", "2", "--samples", "2",
+                            "--modes", "no_think", "--temperature", "0", "--json", out)
+    assert code == 0, err
+    report = json.loads(out.read_text())
+    with_tools, without = (report["results"][label]["no_think"] for label in ("m+tools", "m"))
+    # Two answers per prompt, each with its own vault: had they shared one, the second try would not be the first.
+    assert with_tools["Vault mean"]["value"] == pytest.approx(1 / 2)  # right opens it, wrong does not
+    assert with_tools["math_accuracy mean"]["value"] == pytest.approx(1 / 2)
+    assert with_tools["tool-call rate"]["value"] == 1.0 and with_tools["tool errors"]["value"] == 0.0
+    # Without tools the same reset task, no tools shown: its calls never run, so no vault opens.
+    assert without["Vault mean"]["value"] == 0.0 and without["math_accuracy mean"]["value"] == 0.0
+    assert report["differences"]["m+tools"]["no_think"]["Vault mean"]["value"] == pytest.approx(1 / 2)
+    assert all(text.count("(The vault is locked.)") == 1 for text in seen)  # reset's words, in both variants
+    shown = [text for text in seen if "<tools>" in text]
+    assert shown and all('"name": "unlock"' in text and "get_reward" not in text for text in shown)
+    assert sum("<tools>" not in text for text in seen) == 4  # without tools: one turn per answer (2 prompts × K=2)
+    results = [text.split("<tool_response>\n")[1].split("\n")[0] for text in seen if "<tool_response>" in text]
+    assert sorted(results) == ["open", "open", "still locked", "still locked"]
+
+
+def test_eval_environment_is_checked_before_loading(cli, tmp_path, tiny_dir):
+    data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "hi", "solution": "1"}])
+    (tmp_path / "envs.py").write_text("class Bare:\n    def look(self) -> str:\n        return ''\n")
+    code, _, err = cli("eval", str(tiny_dir), "--data", data, "--reward", "math_accuracy", "--environment",
+                       f"{tmp_path}/envs.py:Bare")
+    assert code == 2 and "no reset() method" in err
+    code, _, err = cli("eval", str(tiny_dir), "--data", data, "--reward", "math_accuracy", "--environment",
+                       f"{tmp_path}/envs.py:Missing")
+    assert code == 2 and "Missing" in err
+    (tmp_path / "odd.py").write_text(ODD_ENVIRONMENTS)
+    code, _, err = cli("eval", str(tiny_dir), "--data", data, "--reward", "math_accuracy", "--environment",
+                       f"{tmp_path}/odd.py:Mapping")
+    assert code == 2 and "eval.environment: reset() returned a dict" in err
+    code, _, err = cli("eval", str(tiny_dir), "--data", data, "--reward", "math_accuracy", "--environment",
+                       f"{tmp_path}/odd.py:Picky")
+    assert code == 2 and "eval.environment: reset() failed (TypeError:" in err and "'solution'" in err
+
+
+ODD_ENVIRONMENTS = '''
+class Mapping:
+    def reset(self, **row):
+        return {"observation": "locked"}
+
+    def look(self) -> str:
+        """Look around."""
+        return ""
+
+
+class Picky(Mapping):
+    def reset(self, prompt):
+        return None
+'''

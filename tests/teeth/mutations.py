@@ -154,6 +154,13 @@ MUTATIONS = [
       "        thread.join(self.timeout)", "        thread.join()",
       ("tests/unit/test_tools.py::test_a_teams_tools_are_held_to_their_limits",),
       "the call waits for the tool however long it takes"),
+    M("eval_environment_per_answer", "eval --environment gives each answer its own environment instance, reset "
+      "first", "verbs/eval.md#with-an-environment-environment", "smolalign/evaluation/tool_loop.py",
+      "    environment = tools.environment_factory()\n",
+      "    environment = tools.__dict__.setdefault(\"_shared\", tools.environment_factory())\n",
+      ("tests/integration/test_eval_tools.py::"
+       "test_eval_with_an_environment_resets_one_per_answer_offers_its_methods_and_scores_its_reward",),
+      "one instance serves every answer: the second answer's try is not its first"),
     M("online_dpo_reward_weights", "online DPO picks the chosen answer by the weighted sum of its rewards",
       "verbs/rl.md#online-dpo-method-online_dpo", "smolalign/stages/online_dpo.py",
       '"reward_weights": [r.weight for r in recipe.rewards]', '"reward_weights": [1.0 for r in recipe.rewards]',
