@@ -178,6 +178,9 @@ class Counter:
         """
         self.total += amount
         return str(self.total)
+
+    def get_reward(self) -> float:
+        return 1.0 if self.total == 112 else 0.0
 '''
 
 COUNTER_SCRIPT = [call("add", {"amount": 5}), call("add", {"amount": 7}), "The total is 112.<|im_end|>"]
@@ -214,3 +217,4 @@ def test_an_environments_methods_are_the_tools_and_its_state_lasts_one_answer(cl
         assert record["answer"] == "The total is 112."
     logged = next(m for m in read_metrics(tmp_path / "run") if "rewards/math_accuracy/mean" in m)
     assert logged["rewards/math_accuracy/mean"] == 1.0
+    assert logged["rewards/Counter/mean"] == 1.0  # its get_reward, a reward TRL adds (weight 1) beside the recipe's
