@@ -155,9 +155,10 @@ MUTATIONS = [
       ("tests/unit/test_tools.py::test_a_teams_tools_are_held_to_their_limits",),
       "the call waits for the tool however long it takes"),
     M("eval_environment_per_answer", "eval --environment gives each answer its own environment instance, reset "
-      "first", "verbs/eval.md#with-an-environment-environment", "smolalign/evaluation/tool_loop.py",
-      "    environment = tools.environment_factory()\n",
-      "    environment = tools.__dict__.setdefault(\"_shared\", tools.environment_factory())\n",
+      "first", "verbs/eval.md#with-an-environment-environment", "smolalign/tools/team.py",
+      "    environment = factory()\n    try:\n        observation",
+      "    environment = getattr(factory, \"_shared\", None) or setattr(factory, \"_shared\", factory()) "
+      "or factory._shared\n    try:\n        observation",
       ("tests/integration/test_eval_tools.py::"
        "test_eval_with_an_environment_resets_one_per_answer_offers_its_methods_and_scores_its_reward",),
       "one instance serves every answer: the second answer's try is not its first"),
