@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rewards.registry import check_reward_columns, check_team_reward, resolve_reward
 from rewards.think_mode import without_mode_flags
@@ -111,8 +112,8 @@ def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None,
         models, compared_to = with_and_without_tools(models, compared_to or {})
     prompts = read_prompts(section, rewards)
     if tools is not None and tools.environment_factory is not None:
-        start_environment(tools.environment_factory, prompts[0].messages, prompts[0].columns)  # reset() fits the rows
-        rewards += environment_reward(tools, [reward.name for reward, _ in rewards])
+        probe, _ = start_environment(tools.environment_factory, prompts[0].messages, prompts[0].columns)  # reset() fits
+        rewards += environment_reward(probe, [reward.name for reward, _ in rewards])
     return EvalInputs(section, models, baseline, prompts, rewards, template_name, kwargs, dict(compared_to or {}),
                       tools)
 
@@ -132,10 +133,9 @@ def eval_tools(section: EvalSection, template_name: str) -> Tools:
     return resolve_tools(tools_section)
 
 
-def environment_reward(tools: Tools, names: list[str]) -> list[tuple[EvalRewardSection, Callable]]:
+def environment_reward(probe: Any, names: list[str]) -> list[tuple[EvalRewardSection, Callable]]:
     """The environment's own reward, as TRL makes it one in training: get_reward() of each answer's instance, in a
-    row named after the class (none when the class has no get_reward)."""
-    probe = tools.environment_factory()
+    row named after the class (none when the class, seen through one instance, has no get_reward)."""
     if not callable(getattr(probe, "get_reward", None)):
         return []
     name = type(probe).__name__

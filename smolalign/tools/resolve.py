@@ -16,14 +16,17 @@ from smolalign.tools.team import TimedTool, check_environment, load_function, lo
 class Tools:
     functions: list[Callable]
     """What GRPOTrainer's `tools=` takes."""
-    names: tuple[str, ...]
-    """Every tool the model is shown (the environment's methods included)."""
     environment_factory: Callable | None
     max_turns: int
     held: list[Any] = field(default_factory=list)
     """The PythonTool and TimedTools, for their time-out counts and `close()`."""
     methods: tuple[str, ...] = ()
     """The environment's methods the model is shown as tools (its public ones but reset and get_reward)."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every tool the model is shown: the functions, then the environment's methods."""
+        return (*(function.__name__ for function in self.functions), *self.methods)
 
     @property
     def timeouts(self) -> int:
@@ -65,5 +68,4 @@ def resolve_tools(section: ToolsSection, *, sandbox_level: str = "auto") -> Tool
         clash = set(methods) & set(names)
         if clash:
             raise SmolalignError(f"{key}: its method {sorted(clash)[0]!r} has the name of a tool in tools.use")
-        names += methods
-    return Tools(functions, tuple(names), factory, section.max_turns, held, tuple(methods))
+    return Tools(functions, factory, section.max_turns, held, tuple(methods))
