@@ -1,7 +1,7 @@
 """One chat turn with a model, using the tokenizer's own template and the generation config's EOS: what a user of
 the saved model gets, so a trained model is checked the way it will be served."""
 
-from smolalign.hardware import detect_hardware, resolve_dtype
+from smolalign.hardware import detect_hardware, generation_dtype
 from smolalign.models.load import load_model, load_tokenizer
 from smolalign.recipe.schema import ModelSection
 
@@ -12,7 +12,7 @@ def reply(model_source: str, message: str, *, think: bool = True, max_new_tokens
     section = ModelSection(source=model_source)
     tokenizer, _ = load_tokenizer(section, "model")
     hardware = detect_hardware()
-    model = load_model(section, resolve_dtype("auto", hardware), hardware, tokenizer)
+    model = load_model(section, generation_dtype("auto", hardware), hardware, tokenizer)
     model.to("cuda" if hardware.on_gpu else "cpu").eval()
     inputs = tokenizer.apply_chat_template([{"role": "user", "content": message}], add_generation_prompt=True,
                                            enable_thinking=think, return_tensors="pt", return_dict=True).to(model.device)

@@ -1,8 +1,21 @@
-"""What the machine offers (devices, bf16, world size; GPUs counted without starting CUDA) and the dtype / precision
-flags that follow from it.
+"""What the machine offers (devices, bf16, world size; GPUs counted without starting CUDA) and the precision of each
+part of a run that follows from it: the one home of those rules.
 
-dtype and precision are decided from the hardware, not from the recipe: a recipe written for GPUs runs on a
-laptop CPU in float32 without edits, and a recipe asking for bf16 on a CPU is told so instead of crashing.
+Precision is decided from the hardware, not from the recipe, so a recipe written for GPUs runs on a laptop CPU
+without edits. `model.dtype: auto` (the default) gives:
+
+| machine | trained weights | training compute | generation, teachers, references |
+|---|---|---|---|
+| GPU with bf16 | bfloat16 | bf16 | bfloat16 |
+| GPU without | float16 | fp16 | float16 |
+| CPU with AMX or AVX512-BF16 | float32 (master copy) | bf16 autocast | bfloat16 |
+| CPU without | float32 | float32 | float32 |
+
+On a bf16 CPU, matrix products run several times faster in bf16 (benchmarks/RESULTS.md); training keeps float32
+master weights and AdamW state, so small updates are not rounded away, and computes under autocast. `model.dtype:
+float32` keeps every part float32 anywhere; `bfloat16` on a bf16 CPU trains bf16 weights (on other CPUs it falls back
+to float32 with a note). `SMOLALIGN_CPU_BF16=0` (or 1) overrides the CPU's reading. DeepSpeed over gloo on a
+CPU stays float32 (stages/trainer_config.py): its bf16 mode converts the weights themselves.
 """
 
 import gc
@@ -42,7 +55,23 @@ def detect_hardware() -> Hardware:
     if torch.cuda.is_available():
         return Hardware("cuda", torch.cuda.device_count(), torch.cuda.get_device_name(0),
                         torch.cuda.is_bf16_supported(), world_size, os.cpu_count() or 1)
-    return Hardware("cpu", 0, platform.processor() or platform.machine(), False, world_size, os.cpu_count() or 1)
+    return Hardware("cpu", 0, platform.processor() or platform.machine(), cpu_computes_bf16(), world_size,
+                    os.cpu_count() or 1)
+
+
+CPU_BF16_VARIABLE = "SMOLALIGN_CPU_BF16"
+
+
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AMX tiles or AVX512-BF16, as torch reads them);
+    SMOLALIGN_CPU_BF16=0/1 overrides the reading. Elsewhere torch emulates bf16, slower than float32."""
+    override = os.environ.get(CPU_BF16_VARIABLE, "").strip()
+    if override in ("0", "1"):
+        return override == "1"
+    import torch
+
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
 
 
 def processes_on_this_node() -> int:
@@ -68,21 +97,52 @@ def gpu_computes_bf16() -> bool | None:
 
 
 def resolve_dtype(requested: str, hardware: Hardware) -> str:
-    """`auto` -> float32 on CPU, bfloat16 on a GPU with bf16, else float16; half precision on CPU -> float32."""
+    """The dtype trained weights load in (the module's table): `auto` -> float32 on a CPU, bfloat16 on a GPU with
+    bf16, else float16; on a CPU, bfloat16 only where it computes in it, float16 never."""
     if requested == "auto":
         if not hardware.on_gpu:
             return "float32"
         return "bfloat16" if hardware.bf16 else "float16"
     if not hardware.on_gpu and requested in ("bfloat16", "float16"):
-        return "float32"
+        return "bfloat16" if requested == "bfloat16" and hardware.bf16 else "float32"
     return requested
 
 
-def precision_flags(dtype: str, hardware: Hardware) -> dict:
-    """TrainingArguments flags for this hardware: CPU -> use_cpu, no mixed precision; GPU -> bf16/fp16 by dtype."""
+def generation_dtype(requested: str, hardware: Hardware) -> str:
+    """The dtype of a model that only generates or scores (eval, pairs, chat, vLLM rollouts, teachers): as trained
+    weights, except that `auto` on a bf16 CPU is bfloat16 (nothing is updated, so nothing is rounded away)."""
+    if requested == "auto" and not hardware.on_gpu and hardware.bf16:
+        return "bfloat16"
+    return resolve_dtype(requested, hardware)
+
+
+def cpu_autocast(requested: str, hardware: Hardware) -> bool:
+    """Whether training on this CPU computes under bf16 autocast over float32 master weights (`model.dtype` auto on
+    a bf16 CPU)."""
+    return not hardware.on_gpu and hardware.bf16 and requested == "auto"
+
+
+def precision_flags(requested: str, hardware: Hardware) -> dict:
+    """TrainingArguments flags for this hardware and `model.dtype`: CPU -> use_cpu, with bf16 autocast where
+    `cpu_autocast`; GPU -> bf16/fp16 by the weights' dtype."""
     if not hardware.on_gpu:
-        return {"use_cpu": True, "bf16": False, "fp16": False}
+        return {"use_cpu": True, "bf16": cpu_autocast(requested, hardware), "fp16": False}
+    dtype = resolve_dtype(requested, hardware)
     return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
+
+
+def precision_description(requested: str, hardware: Hardware) -> str:
+    """One line for the plan: each part's precision and why."""
+    weights, generation = resolve_dtype(requested, hardware), generation_dtype(requested, hardware)
+    if hardware.on_gpu:
+        return f"{weights} ({ {'bfloat16': 'bf16', 'float16': 'fp16'}.get(weights, weights) } on GPU)"
+    if cpu_autocast(requested, hardware):
+        return ("float32 weights, bf16 autocast; generation bfloat16 (the CPU computes in bf16: AMX or "
+                "AVX512-BF16)")
+    if weights == "bfloat16":
+        return "bfloat16 weights and generation (model.dtype bfloat16 on a bf16 CPU)"
+    why = "model.dtype float32" if requested == "float32" else "the CPU has no native bf16"
+    return f"{generation} for training and generation ({why})"
 
 
 def free_accelerator_memory() -> None:

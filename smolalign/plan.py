@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from smolalign.data.check import Checked
 from smolalign.data.prepare import Layout
 from smolalign.estimate.plan_rows import add_memory_and_time_rows
-from smolalign.hardware import resolve_dtype
+from smolalign.hardware import precision_description, resolve_dtype
 from smolalign.launch import launched_sharding
 from smolalign.recipe.settings import lora_settings
 from smolalign.resolve import Run
@@ -100,8 +100,7 @@ def make_plan(run: Run, template: ChatTemplate | None, train_rows: int | None,
                           "mode of their own are refused where a flag would have to be added (rl, distillation, "
                           "pairs)")
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    precision = "fp32 on CPU" if not hardware.on_gpu else {"bfloat16": "bf16", "float16": "fp16"}.get(dtype, dtype)
-    rows["dtype"] = f"{dtype} ({precision})"
+    rows["dtype"] = precision_description(recipe.model.dtype, hardware)
     if recipe.model.dtype not in ("auto", dtype):
         plan.notes.append(f"model.dtype {recipe.model.dtype} is not available on this hardware; using {dtype}")
     rows["model"] = recipe.model.source + (f" ({recipe.model.quantization} quantized)" if recipe.model.quantization else "")

@@ -5,7 +5,7 @@ and the rl memory estimate use it (`smolalign po recipes/quickstart/po_graded.ya
 from rewards.reward_model import PREFIX, is_reward_model
 from smolalign.estimate.dims import ModelDims
 from smolalign.estimate.memory import DTYPE_BYTES
-from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.hardware import Hardware, generation_dtype
 from smolalign.models.size import parameter_count
 
 
@@ -21,7 +21,7 @@ def reward_model_bytes(name: str, params: dict, hardware: Hardware) -> int | Non
     if count is None:
         return None
     requested = params.get("dtype", "auto")
-    dtype = "bfloat16" if requested == "auto" and hardware.on_gpu else resolve_dtype(requested, hardware)
+    dtype = "bfloat16" if requested == "auto" and hardware.on_gpu else generation_dtype(requested, hardware)
     return count * DTYPE_BYTES.get(dtype, 4)
 
 

@@ -2,9 +2,9 @@
 online DPO, distillation), and nowhere else (docs/vllm-cpu.md):
 
 - colocated (`generation.backend: vllm_colocate`): the engine TRL builds gets this machine's settings
-  (vllm_engine.engine_options: the trainer's precision, a KV cache for the sequences TRL runs at once), and keeps its
-  linear weights as plain tensors (vLLM's oneDNN prepacking, which replaces them, is off while it loads), so that
-  TRL's per-parameter weight sync can write them;
+  (vllm_engine.engine_options: the generation precision, a KV cache for the sequences TRL runs at once), and keeps
+  its linear weights as plain tensors (vLLM's oneDNN and, on AMX in bf16, SGL prepacking, which replace them, are
+  off while it loads), so that TRL's per-parameter weight sync can write them;
 - server (`vllm_server`): TRL's client syncs weights over NCCL, which needs CUDA (`init_communicator` raises on a
   CPU). `CpuSyncClient` is TRL's `VLLMClient` with the transfer replaced: the weights TRL streams are written to a
   safetensors file the server's machine reads, and the server's workers reload them (vLLM's `reload_weights`, through
@@ -107,13 +107,19 @@ def trl_generation_on_cpu(generation, hardware: Hardware, *, dtype: str, sequenc
         kwargs.pop("gpu_memory_utilization", None)
         return LLM(**{**kwargs, **options})
 
-    original_onednn = custom_ops._supports_onednn
+    import vllm.model_executor.layers.utils as layer_utils
+
+    # Both CPU paths that pack a linear layer's weights and drop `layer.weight` (oneDNN; on AMX in bf16, the SGL
+    # kernels) leave TRL's weight sync nothing to write to: off while TRL builds its engine, so F.linear reads the
+    # weights in place.
+    original_onednn, original_sgl = custom_ops._supports_onednn, layer_utils.check_cpu_sgl_kernel
     for module in builders:
         module.LLM = build
     custom_ops._supports_onednn = False
+    layer_utils.check_cpu_sgl_kernel = lambda *args: False
     try:
         yield
     finally:
         for module in builders:
             module.LLM = LLM
-        custom_ops._supports_onednn = original_onednn
+        custom_ops._supports_onednn, layer_utils.check_cpu_sgl_kernel = original_onednn, original_sgl

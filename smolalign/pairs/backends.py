@@ -26,7 +26,7 @@ from smolalign.generation.vllm_engine import (
     offline_engine,
     require_vllm,
 )
-from smolalign.hardware import detect_hardware, free_accelerator_memory, resolve_dtype
+from smolalign.hardware import detect_hardware, free_accelerator_memory, generation_dtype
 from smolalign.launch import kept_process_variables
 from smolalign.models.load import load_model, load_tokenizer, local_dir
 from smolalign.models.sources import resolve_source
@@ -93,7 +93,8 @@ class TransformersGenerator(Generator):
         self.tokenizer.padding_side = "left"
         self.template_sha256 = self.template.sha256
         hardware = detect_hardware()
-        self.model = load_model(model_section, resolve_dtype("auto", hardware), hardware, self.tokenizer, source)
+        self.model = load_model(model_section, generation_dtype("auto", hardware), hardware, self.tokenizer,
+                                source)
         self.device = torch.device("cuda") if hardware.on_gpu else torch.device("cpu")
         self.model.to(self.device).eval()
         self.kwargs = template_kwargs(section, defaults)
@@ -161,7 +162,7 @@ class VllmGenerator(Generator):
         model_dir = local_dir(source)
         check_model(f"{where}: backend vllm", model_dir, hardware)
         self.llm = offline_engine(f"{where}: backend vllm", engine_options(
-            model_dir, hardware, dtype=resolve_dtype(model_section.dtype, hardware),
+            model_dir, hardware, dtype=generation_dtype(model_section.dtype, hardware),
             sequence_tokens=section.max_new_tokens + PROMPT_TOKENS, sequences=section.batch_size,
             tensor_parallel=section.tensor_parallel,
             gpu_memory_utilization=float(os.environ.get("SMOLALIGN_VLLM_GPU_MEMORY", "0.85"))), hardware)

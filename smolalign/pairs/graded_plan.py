@@ -5,7 +5,7 @@ scorer's reward models), shown by `smolalign po recipes/quickstart/po_graded.yam
 from smolalign.estimate.dims import read_dims
 from smolalign.estimate.inference import kv_cache_bytes, reward_model_parts
 from smolalign.estimate.memory import DTYPE_BYTES
-from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.hardware import Hardware, generation_dtype
 from smolalign.models.sources import resolve_source
 from smolalign.pairs.output import pairs_path
 from smolalign.pairs.prompts import load_prompts
@@ -47,7 +47,7 @@ def _memory(recipe: Recipe, hardware: Hardware) -> str:
         if dims is None:
             parts.append("sampler: size unknown before loading")
         else:
-            dtype = resolve_dtype("auto", hardware)
+            dtype = generation_dtype("auto", hardware)
             tokens = (pairs.max_prompt_tokens or 0) + sampler.max_new_tokens
             weights = dims.params * DTYPE_BYTES.get(dtype, 4)
             cache = kv_cache_bytes(dims, sampler.batch_size * n, tokens, dtype)

@@ -13,6 +13,7 @@ from smolalign.generation.backend_settings import stall_timeout
 from smolalign.generation.server import check_port, served_generation
 from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
 from smolalign.generation.vllm_engine import check_generation, generated_tokens
+from smolalign.hardware import generation_dtype
 from smolalign.resolve import Run
 from smolalign.runs.watchdog import Watchdog, stall_watchdog
 
@@ -38,7 +39,7 @@ def generating(run: Run, opened) -> Iterator[Generation]:
     """The run's vLLM server (started, health-checked and stopped) and its stall watchdog, for a run opened as
     `opened` (`stages.lifecycle.OpenRun`). The config is built inside: the server's address is one of its fields."""
     stall = stall_timeout(run.recipe.generation)
-    with served_generation(run, opened.state, opened.dtype, opened.gpus) as server, \
+    with served_generation(run, opened.state, generation_dtype(run.recipe.model.dtype, run.hardware), opened.gpus) as server, \
             stall_watchdog(stall, server) as watchdog:
         yield Generation(server.base_url if server else None, watchdog)
 
@@ -46,5 +47,6 @@ def generating(run: Run, opened) -> Iterator[Generation]:
 def building_trainer(run: Run, opened) -> AbstractContextManager:
     """While the trainer is built: on a CPU, TRL's colocated engines or server client built for it
     (`generation.trl_on_cpu`)."""
-    return trl_generation_on_cpu(run.recipe.generation, run.hardware, dtype=opened.dtype,
+    return trl_generation_on_cpu(run.recipe.generation, run.hardware,
+                                 dtype=generation_dtype(run.recipe.model.dtype, run.hardware),
                                  sequence_tokens=generated_tokens(run))

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, detect_hardware, precision_flags, resolve_dtype
+from smolalign.hardware import Hardware, detect_hardware, precision_description, precision_flags, resolve_dtype
 from smolalign.launch import DEEPSPEED_CONFIG, is_launched
 from smolalign.resolve import Run
 from smolalign.stages.lifecycle import run_dir_of
@@ -49,17 +49,19 @@ def _config_error(exc: Exception, train: dict) -> SmolalignError:
 def trl_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, train: dict | None = None, *,
                check: bool = False, **fixed):
     """The method's TRL config (from the method table) built from the run's settings (`train`, when given, in their
-    place), with the hardware's precision (bf16 off on CPU whatever the recipe says), the run directory, and `fixed`
+    place), with the precision the hardware decides (hardware.precision_flags, whatever the recipe says), the run directory, and `fixed`
     values set by smolalign. Keys smolalign's own pipeline applies are not passed. `check`: built only to run TRL's
     own checks (`check_config`): no DeepSpeed, no accelerate state, no note."""
     consumed = run.method_spec.consumed
     train = {k: v for k, v in (run.settings.train if train is None else train).items() if k not in consumed}
-    flags = precision_flags(dtype, hardware)
+    flags = precision_flags(run.recipe.model.dtype, hardware)
     if hardware.on_gpu:
         train = {**flags, **train}
     else:
-        if (train.get("bf16") or train.get("fp16")) and not check:
-            print("note: no GPU here, so bf16/fp16 are off and the run is float32 on CPU", file=sys.stderr)
+        asked = {k for k in ("bf16", "fp16") if train.get(k)}
+        if asked - {k for k, on in flags.items() if on} and not check:
+            print(f"note: on this CPU train.{'/'.join(sorted(asked))} is decided by the machine: "
+                  f"{precision_description(run.recipe.model.dtype, hardware)}", file=sys.stderr)
         train.update(flags)
     train.update(output_dir=str(run_dir), **fixed)
     train.setdefault("report_to", "none")
@@ -68,6 +70,8 @@ def trl_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, train: d
     deepspeed = None if check else deepspeed_from_launcher()
     if deepspeed is not None:
         train["deepspeed"] = deepspeed
+        if not hardware.on_gpu:
+            train["bf16"] = False  # DeepSpeed's bf16 mode would turn the weights themselves into bf16, not autocast
     cls = run.method_spec.config_class()
     try:
         config = (checked_config_class(cls, hardware) if check else cls)(**train)

@@ -2,7 +2,10 @@
 every time TRL syncs the policy into the engine, the engine's log-probabilities of a fixed completion equal the
 trainer's own (float32 both, within 1e-4), and after optimizer steps they differ from the starting model's: the
 engine generates with the current policy. GRPO keeps TRL's importance-sampling correction between the engine's and
-the trainer's log-probs on, and logs it. A run whose weights never reach the engine fails these checks."""
+the trainer's log-probs on, and logs it. A run whose weights never reach the engine fails these checks.
+
+The recipes pin `model.dtype: float32`: these comparisons are exact to float32 rounding, and on a CPU with bf16 the default
+would compute in bf16 (differences of ~2e-3 per token)."""
 
 import os
 
@@ -92,7 +95,7 @@ def rl_recipe(write_recipe, model_dir, tmp_path, method: str, train: dict) -> st
     (tmp_path / "reward.py").write_text(REWARD)
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(16)])
     return str(write_recipe({
-        "model": {"source": str(model_dir)}, "template": {"name": "chatml"}, "method": method,
+        "model": {"source": str(model_dir), "dtype": "float32"}, "template": {"name": "chatml"}, "method": method,
         "data": {"sources": [{"path": str(prompts)}]}, "rewards": [{"name": f"{tmp_path / 'reward.py'}:spread"}],
         "generation": {"backend": "vllm_colocate"},
         "train": {"max_steps": 3, "learning_rate": 5e-2, "logging_steps": 1, "save_strategy": "no",
@@ -146,7 +149,7 @@ def test_distillation_samples_with_the_current_student(cli_fd, write_recipe, vll
     build_model(teacher, tokenizer, seed=7, heads=2, kv_heads=1)
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(16)])
     recipe = str(write_recipe({
-        "model": {"source": str(vllm_tiny_dir)}, "template": {"name": "chatml"}, "method": "distill",
+        "model": {"source": str(vllm_tiny_dir), "dtype": "float32"}, "template": {"name": "chatml"}, "method": "distill",
         "teacher": {"source": str(teacher)}, "data": {"sources": [{"path": str(prompts)}]},
         "generation": {"backend": "vllm_colocate"},
         "train": {"max_steps": 3, "learning_rate": 5e-2, "logging_steps": 1, "save_strategy": "no",

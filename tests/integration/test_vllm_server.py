@@ -5,7 +5,10 @@ weights into the server (on a CPU through the filesystem, NCCL being CUDA-only: 
 after which the server's log-probs of a fixed completion are the trainer's; and the failure modes with real
 processes: a port already in use is exit 2 naming it, a model the engine cannot load is exit 2 in the dry run, and
 a trainer killed with SIGKILL leaves no server behind, nor, with the engine core in a process of its own (as vLLM runs
-it on GPUs), any engine process."""
+it on GPUs), any engine process.
+
+The recipes pin `model.dtype: float32`: these comparisons are exact to float32 rounding, and on a CPU with bf16 the default
+would compute in bf16 (differences of ~2e-3 per token)."""
 
 import contextlib
 import os
@@ -40,7 +43,7 @@ def server_recipe(write_recipe, model_dir, tmp_path, port: int, **train) -> Path
     (tmp_path / "reward.py").write_text(
         "def spread(completions, completion_ids, **kw):\n    return [(sum(ids) % 97) / 97 for ids in completion_ids]\n")
     return write_recipe({
-        "model": {"source": str(model_dir)}, "template": {"name": "chatml"}, "method": "grpo",
+        "model": {"source": str(model_dir), "dtype": "float32"}, "template": {"name": "chatml"}, "method": "grpo",
         "data": {"sources": [{"path": str(prompts)}]}, "rewards": [{"name": f"{tmp_path / 'reward.py'}:spread"}],
         "generation": {"backend": "vllm_server", "server": {"port": port, "startup_timeout": 300}},
         "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 8,

@@ -3,7 +3,10 @@ it loads, trains to the weights of plain data parallel within 1e-5 (both moved b
 own checkpoint (the checkpoint untouched, only the later steps logged) to weights bit-identical to an uninterrupted
 run, and writes a model directory that loads and equals DeepSpeed's own consolidation of the checkpoint. The same for
 DPO, whose frozen reference is sharded too. GRPO and distillation, and the perturbed optimizer shards, are in the slow
-tier (tests/slow/test_zero3_resume.py)."""
+tier (tests/slow/test_zero3_resume.py).
+
+The recipes pin `model.dtype: float32`: these comparisons are exact to float32 rounding, and on a CPU with bf16 the default
+would compute in bf16 (differences of ~2e-3 per token)."""
 
 import json
 import shutil
@@ -48,10 +51,10 @@ def recipes(tiny_dir, tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("zero3")
     common = {"per_device_train_batch_size": 2, "max_steps": 4, "learning_rate": 5e-3, "logging_steps": 1,
               "save_steps": 2, "gradient_checkpointing": False}
-    sft = {"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"},
+    sft = {"model": {"source": str(tiny_dir), "dtype": "float32"}, "template": {"name": "smollm3"},
            "data": {"sources": [{"path": str(write_jsonl(folder / "chat.jsonl", chat_rows(32)))}]},
            "train": {"max_length": 256, "packing": "bfd", **common}}
-    dpo = {"model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "dpo",
+    dpo = {"model": {"source": str(tiny_dir), "dtype": "float32"}, "template": {"name": "chatml"}, "method": "dpo",
            "data": {"sources": [{"path": str(write_jsonl(folder / "pairs.jsonl", pair_rows(32)))}]},
            "train": {"max_length": 160, "beta": 0.1, **common}}
     for name, recipe in (("sft", sft), ("dpo", dpo)):

@@ -1,0 +1,91 @@
+"""Precision chosen from the CPU, observed in real runs (the capability read forced with SMOLALIGN_CPU_BF16; bf16 is
+emulated where the CPU lacks it, so both kinds run here): on a bf16 CPU, training computes under bf16 autocast over
+float32 weights, saved in float32, and generation (eval, chat) loads bfloat16 weights; on a CPU without bf16, and
+with `model.dtype: float32` anywhere, every part computes in float32."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from paths import REPO
+from safetensors import safe_open
+from tiny_models import chat_rows, write_jsonl
+
+from smolalign.hardware import CPU_BF16_VARIABLE
+
+
+@pytest.fixture
+def forward_dtypes(monkeypatch):
+    """The dtype of the first attention projection's output at every forward of a model smolalign loads to train or
+    to generate, and the dtype its weights were loaded in."""
+    import smolalign.chat
+    import smolalign.pairs.backends
+    import smolalign.stages.sft
+
+    seen = {"outputs": set(), "weights": set()}
+
+    def recording(original):
+        def load(*args, **kwargs):
+            model = original(*args, **kwargs)
+            projection = model.model.layers[0].self_attn.q_proj
+            seen["weights"].add(projection.weight.dtype)
+            projection.register_forward_hook(lambda module, inputs, output: seen["outputs"].add(output.dtype))
+            return model
+        return load
+
+    for module in (smolalign.stages.sft, smolalign.chat, smolalign.pairs.backends):
+        monkeypatch.setattr(module, "load_model", recording(module.load_model))
+    return seen
+
+
+def saved_dtypes(model_dir) -> set:
+    with safe_open(str(model_dir / "model.safetensors"), "pt") as weights:
+        return {weights.get_slice(name).get_dtype() for name in weights.keys()}
+
+
+@pytest.mark.parametrize(("cpu_bf16", "dtype", "computes"), [
+    ("1", "auto", torch.bfloat16), ("0", "auto", torch.float32), ("1", "float32", torch.float32)])
+def test_sft_computes_in_the_precision_the_cpu_decides_and_saves_float32(
+        cli, write_recipe, tiny_dir, tmp_path, monkeypatch, forward_dtypes, cpu_bf16, dtype, computes):
+    monkeypatch.setenv(CPU_BF16_VARIABLE, cpu_bf16)
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    recipe = write_recipe({"model": {"source": str(tiny_dir), "dtype": dtype}, "template": {"name": "smollm3"},
+                           "data": {"sources": [{"path": str(data)}]},
+                           "train": {"max_length": 256, "per_device_train_batch_size": 2, "max_steps": 2,
+                                     "learning_rate": 1e-3, "logging_steps": 1, "save_steps": 2,
+                                     "gradient_checkpointing": False}})
+    code, out, err = cli("sft", recipe, "--dry-run")
+    assert code == 0, err
+    expected_row = ("float32 weights, bf16 autocast" if computes == torch.bfloat16 else "float32 for training")
+    assert expected_row in out
+    code, _, err = cli("sft", recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    assert forward_dtypes["weights"] == {torch.float32}  # master weights: AdamW's small updates are not rounded away
+    assert forward_dtypes["outputs"] == {computes}
+    assert saved_dtypes(tmp_path / "run" / "model") == {"F32"}
+    losses = [json.loads(line)["loss"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+              if "loss" in json.loads(line)]
+    assert len(losses) == 2 and all(loss == loss for loss in losses)  # finite: not NaN
+
+
+@pytest.mark.parametrize(("cpu_bf16", "generates"), [("1", torch.bfloat16), ("0", torch.float32)])
+def test_eval_and_chat_generate_in_the_precision_the_cpu_decides(cli, tiny_dir, tmp_path, monkeypatch, forward_dtypes,
+                                                                  cpu_bf16, generates):
+    monkeypatch.setenv(CPU_BF16_VARIABLE, cpu_bf16)
+    data = write_jsonl(tmp_path / "q.jsonl", [{"prompt": f"what is {i} plus {i}", "solution": str(2 * i)}
+                                              for i in range(2)])
+    code, _, err = cli("eval", tiny_dir, "--data", data, "--reward", "math_accuracy", "--max-new-tokens", "4",
+                       "--template", "smollm3",
+                       "--modes", "no_think", "--json", tmp_path / "eval.json")
+    assert code == 0, err
+    assert forward_dtypes["weights"] == {generates} and forward_dtypes["outputs"] == {generates}
+    rows = (tmp_path / "eval.samples.jsonl").read_text().splitlines()
+    assert len(rows) == 2 and all(json.loads(r)["tokens"] >= 1 for r in rows)
+    forward_dtypes["weights"].clear(), forward_dtypes["outputs"].clear()
+    hybrid = tmp_path / "hybrid"  # chat uses the model's own template
+    shutil.copytree(tiny_dir, hybrid)
+    shutil.copy(REPO / "chat_templates" / "smollm3.jinja", hybrid / "chat_template.jinja")
+    code, _, err = cli("chat", hybrid, "--message", "hello", "--no-think", "--max-new-tokens", "4")
+    assert code == 0, err
+    assert forward_dtypes["weights"] == {generates} and forward_dtypes["outputs"] == {generates}

@@ -1,0 +1,86 @@
+"""The precision of each part of a run, on the two kinds of CPU (the capability read stubbed) and on GPUs: the table
+in smolalign/hardware.py's docstring, written out here by hand."""
+
+import pytest
+import torch
+
+from smolalign.hardware import (
+    CPU_BF16_VARIABLE,
+    Hardware,
+    cpu_computes_bf16,
+    detect_hardware,
+    generation_dtype,
+    precision_description,
+    precision_flags,
+    resolve_dtype,
+)
+
+BF16_CPU = Hardware("cpu", 0, "Xeon with AMX", True, 1, 2)
+PLAIN_CPU = Hardware("cpu", 0, "Zen 3", False, 1, 2)
+BF16_GPU = Hardware("cuda", 1, "H100", True, 1, 16)
+OLD_GPU = Hardware("cuda", 1, "V100", False, 1, 16)
+
+
+@pytest.fixture
+def capability(monkeypatch):
+    """Stub torch's reading of the CPU: (AMX tiles, AVX512-BF16)."""
+    monkeypatch.delenv(CPU_BF16_VARIABLE, raising=False)
+
+    def stub(amx: bool, avx512_bf16: bool) -> None:
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+
+    return stub
+
+
+@pytest.mark.parametrize(("amx", "avx512_bf16", "expected"), [
+    (True, True, True), (True, False, True), (False, True, True), (False, False, False)])
+def test_the_cpu_computes_bf16_with_amx_or_avx512_bf16(capability, amx, avx512_bf16, expected):
+    capability(amx, avx512_bf16)
+    assert cpu_computes_bf16() is expected
+    if not torch.cuda.is_available():
+        assert detect_hardware().bf16 is expected
+
+
+def test_the_variable_overrides_the_reading_both_ways(capability, monkeypatch):
+    capability(True, True)
+    monkeypatch.setenv(CPU_BF16_VARIABLE, "0")
+    assert cpu_computes_bf16() is False
+    capability(False, False)
+    monkeypatch.setenv(CPU_BF16_VARIABLE, "1")
+    assert cpu_computes_bf16() is True
+    monkeypatch.setenv(CPU_BF16_VARIABLE, "")  # empty: the reading decides
+    assert cpu_computes_bf16() is False
+
+
+# (hardware, model.dtype) -> (trained weights, generation, TrainingArguments bf16, fp16)
+TABLE = [
+    (BF16_CPU, "auto", "float32", "bfloat16", True, False),
+    (BF16_CPU, "float32", "float32", "float32", False, False),
+    (BF16_CPU, "bfloat16", "bfloat16", "bfloat16", False, False),
+    (BF16_CPU, "float16", "float32", "float32", False, False),
+    (PLAIN_CPU, "auto", "float32", "float32", False, False),
+    (PLAIN_CPU, "float32", "float32", "float32", False, False),
+    (PLAIN_CPU, "bfloat16", "float32", "float32", False, False),
+    (PLAIN_CPU, "float16", "float32", "float32", False, False),
+    (BF16_GPU, "auto", "bfloat16", "bfloat16", True, False),
+    (BF16_GPU, "float32", "float32", "float32", False, False),
+    (OLD_GPU, "auto", "float16", "float16", False, True),
+]
+
+
+@pytest.mark.parametrize(("hardware", "requested", "weights", "generation", "bf16", "fp16"), TABLE)
+def test_each_part_gets_the_precision_of_the_table(hardware, requested, weights, generation, bf16, fp16):
+    assert resolve_dtype(requested, hardware) == weights
+    assert generation_dtype(requested, hardware) == generation
+    flags = precision_flags(requested, hardware)
+    assert (flags["bf16"], flags["fp16"]) == (bf16, fp16)
+    assert flags.get("use_cpu", False) is (not hardware.on_gpu)
+
+
+def test_the_plan_says_which_precision_each_part_uses_and_why():
+    assert precision_description("auto", BF16_CPU) == (
+        "float32 weights, bf16 autocast; generation bfloat16 (the CPU computes in bf16: AMX or AVX512-BF16)")
+    assert precision_description("auto", PLAIN_CPU) == "float32 for training and generation (the CPU has no native bf16)"
+    assert precision_description("float32", BF16_CPU) == "float32 for training and generation (model.dtype float32)"
+    assert precision_description("auto", BF16_GPU) == "bfloat16 (bf16 on GPU)"
