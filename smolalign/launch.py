@@ -2,10 +2,11 @@
 same command under `accelerate launch` with a preset from recipes/accelerate/ (ddp, zero2, zero3, zero3_offload,
 fsdp2) or an accelerate config file.
 
-On a machine without a GPU the processes are started by torchrun on the CPU (gloo, float32), because accelerate
-starts a single process when told to use the CPU. Data parallel needs nothing more. For the DeepSpeed presets the
-preset becomes a DeepSpeed JSON config handed to the trainer (`SMOLALIGN_DEEPSPEED_CONFIG`) and DeepSpeed's CPU
-accelerator: real ZeRO partitioning over gloo, the way a CI machine can test it. FSDP presets need GPUs here.
+On a machine without a GPU the processes are started by torchrun on the CPU (gloo; the CPU's precision, float32
+under DeepSpeed), because accelerate starts a single process when told to use the CPU. Data parallel needs nothing
+more. For the DeepSpeed presets the preset becomes a DeepSpeed JSON config handed to the trainer
+(`SMOLALIGN_DEEPSPEED_CONFIG`) and DeepSpeed's CPU accelerator: real ZeRO partitioning over gloo, the way a CI
+machine can test it. FSDP presets need GPUs here.
 
 Without --launch the same happens when the recipe has a `launch:` section, or when this machine has several GPUs for
 training (`planned_launch`: one process per GPU). Inside the launched processes `SMOLALIGN_LAUNCHED` is set, and a

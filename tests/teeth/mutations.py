@@ -162,6 +162,19 @@ MUTATIONS = [
       ("tests/integration/test_eval_tools.py::"
        "test_eval_with_an_environment_resets_one_per_answer_offers_its_methods_and_scores_its_reward",),
       "one instance serves every answer: the second answer's try is not its first"),
+    M("cpu_bf16_training_autocast", "on a CPU with AMX or AVX512-BF16, training computes under bf16 autocast over "
+      "float32 weights, saved in float32", "checkpoints.md#precision", "smolalign/hardware.py",
+      '    return not hardware.on_gpu and hardware.bf16 and requested == "auto"', "    return False",
+      ("tests/integration/test_cpu_precision.py::"
+       "test_sft_computes_in_the_precision_the_cpu_decides_and_saves_float32[1-auto-computes0]",),
+      "training computes in float32 on every CPU"),
+    M("cpu_bf16_generation", "on a CPU with AMX or AVX512-BF16, eval and chat generate with bfloat16 weights",
+      "checkpoints.md#precision", "smolalign/hardware.py",
+      '    if requested == "auto" and not hardware.on_gpu and hardware.bf16:\n        return "bfloat16"\n',
+      "",
+      ("tests/integration/test_cpu_precision.py::"
+       "test_eval_and_chat_generate_in_the_precision_the_cpu_decides[1-generates0]",),
+      "generation loads float32 weights on every CPU"),
     M("online_dpo_reward_weights", "online DPO picks the chosen answer by the weighted sum of its rewards",
       "verbs/rl.md#online-dpo-method-online_dpo", "smolalign/stages/online_dpo.py",
       '"reward_weights": [r.weight for r in recipe.rewards]', '"reward_weights": [1.0 for r in recipe.rewards]',
