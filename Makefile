@@ -18,8 +18,9 @@ QUESTION ?= Which is larger, 38 or 83?
 # and distilled models are compared with the bundled model, the APO model with the SFT model it started from, the
 # GRPO model with the APO model. GRPO trains on the largest of three numbers: EVAL_THREE_ARGS compares it with the APO
 # model on 96 held-out questions of that kind (no_think, the mode it trains in). The five-model evaluation generates
-# with vLLM's engine (its CPU build here: 6 min 25 s against 9 min 15 s with transformers on 2 cores); the short
-# three-number one with transformers (1 min 25 s against 1 min 45 s: two engine starts outweigh the faster decoding).
+# with vLLM's engine (its CPU build; float32 on 2 AMD cores: 6 min 25 s against 9 min 15 s with transformers; in
+# bfloat16 on an AMX Xeon vLLM evaluates 1.40x faster, benchmarks/vllm_cpu.py); the short three-number one with
+# transformers (1 min 25 s against 1 min 45 s on AMD: two engine starts outweigh the faster decoding).
 EVAL_SAMPLING := --reward math_accuracy --samples 1 --max-new-tokens 40 --batch-size 32
 EVAL_ARGS := --baseline base=smollm2-135m-instruct --compare po=sft --compare rl=po --backend vllm \
 	--data recipes/quickstart/data/arithmetic_eval.jsonl --max-prompts 64 $(EVAL_SAMPLING) \
