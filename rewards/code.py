@@ -110,13 +110,15 @@ class CodeReward:
         tests = columns.get(self.test_column)
         tests = list(tests) if tests is not None else [None] * len(completions)
         plans = [self._plan(c, t) for c, t in zip(completions, tests, strict=True)]
-        # One batch for the whole call, so that all executions run in parallel.
-        executions = self.pool.run_many([job for plan in plans for job in plan.jobs])
-        scores, start = [], 0
-        for plan in plans:
-            scores.append(plan.score(executions[start : start + len(plan.jobs)]))
-            start += len(plan.jobs)
-        return scores
+        # One batch for the whole call, so that all executions run in parallel, in rounds (every completion's first
+        # test, then every second test...): a program that hangs is met in the first round and holds its worker for
+        # its time limit while the others run, instead of starting last and stretching the batch by that limit.
+        order = _rounds([len(plan.jobs) for plan in plans])
+        ran = self.pool.run_many([plans[i].jobs[j] for i, j in order])
+        executions: list[list[Execution]] = [[] for _ in plans]
+        for (i, _), execution in sorted(zip(order, ran, strict=True), key=lambda pair: pair[0]):
+            executions[i].append(execution)
+        return [plan.score(done) for plan, done in zip(plans, executions, strict=True)]
 
     def close(self) -> None:
         self.pool.close()
@@ -143,6 +145,11 @@ class _Plan:
 
     jobs: list[tuple[str, str]]
     score: Callable[[list[Execution]], float | None]
+
+
+def _rounds(counts: list[int]) -> list[tuple[int, int]]:
+    """(completion, test) pairs, round by round: test 0 of every completion that has one, then test 1, ..."""
+    return [(i, j) for j in range(max(counts, default=0)) for i, count in enumerate(counts) if j < count]
 
 
 def _run_plan(plan: _Plan, pool: Pool) -> float | None:

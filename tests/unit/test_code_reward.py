@@ -181,6 +181,19 @@ def test_reward_runs_the_whole_batch_in_one_parallel_call(reward, monkeypatch):
     assert calls == [6]
 
 
+def test_reward_runs_every_completions_first_test_before_any_second_one(reward, monkeypatch):
+    """A program that hangs is met in the first round, not last: the stdin each execution got, in submission order."""
+    submitted = []
+    run_many = reward.pool.run_many
+    monkeypatch.setattr(reward.pool, "run_many", lambda jobs: submitted.extend(stdin for _, stdin in jobs) or run_many(jobs))
+    three_tests = ADD_TESTS + [{"input": "5 5\n", "output": "10\n"}]
+    wrong_last = [*ADD_TESTS, {"input": "5 5\n", "output": "11\n"}]
+    scores = reward([fenced(ADD), fenced("print(3)\n"), fenced(ADD)], test_cases=[three_tests, ADD_TESTS, wrong_last])
+    assert scores == [1.0, 0.5, pytest.approx(2 / 3)]  # each result reached its own completion and test
+    first, second = (t["input"] for t in ADD_TESTS)
+    assert submitted == [first, first, first, second, second, second, "5 5\n", "5 5\n"]
+
+
 def test_reward_rows_without_tests_are_unscored(reward):
     assert reward([fenced(ADD), fenced(ADD)], test_cases=[[], None]) == [None, None]
     assert reward([fenced(ADD)]) == [None]
