@@ -177,11 +177,11 @@ def distill_config(run: Run, pairing: Pairing, hardware: Hardware, dtype: str, r
     sampling = vllm_fields(recipe.generation, base_url)
     if not run.method_spec.cross_tokenizer:
         fixed = {"chat_template_kwargs": dict(recipe.template.kwargs)} if recipe.template.kwargs else {}
-        return trl_config(run, hardware, dtype, run_dir, train, check=check, **fixed, **sampling)
+        return trl_config(run, hardware, run_dir, train, check=check, **fixed, **sampling)
     fixed = {"use_uld_loss": pairing.uld, **sampling}
     if pairing.uld:
         fixed["teacher_tokenizer_name_or_path"] = teacher_dir
-    return trl_config(run, hardware, dtype, run_dir, train, check=check, **fixed)
+    return trl_config(run, hardware, run_dir, train, check=check, **fixed)
 
 
 @contextmanager

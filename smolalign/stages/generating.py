@@ -39,8 +39,8 @@ def generating(run: Run, opened) -> Iterator[Generation]:
     """The run's vLLM server (started, health-checked and stopped) and its stall watchdog, for a run opened as
     `opened` (`stages.lifecycle.OpenRun`). The config is built inside: the server's address is one of its fields."""
     stall = stall_timeout(run.recipe.generation)
-    with served_generation(run, opened.state, generation_dtype(run.recipe.model.dtype, run.hardware), opened.gpus) as server, \
-            stall_watchdog(stall, server) as watchdog:
+    dtype = generation_dtype(run.recipe.model.dtype, run.hardware)
+    with served_generation(run, opened.state, dtype, opened.gpus) as server, stall_watchdog(stall, server) as watchdog:
         yield Generation(server.base_url if server else None, watchdog)
 
 

@@ -85,7 +85,7 @@ def online_dpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, b
                       check: bool = False):
     recipe = run.recipe
     fixed = {"reward_weights": [r.weight for r in recipe.rewards], **vllm_fields(recipe.generation, base_url)}
-    return trl_config(run, hardware, dtype, run_dir, check=check, **fixed)
+    return trl_config(run, hardware, run_dir, check=check, **fixed)
 
 
 def load(run: Run, opened: OpenRun, checked: tuple) -> AbstractContextManager:

@@ -169,7 +169,7 @@ def po_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, *, check:
         fixed["precompute_ref_log_probs"] = run.recipe.reference.kind == "precomputed"
     if spec.keeps_columns:
         fixed["remove_unused_columns"] = False
-    return trl_config(run, hardware, dtype, run_dir, check=check, **fixed)
+    return trl_config(run, hardware, run_dir, check=check, **fixed)
 
 
 def load_reference(run: Run, dtype: str, hardware: Hardware, tokenizer):

@@ -146,7 +146,7 @@ def grpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, base_ur
     if recipe.template.kwargs:
         fixed["chat_template_kwargs"] = dict(recipe.template.kwargs)
     fixed.update(vllm_fields(recipe.generation, base_url))
-    return trl_config(run, hardware, dtype, run_dir, check=check, **fixed)
+    return trl_config(run, hardware, run_dir, check=check, **fixed)
 
 
 def load(run: Run, opened: OpenRun, checked: tuple) -> AbstractContextManager:

@@ -42,7 +42,7 @@ def check_before_loading(run: Run):
 def sft_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, *, check: bool = False):
     """SFTConfig from the run's settings, with precision decided by the hardware and TRL's data preparation switched
     off."""
-    return trl_config(run, hardware, dtype, run_dir, check=check, dataset_kwargs={"skip_prepare_dataset": True})
+    return trl_config(run, hardware, run_dir, check=check, dataset_kwargs={"skip_prepare_dataset": True})
 
 
 @contextmanager

@@ -46,12 +46,13 @@ def _config_error(exc: Exception, train: dict) -> SmolalignError:
     return SmolalignError(f"train.{named[0]}: {message}" if named else f"train: {message}")
 
 
-def trl_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, train: dict | None = None, *,
+def trl_config(run: Run, hardware: Hardware, run_dir: Path, train: dict | None = None, *,
                check: bool = False, **fixed):
     """The method's TRL config (from the method table) built from the run's settings (`train`, when given, in their
-    place), with the precision the hardware decides (hardware.precision_flags, whatever the recipe says), the run directory, and `fixed`
-    values set by smolalign. Keys smolalign's own pipeline applies are not passed. `check`: built only to run TRL's
-    own checks (`check_config`): no DeepSpeed, no accelerate state, no note."""
+    place), with the precision flags the hardware and `model.dtype` decide (hardware.precision_flags, whatever the
+    recipe says), the run directory, and `fixed` values set by smolalign. Keys smolalign's own pipeline applies are
+    not passed. `check`: built only to run TRL's own checks (`check_config`): no DeepSpeed, no accelerate state, no
+    note."""
     consumed = run.method_spec.consumed
     train = {k: v for k, v in (run.settings.train if train is None else train).items() if k not in consumed}
     flags = precision_flags(run.recipe.model.dtype, hardware)
