@@ -32,6 +32,8 @@ from smolalign.runs.rundir import (
 )
 from smolalign.runs.save_on_signal import SavedOnSignal, listening, save_on_signal_callback
 from smolalign.stages.generating import check_generating
+from smolalign.stages.generation_copy import bf16_generation_copy
+from smolalign.stages.scored_positions import scored_positions_only
 from smolalign.stages.teardown import release_training_state
 
 
@@ -89,7 +91,9 @@ def run(stage: Stage, run: Run, *, output_dir: Path | None = None, dry_run: bool
     if dry_run:
         return None
     opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus)
-    with stage.load(run, opened, checked) as (trainer, tokenizer):
+    accelerator = run.hardware.accelerator
+    with (scored_positions_only(accelerator), bf16_generation_copy(accelerator),
+          stage.load(run, opened, checked) as (trainer, tokenizer)):
         model_dir = train_and_save(trainer, tokenizer, opened.run_dir, opened.checkpoint)
     return finish(trainer, opened.run_dir, model_dir, evaluation, *stage.summary, hub=run.recipe.hub)
 

@@ -1,0 +1,109 @@
+"""The bfloat16 copy a trainer generates with, on a CPU that computes in bf16.
+
+There training keeps float32 weights and computes under bf16 autocast (smolalign.hardware), and TRL's trainers that
+sample with transformers (GRPO, RLOO, distillation, GOLD, online DPO) call `generate` on the model being trained:
+under accelerate's autocast wrapper every decoding step casts every weight to bf16 again, once per new token. A bf16
+copy of the policy, refreshed from the trained weights before each generation (one cast of the weights instead of
+one per token), samples the same policy 2.4x faster (32 answers of 16 tokens after a 97-token prompt, the
+quickstart's model: 10.2 s against 4.3 s on one core).
+
+`bf16_generation_copy` puts that copy in the place of the model TRL unwraps for generation
+(`trl.models.utils.unwrap_model_for_generation`, which each trainer module imports by name). It applies only while
+generating for a float32 model under bf16 mixed precision on a CPU, with the model whole in this process (not
+ZeRO-3, not PEFT); anything else gets TRL's own model. The copy's buffers (rotary frequencies) stay float32, as in a
+model loaded in bfloat16. The copy costs the weights once more in bf16 (270 MB for 135M parameters).
+"""
+
+import contextlib
+import sys
+import weakref
+from collections.abc import Iterator
+
+_COPIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+"""The trained model -> its bf16 copy (made on its first generation, refreshed before each one)."""
+
+
+def generation_model(model, accelerator):
+    """The model to generate with: `model` itself, or its bf16 copy refreshed from its current weights."""
+    import torch
+
+    if not _copy_applies(model, accelerator):
+        return model
+    copy = _COPIES.get(model)
+    if copy is None:
+        copy = _COPIES[model] = _bf16_copy(model)
+    with torch.no_grad():
+        for target, source in zip(copy.parameters(), model.parameters(), strict=True):
+            target.copy_(source)
+    copy.generation_config = model.generation_config
+    return copy
+
+
+def _copy_applies(model, accelerator) -> bool:
+    import torch
+
+    if accelerator.device.type != "cpu" or accelerator.mixed_precision != "bf16":
+        return False
+    if hasattr(model, "peft_config") or getattr(accelerator.state, "deepspeed_plugin", None) is not None:
+        return False
+    return all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def _bf16_copy(model):
+    import copy
+
+    import torch
+
+    twin = copy.deepcopy(model)
+    for module in twin.modules():
+        # accelerate's autocast wrapper and TRL's fused LM head are set on the instance, bound to the trained model
+        module.__dict__.pop("forward", None)
+    for parameter in twin.parameters():
+        # requires_grad stays as it is (TRL generates under no_grad): with a bf16 weight that does not require grad,
+        # torch 2.13's CPU matmul does not fold the non-contiguous last-position slice `generate` passes the LM head
+        # and takes 2.6 s instead of 8 ms per token (32 x 576 hidden states, 49,152 x 576 weight)
+        parameter.data = parameter.data.to(torch.bfloat16)
+    if twin.config._attn_implementation == "eager":
+        # eager is the training default under CPU autocast (hardware.autocast_attention); decoding from a KV cache
+        # it copies every cached key and value at every token (GRPO's batch: 4.2 of 8.8 s): SDPA decodes
+        twin.set_attn_implementation("sdpa")
+    return twin.eval()
+
+
+def _generating_with_copy(unwrap):
+    @contextlib.contextmanager
+    def unwrap_model_for_generation(model, accelerator, *args, **kwargs):
+        with unwrap(model, accelerator, *args, **kwargs) as unwrapped:
+            yield generation_model(unwrapped, accelerator)
+
+    unwrap_model_for_generation.trl_original = unwrap
+    return unwrap_model_for_generation
+
+
+def _trl_modules():
+    return [module for name, module in list(sys.modules.items())
+            if (name == "trl" or name.startswith("trl.")) and module is not None
+            and hasattr(module, "unwrap_model_for_generation")]
+
+
+@contextlib.contextmanager
+def bf16_generation_copy(accelerator: str) -> Iterator[None]:
+    """While it is open, on a CPU ("cpu"), TRL's trainers generate with the bf16 copy where it applies (see the module
+    docstring); a trainer module imported while it is open gets the same. On a GPU nothing changes."""
+    if accelerator != "cpu":
+        yield
+        return
+    import trl.models.utils as trl_model_utils
+
+    original = getattr(trl_model_utils.unwrap_model_for_generation, "trl_original",
+                       trl_model_utils.unwrap_model_for_generation)
+    wrapped = _generating_with_copy(original)
+    for module in _trl_modules():
+        if module.unwrap_model_for_generation is original:
+            module.unwrap_model_for_generation = wrapped
+    try:
+        yield
+    finally:
+        for module in _trl_modules():
+            if module.unwrap_model_for_generation is wrapped:
+                module.unwrap_model_for_generation = original
