@@ -122,6 +122,15 @@ def cpu_autocast(requested: str, hardware: Hardware) -> bool:
     return not hardware.on_gpu and hardware.bf16 and requested == "auto"
 
 
+def autocast_attention(requested: str, hardware: Hardware, weights: str) -> str | None:
+    """The attention implementation for a model loaded with `weights` dtype when the recipe names none: eager for
+    float32 weights that compute under bf16 autocast on a CPU (`cpu_autocast`), where torch's CPU SDPA kernels in
+    bf16 are slow in the backward pass and slower still with a padding mask (the quickstart's GRPO batch, 32 rows of
+    105 tokens, forward and backward: SDPA 9.5 s, eager 3.9 s; a packed 512-token row: 1.62 s and 1.59 s);
+    None (transformers' default, SDPA) everywhere else."""
+    return "eager" if weights == "float32" and cpu_autocast(requested, hardware) else None
+
+
 def precision_flags(requested: str, hardware: Hardware) -> dict:
     """TrainingArguments flags for this hardware and `model.dtype`: CPU -> use_cpu, with bf16 autocast where
     `cpu_autocast`; GPU -> bf16/fp16 by the weights' dtype."""
@@ -141,7 +150,8 @@ def precision_description(requested: str, hardware: Hardware) -> str:
                 "AVX512-BF16)")
     if weights == "bfloat16":
         return "bfloat16 weights and generation (model.dtype bfloat16 on a bf16 CPU)"
-    why = "model.dtype float32" if requested == "float32" else "the CPU has no native bf16"
+    why = {"float32": "model.dtype float32",
+           "float16": "float16 is never used on a CPU"}.get(requested, "the CPU has no native bf16")
     return f"{generation} for training and generation ({why})"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from smolalign.checkpoints.convert import convert
 from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware
+from smolalign.hardware import Hardware, autocast_attention
 from smolalign.models.sources import ModelSource, checkpoint_cache_dir, gguf_cache_dir, resolve_model
 from smolalign.recipe.schema import ModelSection
 from smolalign.target import Target
@@ -173,8 +173,9 @@ def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer,
 
     source = source or resolve_model(section)
     kwargs: dict = {"dtype": getattr(torch, dtype), "trust_remote_code": section.trust_remote_code}
-    if section.attn_implementation:
-        kwargs["attn_implementation"] = section.attn_implementation
+    attention = section.attn_implementation or autocast_attention(section.dtype, hardware, dtype)
+    if attention:
+        kwargs["attn_implementation"] = attention
     if source.revision:
         kwargs["revision"] = source.revision
     if section.quantization:

@@ -23,13 +23,14 @@ def forward_dtypes(monkeypatch):
     import smolalign.pairs.backends
     import smolalign.stages.sft
 
-    seen = {"outputs": set(), "weights": set()}
+    seen = {"outputs": set(), "weights": set(), "attention": set()}
 
     def recording(original):
         def load(*args, **kwargs):
             model = original(*args, **kwargs)
             projection = model.model.layers[0].self_attn.q_proj
             seen["weights"].add(projection.weight.dtype)
+            seen["attention"].add(model.config._attn_implementation)
             projection.register_forward_hook(lambda module, inputs, output: seen["outputs"].add(output.dtype))
             return model
         return load
@@ -63,6 +64,8 @@ def test_sft_computes_in_the_precision_the_cpu_decides_and_saves_float32(
     assert code == 0, err
     assert forward_dtypes["weights"] == {torch.float32}  # master weights: AdamW's small updates are not rounded away
     assert forward_dtypes["outputs"] == {computes}
+    # Under CPU autocast eager attention (torch's bf16 SDPA backward is slow there); transformers' default otherwise.
+    assert forward_dtypes["attention"] == {"eager" if computes == torch.bfloat16 else "sdpa"}
     assert saved_dtypes(tmp_path / "run" / "model") == {"F32"}
     losses = [json.loads(line)["loss"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
               if "loss" in json.loads(line)]

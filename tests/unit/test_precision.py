@@ -83,4 +83,17 @@ def test_the_plan_says_which_precision_each_part_uses_and_why():
         "float32 weights, bf16 autocast; generation bfloat16 (the CPU computes in bf16: AMX or AVX512-BF16)")
     assert precision_description("auto", PLAIN_CPU) == "float32 for training and generation (the CPU has no native bf16)"
     assert precision_description("float32", BF16_CPU) == "float32 for training and generation (model.dtype float32)"
+    assert precision_description("float16", BF16_CPU) == (
+        "float32 for training and generation (float16 is never used on a CPU)")
     assert precision_description("auto", BF16_GPU) == "bfloat16 (bf16 on GPU)"
+
+
+def test_eager_attention_only_for_float32_weights_under_cpu_autocast():
+    from smolalign.hardware import autocast_attention
+
+    assert autocast_attention("auto", BF16_CPU, "float32") == "eager"  # training: float32 weights, bf16 autocast
+    assert autocast_attention("auto", BF16_CPU, "bfloat16") is None  # generation loads bfloat16 weights
+    assert autocast_attention("float32", BF16_CPU, "float32") is None
+    assert autocast_attention("auto", PLAIN_CPU, "float32") is None
+    assert autocast_attention("auto", BF16_GPU, "bfloat16") is None
+
