@@ -175,6 +175,23 @@ MUTATIONS = [
       ("tests/integration/test_cpu_precision.py::"
        "test_eval_and_chat_generate_in_the_precision_the_cpu_decides[1-generates0]",),
       "generation loads float32 weights on every CPU"),
+    M("cpu_generation_copy", "on a CPU with bf16, trainers that sample while training generate from a bfloat16 "
+      "copy of the float32 policy, refreshed before each generation", "checkpoints.md#precision",
+      "smolalign/stages/lifecycle.py", "bf16_generation_copy(accelerator),", "bf16_generation_copy(\"cuda\"),",
+      ("tests/integration/test_generation_copy.py::test_a_grpo_run_samples_in_bf16_and_trains_float32_weights",),
+      "runs never install the copy: GRPO generates with the float32 weights under autocast"),
+    M("cpu_autocast_eager_attention", "on a CPU with bf16, models trained under autocast use eager attention unless "
+      "the recipe names one", "checkpoints.md#precision", "smolalign/hardware.py",
+      '    return "eager" if weights == "float32" and cpu_autocast(requested, hardware) else None',
+      "    return None",
+      ("tests/integration/test_cpu_precision.py::"
+       "test_sft_computes_in_the_precision_the_cpu_decides_and_saves_float32[1-auto-computes0]",),
+      "training keeps transformers' default, SDPA"),
+    M("cpu_scored_positions", "on a CPU, TRL's fused LM head projects only the positions it scores",
+      "checkpoints.md#precision", "smolalign/stages/lifecycle.py", "with (scored_positions_only(accelerator),",
+      "with (scored_positions_only(\"cuda\"),",
+      ("tests/integration/test_scored_positions.py::test_a_grpo_run_from_the_cli_projects_only_completion_tokens",),
+      "runs keep TRL's CPU choice: every position of the batch is projected"),
     M("online_dpo_reward_weights", "online DPO picks the chosen answer by the weighted sum of its rewards",
       "verbs/rl.md#online-dpo-method-online_dpo", "smolalign/stages/online_dpo.py",
       '"reward_weights": [r.weight for r in recipe.rewards]', '"reward_weights": [1.0 for r in recipe.rewards]',
