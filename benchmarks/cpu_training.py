@@ -1,0 +1,120 @@
+"""What each of smolalign's CPU training adaptations is worth on the quickstart's GRPO stage, in one run: the same
+`smolalign rl quickstart/rl` steps with all of them off (TRL as it comes, under bf16 autocast), then each added in
+turn, then all on (smolalign's default on a CPU with AMX or AVX512-BF16):
+
+- scored positions (smolalign/stages/scored_positions.py): TRL's fused LM head projects only the completion tokens;
+- generation copy (smolalign/stages/generation_copy.py): sampling from a bfloat16 copy of the float32 policy;
+- eager attention (hardware.autocast_attention): the trained model's attention under autocast.
+
+    python benchmarks/cpu_training.py [--steps 6] [--threads 2] [--only all,baseline]
+
+Needs runs/quickstart/po/model (make quickstart, or smolalign sft then po). Each configuration runs `--steps` GRPO
+steps in a fresh process; it prints, per configuration, the median seconds per step of generation (`generate`), of
+training (the rest of TRL's training_step: log-probs, loss, backward, optimizer) and of the whole step, over the steps
+after the first, and the ratios against the baseline. Step times swing by 10-20% on a shared 2-core machine: compare
+medians from one run.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+CONFIGS = {
+    "baseline": {"scored": False, "copy": False, "eager": False},
+    "+ scored positions": {"scored": True, "copy": False, "eager": False},
+    "+ generation copy": {"scored": True, "copy": True, "eager": False},
+    "all (default)": {"scored": True, "copy": True, "eager": True},
+}
+
+CHILD = r'''
+import contextlib, json, sys, time
+import smolalign.stages.lifecycle as lifecycle
+from transformers.generation.utils import GenerationMixin
+from trl import GRPOTrainer
+
+config = json.loads(sys.argv[1])
+off = lambda accelerator: contextlib.nullcontext()
+if not config["scored"]:
+    lifecycle.scored_positions_only = off
+if not config["copy"]:
+    lifecycle.bf16_generation_copy = off
+times = {"generate": [], "step": [], "precision": []}
+generate, step = GenerationMixin.generate, GRPOTrainer.training_step
+
+def timed_generate(self, *args, **kwargs):
+    start = time.perf_counter()
+    out = generate(self, *args, **kwargs)
+    times["generate"].append(time.perf_counter() - start)
+    times["precision"].append(str(next(self.parameters()).dtype))
+    return out
+
+def timed_step(self, *args, **kwargs):
+    start = time.perf_counter()
+    out = step(self, *args, **kwargs)
+    times["step"].append(time.perf_counter() - start)
+    return out
+
+GenerationMixin.generate, GRPOTrainer.training_step = timed_generate, timed_step
+from smolalign.cli import main
+try:
+    main(sys.argv[2:])
+except SystemExit as exc:
+    if exc.code:
+        raise
+print("TIMES " + json.dumps(times))
+'''
+
+
+def run_config(name: str, config: dict, steps: int, threads: int, out: Path) -> dict:
+    args = ["rl", "quickstart/rl", "--overwrite", "-o", str(out / name.replace(" ", "_")),
+            "--set", f"train.max_steps={steps}", "--set", f"train.save_steps={steps}"]
+    if not config["eager"]:
+        args += ["--set", "model.attn_implementation=sdpa"]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    result = subprocess.run([sys.executable, "-c", CHILD, json.dumps(config), *args], cwd=ROOT, env=env,
+                            capture_output=True, text=True)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("TIMES ")]
+    if result.returncode != 0 or not lines:
+        sys.exit(f"{name}: exit {result.returncode}\n{result.stderr[-3000:]}")
+    times = json.loads(lines[-1][len("TIMES "):])
+    generate, step = times["generate"][1:], times["step"][1:]
+    return {"config": name, "generate_s": statistics.median(generate),
+            "train_s": statistics.median(s - g for s, g in zip(step, generate)), "step_s": statistics.median(step),
+            "generates_in": sorted(set(times["precision"])), "steps_measured": len(step)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--only", default=None, help="comma-separated configuration names (default: all)")
+    args = parser.parse_args()
+    if not (ROOT / "runs/quickstart/po/model").is_dir():
+        sys.exit("needs runs/quickstart/po/model: run make quickstart (or smolalign sft then po) first")
+    names = list(CONFIGS) if args.only is None else [n for n in CONFIGS if n in args.only.split(",")]
+    print(json.dumps({"machine": platform.processor() or platform.machine(), "threads": args.threads,
+                      "steps": args.steps}))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="smolalign-bench-") as tmp:
+        for name in names:
+            rows.append(run_config(name, CONFIGS[name], args.steps, args.threads, Path(tmp)))
+            print(json.dumps(rows[-1]), flush=True)
+    base = next((r for r in rows if r["config"] == "baseline"), None)
+    if base is not None:
+        for row in rows:
+            print(f"{row['config']:>20}: step {row['step_s']:.2f} s ({base['step_s'] / row['step_s']:.2f}x), "
+                  f"generate {row['generate_s']:.2f} s ({base['generate_s'] / row['generate_s']:.2f}x), "
+                  f"train {row['train_s']:.2f} s ({base['train_s'] / row['train_s']:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
