@@ -125,8 +125,8 @@ def cpu_autocast(requested: str, hardware: Hardware) -> bool:
 def autocast_attention(requested: str, hardware: Hardware, weights: str) -> str | None:
     """The attention implementation for a model loaded with `weights` dtype when the recipe names none: eager for
     float32 weights that compute under bf16 autocast on a CPU (`cpu_autocast`), where torch's CPU SDPA kernels in
-    bf16 are slow in the backward pass and slower still with a padding mask (the quickstart's GRPO batch, 32 rows of
-    105 tokens, forward and backward: SDPA 9.5 s, eager 3.9 s; a packed 512-token row: 1.62 s and 1.59 s);
+    bf16 are slow in the backward pass and slower still with a padding mask (the quickstart's GRPO step trains in
+    8.8 s with SDPA, 6.0 s eager, benchmarks/cpu_training.py; a packed 512-token row: 1.62 s and 1.59 s);
     None (transformers' default, SDPA) everywhere else."""
     return "eager" if weights == "float32" and cpu_autocast(requested, hardware) else None
 
