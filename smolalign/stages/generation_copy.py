@@ -17,6 +17,7 @@ model loaded in bfloat16. The copy costs the weights once more in bf16 (270 MB f
 import contextlib
 import sys
 import weakref
+from copy import deepcopy
 from collections.abc import Iterator
 
 _COPIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -50,11 +51,9 @@ def _copy_applies(model, accelerator) -> bool:
 
 
 def _bf16_copy(model):
-    import copy
-
     import torch
 
-    twin = copy.deepcopy(model)
+    twin = deepcopy(model)
     for module in twin.modules():
         # accelerate's autocast wrapper and TRL's fused LM head are set on the instance, bound to the trained model
         module.__dict__.pop("forward", None)

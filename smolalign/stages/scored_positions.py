@@ -14,6 +14,7 @@ so the change holds while training runs.
 """
 
 import contextlib
+import importlib
 from collections.abc import Iterator
 
 # The modules whose `_use_triton` decides, per call, whether only the scored positions are projected.
@@ -36,8 +37,6 @@ def scored_positions_only(accelerator: str) -> Iterator[None]:
     if accelerator != "cpu":
         yield
         return
-    import importlib
-
     modules = [importlib.import_module(name) for name in _DECIDING_MODULES]
     originals = [module._use_triton for module in modules]
     for module, original in zip(modules, originals):
