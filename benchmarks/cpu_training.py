@@ -88,7 +88,7 @@ def run_config(name: str, config: dict, steps: int, threads: int, out: Path) -> 
     times = json.loads(lines[-1][len("TIMES "):])
     generate, step = times["generate"][1:], times["step"][1:]
     return {"config": name, "generate_s": statistics.median(generate),
-            "train_s": statistics.median(s - g for s, g in zip(step, generate)), "step_s": statistics.median(step),
+            "train_s": statistics.median(s - g for s, g in zip(step, generate, strict=True)), "step_s": statistics.median(step),
             "generates_in": sorted(set(times["precision"])), "steps_measured": len(step)}
 
 

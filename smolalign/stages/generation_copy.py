@@ -17,8 +17,8 @@ model loaded in bfloat16. The copy costs the weights once more in bf16 (270 MB f
 import contextlib
 import sys
 import weakref
-from copy import deepcopy
 from collections.abc import Iterator
+from copy import deepcopy
 
 _COPIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 """The trained model -> its bf16 copy (made on its first generation, refreshed before each one)."""

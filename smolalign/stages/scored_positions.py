@@ -37,12 +37,11 @@ def scored_positions_only(accelerator: str) -> Iterator[None]:
     if accelerator != "cpu":
         yield
         return
-    modules = [importlib.import_module(name) for name in _DECIDING_MODULES]
-    originals = [module._use_triton for module in modules]
-    for module, original in zip(modules, originals):
+    originals = {module: module._use_triton for module in map(importlib.import_module, _DECIDING_MODULES)}
+    for module, original in originals.items():
         module._use_triton = projects_scored_positions_only(getattr(original, "widens", original))
     try:
         yield
     finally:
-        for module, original in zip(modules, originals):
+        for module, original in originals.items():
             module._use_triton = original
