@@ -75,6 +75,19 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def addition_prompts(n: int) -> list[dict]:
+    """GRPO rows: "what is i plus i+1" with its solution."""
+    return [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1)} for i in range(n)]
+
+
+def grpo_recipe(source: Path, data: Path, template: str, **train) -> dict:
+    """A two-step GRPO recipe on `data` (addition_prompts) with math_accuracy: 2 prompts x 4 answers per step."""
+    return {"model": {"source": str(source)}, "template": {"name": template}, "method": "grpo",
+            "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": "math_accuracy"}],
+            "train": {"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2, "learning_rate": 1e-3,
+                      "logging_steps": 1, "gradient_checkpointing": False, **train}}
+
+
 def chat_rows(n: int = 24, seed: int = 0) -> list[dict]:
     """Conversations of varying length: system + 1 or 2 user/assistant exchanges, think and no_think."""
     rng = random.Random(seed)

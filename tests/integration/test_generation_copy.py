@@ -5,7 +5,7 @@ bf16 while it trains float32 weights."""
 
 import pytest
 import torch
-from tiny_models import write_jsonl
+from tiny_models import addition_prompts, grpo_recipe, write_jsonl
 
 from smolalign.hardware import CPU_BF16_VARIABLE
 from smolalign.stages.generation_copy import bf16_generation_copy, generation_model
@@ -78,13 +78,8 @@ def test_a_grpo_run_samples_in_bf16_and_trains_float32_weights(monkeypatch, cli,
         return original_generate(self, *args, **kwargs)
 
     monkeypatch.setattr(GenerationMixin, "generate", recording_generate)
-    data = write_jsonl(tmp_path / "prompts.jsonl",
-                       [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1)} for i in range(8)])
-    recipe = write_recipe({
-        "model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "grpo",
-        "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": "math_accuracy"}],
-        "train": {"num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 6, "max_steps": 2,
-                  "learning_rate": 1e-3, "logging_steps": 1, "save_steps": 2, "gradient_checkpointing": False}})
+    data = write_jsonl(tmp_path / "prompts.jsonl", addition_prompts(8))
+    recipe = write_recipe(grpo_recipe(tiny_dir, data, "chatml", max_completion_length=6, save_steps=2))
     code, _, err = cli("rl", recipe, "-o", tmp_path / "run")
     assert code == 0, err
     assert generated_with == [torch.bfloat16, torch.bfloat16]

@@ -3,7 +3,7 @@ loads, and a stalled run fails loudly within its timeout."""
 
 
 import pytest
-from tiny_models import sft_tiny, write_jsonl
+from tiny_models import addition_prompts, sft_tiny, write_jsonl
 
 from smolalign.runs.curves import figure
 from smolalign.runs.metrics import read_metrics
@@ -27,8 +27,7 @@ def slow(completions, **kw):
 
 @pytest.fixture
 def rl_recipe(write_recipe, tiny_dir, tiny_tokenizer, tmp_path):
-    rows = [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1)} for i in range(32)]
-    data = write_jsonl(tmp_path / "prompts.jsonl", rows)
+    data = write_jsonl(tmp_path / "prompts.jsonl", addition_prompts(32))
     rewards_file = tmp_path / "my_rewards.py"
     rewards_file.write_text(REWARDS_FILE.format(target=tiny_tokenizer.convert_tokens_to_ids("Ġplus")))
 

@@ -119,16 +119,11 @@ def test_nothing_changes_on_a_gpu_and_trl_is_restored_after():
 
 def test_a_grpo_run_from_the_cli_projects_only_completion_tokens(monkeypatch, cli, write_recipe, tiny_dir, tmp_path):
     import trl.trainer.utils as trl_utils
-    from tiny_models import write_jsonl
+    from tiny_models import addition_prompts, grpo_recipe, write_jsonl
 
     rows = _row_counter(monkeypatch, trl_utils, "_ChunkedLogProbFunction")
-    data = write_jsonl(tmp_path / "prompts.jsonl",
-                       [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1)} for i in range(8)])
-    recipe = write_recipe({
-        "model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"}, "method": "grpo",
-        "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": "math_accuracy"}],
-        "train": {"num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 4, "max_steps": 2,
-                  "learning_rate": 1e-3, "logging_steps": 1, "save_strategy": "no", "gradient_checkpointing": False}})
+    data = write_jsonl(tmp_path / "prompts.jsonl", addition_prompts(8))
+    recipe = write_recipe(grpo_recipe(tiny_dir, data, "smollm3", max_completion_length=4, save_strategy="no"))
     code, _, err = cli("rl", recipe, "-o", tmp_path / "run")
     assert code == 0, err
     # Every scoring call saw at most 8 answers x 4 tokens; the SmolLM3 template's prompt alone is longer than that.
