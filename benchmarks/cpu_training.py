@@ -6,13 +6,17 @@ turn, then all on (smolalign's default on a CPU with AMX or AVX512-BF16):
 - generation copy (smolalign/stages/generation_copy.py): sampling from a bfloat16 copy of the float32 policy;
 - eager attention (hardware.autocast_attention): the trained model's attention under autocast.
 
-    python benchmarks/cpu_training.py [--steps 6] [--threads 2] [--only all,baseline]
+With `--stage distill`, the quickstart's distillation stage (`smolalign rl quickstart/distill`) with TRL's
+DistillationTrainer as it comes (its loss outside autocast, so in float32) against smolalign's, whose loss runs
+under the run's mixed precision (smolalign/stages/distill_trainer.py); the other adaptations on in both.
 
-Needs runs/quickstart/po/model (make quickstart, or smolalign sft then po). Each configuration runs `--steps` GRPO
-steps in a fresh process; it prints, per configuration, the median seconds per step of generation (`generate`), of
-training (the rest of TRL's training_step: log-probs, loss, backward, optimizer) and of the whole step, over the steps
-after the first, and the ratios against the baseline. Step times swing by 10-20% on a shared 2-core machine: compare
-medians from one run.
+    python benchmarks/cpu_training.py [--stage rl|distill] [--steps 6] [--threads 2] [--only all,baseline]
+
+Needs runs/quickstart/po/model (rl) or runs/quickstart/rl/model (distill): make quickstart. Each configuration runs
+`--steps` steps in a fresh process; it prints, per configuration, the median seconds per step of generation
+(`generate`), of training (the rest of TRL's training_step: log-probs, loss, backward, optimizer) and of the whole
+step, over the steps after the first, and the ratios against the baseline. Step times swing by 10-20% on a shared
+2-core machine: compare medians from one run.
 """
 
 import argparse
@@ -28,18 +32,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+ALL_ON = {"scored": True, "copy": True, "eager": True, "autocast_loss": True}
 CONFIGS = {
-    "baseline": {"scored": False, "copy": False, "eager": False},
-    "+ scored positions": {"scored": True, "copy": False, "eager": False},
-    "+ generation copy": {"scored": True, "copy": True, "eager": False},
-    "all (default)": {"scored": True, "copy": True, "eager": True},
+    "rl": {
+        "baseline": {**ALL_ON, "scored": False, "copy": False, "eager": False},
+        "+ scored positions": {**ALL_ON, "copy": False, "eager": False},
+        "+ generation copy": {**ALL_ON, "eager": False},
+        "all (default)": ALL_ON,
+    },
+    "distill": {
+        "baseline": {**ALL_ON, "autocast_loss": False},
+        "all (default)": ALL_ON,
+    },
 }
+NEEDS = {"rl": "runs/quickstart/po/model", "distill": "runs/quickstart/rl/model"}
 
 CHILD = r'''
 import contextlib, json, sys, time
 import smolalign.stages.lifecycle as lifecycle
+import smolalign.stages.trainers as trainers
 from transformers.generation.utils import GenerationMixin
-from trl import GRPOTrainer
+from trl import DistillationTrainer, GRPOTrainer
 
 config = json.loads(sys.argv[1])
 off = lambda accelerator: contextlib.nullcontext()
@@ -47,8 +60,10 @@ if not config["scored"]:
     lifecycle.scored_positions_only = off
 if not config["copy"]:
     lifecycle.bf16_generation_copy = off
+if not config["autocast_loss"]:
+    trainers.TRAINERS["distill"] = lambda: DistillationTrainer
 times = {"generate": [], "step": [], "precision": []}
-generate, step = GenerationMixin.generate, GRPOTrainer.training_step
+generate = GenerationMixin.generate
 
 def timed_generate(self, *args, **kwargs):
     start = time.perf_counter()
@@ -63,7 +78,9 @@ def timed_step(self, *args, **kwargs):
     times["step"].append(time.perf_counter() - start)
     return out
 
-GenerationMixin.generate, GRPOTrainer.training_step = timed_generate, timed_step
+trainer = DistillationTrainer if sys.argv[3] == "quickstart/distill" else GRPOTrainer
+step = trainer.training_step
+GenerationMixin.generate, trainer.training_step = timed_generate, timed_step
 from smolalign.cli import main
 try:
     main(sys.argv[2:])
@@ -74,8 +91,8 @@ print("TIMES " + json.dumps(times))
 '''
 
 
-def run_config(name: str, config: dict, steps: int, threads: int, out: Path) -> dict:
-    args = ["rl", "quickstart/rl", "--overwrite", "-o", str(out / name.replace(" ", "_")),
+def run_config(stage: str, name: str, config: dict, steps: int, threads: int, out: Path) -> dict:
+    args = ["rl", f"quickstart/{stage}", "--overwrite", "-o", str(out / name.replace(" ", "_")),
             "--set", f"train.max_steps={steps}", "--set", f"train.save_steps={steps}"]
     if not config["eager"]:
         args += ["--set", "model.attn_implementation=sdpa"]
@@ -94,19 +111,21 @@ def run_config(name: str, config: dict, steps: int, threads: int, out: Path) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stage", choices=sorted(CONFIGS), default="rl")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", default=None, help="comma-separated configuration names (default: all)")
     args = parser.parse_args()
-    if not (ROOT / "runs/quickstart/po/model").is_dir():
-        sys.exit("needs runs/quickstart/po/model: run make quickstart (or smolalign sft then po) first")
-    names = list(CONFIGS) if args.only is None else [n for n in CONFIGS if n in args.only.split(",")]
+    if not (ROOT / NEEDS[args.stage]).is_dir():
+        sys.exit(f"needs {NEEDS[args.stage]}: run make quickstart first")
+    configs = CONFIGS[args.stage]
+    names = list(configs) if args.only is None else [n for n in configs if n in args.only.split(",")]
     print(json.dumps({"machine": platform.processor() or platform.machine(), "threads": args.threads,
-                      "steps": args.steps}))
+                      "stage": args.stage, "steps": args.steps}))
     rows = []
     with tempfile.TemporaryDirectory(prefix="smolalign-bench-") as tmp:
         for name in names:
-            rows.append(run_config(name, CONFIGS[name], args.steps, args.threads, Path(tmp)))
+            rows.append(run_config(args.stage, name, configs[name], args.steps, args.threads, Path(tmp)))
             print(json.dumps(rows[-1]), flush=True)
     base = next((r for r in rows if r["config"] == "baseline"), None)
     if base is not None:

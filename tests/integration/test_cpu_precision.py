@@ -92,3 +92,39 @@ def test_eval_and_chat_generate_in_the_precision_the_cpu_decides(cli, tiny_dir, 
     code, _, err = cli("chat", hybrid, "--message", "hello", "--no-think", "--max-new-tokens", "4")
     assert code == 0, err
     assert forward_dtypes["weights"] == {generates} and forward_dtypes["outputs"] == {generates}
+
+
+@pytest.mark.parametrize(("cpu_bf16", "computes"), [("1", torch.bfloat16), ("0", torch.float32)])
+def test_distillation_trains_the_student_in_the_precision_the_cpu_decides(cli, write_recipe, tiny_dir, tmp_path,
+                                                                          monkeypatch, cpu_bf16, computes):
+    """TRL's DistillationTrainer computes its loss through a forward redirection that sets aside the forward accelerate
+    wrapped in autocast: the student's trained forward (the one with gradients) must still compute in bf16."""
+    import smolalign.stages.distill
+
+    monkeypatch.setenv(CPU_BF16_VARIABLE, cpu_bf16)
+    loaded, original = [], smolalign.stages.distill.load_model
+    trained_outputs = set()
+
+    def record(module, inputs, output):
+        if torch.is_grad_enabled():  # the loss's forward; generation and the teacher run without gradients
+            trained_outputs.add(output.dtype)
+
+    def load(*args, **kwargs):
+        model = original(*args, **kwargs)
+        if not loaded:  # the student loads first, then the teacher
+            model.model.layers[0].self_attn.q_proj.register_forward_hook(record)
+        loaded.append(model)
+        return model
+
+    monkeypatch.setattr(smolalign.stages.distill, "load_model", load)
+    data = write_jsonl(tmp_path / "distill.jsonl", [{"prompt": f"what is {i} plus {i + 1}", "completion": "yes."}
+                                                    for i in range(8)])
+    recipe = write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "distill",
+                           "teacher": {"source": str(tiny_dir)}, "data": {"sources": [{"path": str(data)}]},
+                           "train": {"per_device_train_batch_size": 4, "max_completion_length": 8, "max_steps": 2,
+                                     "learning_rate": 1e-3, "logging_steps": 1, "save_steps": 2,
+                                     "gradient_checkpointing": False}})
+    code, _, err = cli("rl", recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    assert len(loaded) == 2 and trained_outputs == {computes}
+    assert saved_dtypes(tmp_path / "run" / "model") == {"F32"}
