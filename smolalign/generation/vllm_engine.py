@@ -13,6 +13,8 @@ On a CPU:
   in seconds instead of spawning an engine process;
 - an engine TRL builds next to its trainer, and TRL's weight sync to a server, need more: smolalign/generation/
   trl_on_cpu.py;
+- its sampler sorts every row's vocabulary for a top-p and draws seeded requests' noise twice: an engine built here
+  samples through smolalign/generation/vllm_cpu_sampler.py instead (the same tokens, a third of the time);
 - the attention kernels take only some head sizes (`vllm.v1.attention.backends.cpu_attn`): a model with another one
   is refused in the dry run.
 """
@@ -26,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
+from smolalign.generation.vllm_cpu_sampler import fast_cpu_sampling
 from smolalign.hardware import Hardware
 from smolalign.models.load import local_dir
 from smolalign.preflight.vllm import vllm_import_problem, vllm_install
@@ -181,6 +184,9 @@ def offline_engine(where: str, options: dict, hardware: Hardware):
     """A vllm.LLM for generation in this process (pairs, eval)."""
     require_vllm(where, hardware)
     from vllm import LLM
+
+    if not hardware.on_gpu:
+        fast_cpu_sampling()  # before the engine builds its sampler, which binds the method then
 
     with _in_process(hardware):
         try:

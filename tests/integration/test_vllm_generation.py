@@ -64,6 +64,40 @@ def test_greedy_vllm_answers_are_the_transformers_answers(cli_fd, talker, tmp_pa
     assert any(row["finished"] and row["turn"].strip() for row in hf.values())  # real answers, not all cut off
 
 
+def test_sampled_vllm_answers_are_the_ones_vllms_own_sampler_draws(cli_fd, talker, tmp_path, monkeypatch):
+    """At the quickstart's evaluation settings (temperature 0.6, top-p 0.95, a seed per prompt) the engine samples
+    through smolalign's CPU sampler (its nucleus search ran), and every answer is the one vLLM's own sampler draws."""
+    from vllm.v1.sample.ops.topk_topp_sampler import TopKTopPSampler
+
+    import smolalign.generation.vllm_cpu_sampler as sampler
+    import smolalign.generation.vllm_engine as engine
+
+    nuclei, nucleus = [], sampler.nucleus
+
+    def counted(logits, top_p):
+        nuclei.append(len(logits))
+        return nucleus(logits, top_p)
+
+    monkeypatch.setattr(sampler, "nucleus", counted)
+    data = write_jsonl(tmp_path / "q.jsonl", QUESTIONS * 2)
+    common = ("eval", f"m={talker}", "--data", data, "--reward", "math_accuracy", "--template", "chatml",
+              "--modes", "no_think", "--temperature", "0.6", "--top-p", "0.95", "--samples", "2",
+              "--max-new-tokens", "16", "--backend", "vllm")
+    code, _, err = cli_fd(*common, "--json", tmp_path / "smolalign.json")
+    assert code == 0, err
+    assert nuclei and sum(nuclei) >= 2 * len(QUESTIONS) * 2  # every sequence's first token, at least
+    monkeypatch.setattr(TopKTopPSampler, "forward_cpu", getattr(sampler.forward_cpu, "vllm",
+                                                                TopKTopPSampler.forward_cpu))
+    monkeypatch.setattr(engine, "fast_cpu_sampling", lambda: None)
+    code, _, err = cli_fd(*common, "--json", tmp_path / "vllm.json")
+    assert code == 0, err
+    ours, theirs = samples(tmp_path / "smolalign.samples.jsonl"), samples(tmp_path / "vllm.samples.jsonl")
+    assert ours.keys() == theirs.keys() and len(ours) == 2 * len(QUESTIONS) * 2
+    assert {k: (r["turn"], r["tokens"]) for k, r in ours.items()} == {k: (r["turn"], r["tokens"])
+                                                                       for k, r in theirs.items()}
+    assert len({r["turn"] for r in ours.values()}) > 2  # sampled answers that differ
+
+
 ODD_SHARE = """
 def odd_share(completions, completion_ids, **kwargs):
     \"\"\"The share of an answer's tokens with an odd id: a statistic of the sampling distribution itself.\"\"\"

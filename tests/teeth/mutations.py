@@ -192,6 +192,22 @@ MUTATIONS = [
       "with (scored_positions_only(\"cuda\"),",
       ("tests/integration/test_scored_positions.py::test_a_grpo_run_from_the_cli_projects_only_completion_tokens",),
       "runs keep TRL's CPU choice: every position of the batch is projected"),
+    M("distill_mixed_precision", "on-policy distillation (method distill) trains the student under the run's mixed "
+      "precision: on a CPU with bf16, its loss's forward computes in bf16 over float32 weights",
+      "checkpoints.md#precision", "smolalign/stages/trainers.py",
+      "    from smolalign.stages.distill_trainer import MixedPrecisionDistillationTrainer",
+      "    from trl import DistillationTrainer as MixedPrecisionDistillationTrainer",
+      ("tests/integration/test_cpu_precision.py::"
+       "test_distillation_trains_the_student_in_the_precision_the_cpu_decides[1-computes0]",),
+      "TRL's DistillationTrainer as it comes: its forward redirection sets autocast aside, the student trains in "
+      "float32"),
+    M("vllm_cpu_sampler", "on a CPU, vLLM's engine samples through smolalign's sampler: the top-p nucleus among the "
+      "most likely tokens and no discarded batch-wide noise, the same tokens as vLLM's own sampler",
+      "vllm-cpu.md", "smolalign/generation/vllm_engine.py",
+      "        fast_cpu_sampling()  # before", "        pass  # before",
+      ("tests/integration/test_vllm_generation.py::"
+       "test_sampled_vllm_answers_are_the_ones_vllms_own_sampler_draws",),
+      "engines keep vLLM's sampler: every row's vocabulary sorted for a top-p"),
     M("online_dpo_reward_weights", "online DPO picks the chosen answer by the weighted sum of its rewards",
       "verbs/rl.md#online-dpo-method-online_dpo", "smolalign/stages/online_dpo.py",
       '"reward_weights": [r.weight for r in recipe.rewards]', '"reward_weights": [1.0 for r in recipe.rewards]',

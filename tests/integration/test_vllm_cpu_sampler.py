@@ -1,0 +1,82 @@
+"""vLLM's CPU sampler as smolalign installs it (smolalign/generation/vllm_cpu_sampler.py), against vLLM's own: the
+top-p nucleus found among the most likely tokens is vLLM's sort-based mask, and the tokens drawn with per-request
+generators, with and without a top-p, seeded or not, are the ones vLLM's own method draws from the same generators."""
+
+import pytest
+import torch
+
+pytest.importorskip("vllm")
+
+from vllm.v1.sample.ops.topk_topp_sampler import TopKTopPSampler, apply_top_k_top_p_pytorch  # noqa: E402
+
+from smolalign.generation.vllm_cpu_sampler import CANDIDATES, forward_cpu, nucleus  # noqa: E402
+
+VOCABULARY = 49_152  # SmolLM's
+
+VLLM_FORWARD_CPU = getattr(forward_cpu, "vllm", TopKTopPSampler.forward_cpu)
+"""vLLM's own method, whether or not an engine built earlier in this process replaced it."""
+
+
+def batch_logits(sharpness: float, rows: int = 64, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(rows, VOCABULARY, generator=generator) * sharpness
+
+
+def generators(rows, seed=0) -> dict[int, torch.Generator]:
+    return {row: torch.Generator().manual_seed(seed * 1000 + row) for row in rows}
+
+
+@pytest.mark.parametrize(("sharpness", "widest"), [
+    (8.0, (1, CANDIDATES)),                        # peaked rows: within the first candidates
+    (6.0, (CANDIDATES + 1, VOCABULARY // 4)),      # wider: candidates grown
+    (2.0, (VOCABULARY // 4 + 1, VOCABULARY))])     # nearly flat: vLLM's own sort
+def test_the_nucleus_is_vllms_sort_based_mask(sharpness, widest):
+    logits = batch_logits(sharpness)
+    top_p = torch.linspace(0.05, 0.99, logits.shape[0])
+    expected = apply_top_k_top_p_pytorch(logits.clone(), None, top_p, allow_cpu_sync=True)
+    kept = (expected > -float("inf")).sum(dim=-1)
+    assert widest[0] <= kept.max() <= widest[1]
+    assert torch.equal(nucleus(logits.clone(), top_p), expected)
+
+
+def test_the_most_likely_token_always_stays():
+    logits = batch_logits(40.0, rows=4)
+    masked = nucleus(logits.clone(), torch.full((4,), 1e-6))
+    assert torch.equal((masked > -float("inf")).sum(dim=-1), torch.ones(4, dtype=torch.long))
+    assert torch.equal(masked.argmax(dim=-1), logits.argmax(dim=-1))
+
+
+@pytest.mark.parametrize("case", ["top_p, every row seeded", "top_p, half seeded", "no top_p, seeded",
+                                  "top_k and top_p", "top_p of 1 on a row", "unseeded"])
+def test_tokens_are_the_ones_vllms_own_sampler_draws(case):
+    rows = 64
+    logits = batch_logits(6.0, rows, seed=1) / 0.6
+    top_p = torch.full((rows,), 0.95)
+    top_k = None
+    seeded = range(rows)
+    if case == "top_p, half seeded":
+        seeded = range(0, rows, 2)
+    elif case == "no top_p, seeded":
+        top_p = None
+    elif case == "top_k and top_p":
+        top_k = torch.full((rows,), 20)
+    elif case == "top_p of 1 on a row":
+        top_p[3] = 1.0
+    elif case == "unseeded":
+        seeded = []
+    sampler = TopKTopPSampler()
+    drawn = []
+    for method in (VLLM_FORWARD_CPU, forward_cpu):
+        torch.manual_seed(7)  # the batch-wide draw, for rows without a generator of their own
+        tokens, _ = method(sampler, logits.clone(), generators(seeded, seed=2), top_k, top_p)
+        drawn.append(tokens)
+    assert torch.equal(drawn[0], drawn[1])
+    assert len(set(drawn[1].tolist())) > 8  # sampled from 64 different rows, not one token
+
+
+def test_seeded_rows_leave_the_global_generator_alone():
+    """The batch-wide draw vLLM overwrote is skipped: with every row seeded, the global generator does not move."""
+    torch.manual_seed(3)
+    before = torch.get_rng_state()
+    forward_cpu(TopKTopPSampler(), batch_logits(6.0, 8), generators(range(8)), None, torch.full((8,), 0.9))
+    assert torch.equal(torch.get_rng_state(), before)
