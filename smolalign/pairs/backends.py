@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from smolalign.errors import SmolalignError
+from smolalign.generation.transformers_sampler import fast_sampling
 from smolalign.generation.vllm_engine import (
     PROMPT_TOKENS,
     check_model,
@@ -123,7 +124,7 @@ class TransformersGenerator(Generator):
                                return_tensors="pt").to(self.device)
         torch.manual_seed(seed)
         sampling = self.section.temperature > 0
-        with torch.no_grad():
+        with torch.no_grad(), fast_sampling(self.device.type):
             output = self.model.generate(
                 **batch, max_new_tokens=self.section.max_new_tokens, do_sample=sampling,
                 temperature=self.section.temperature if sampling else None,

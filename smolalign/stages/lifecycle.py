@@ -12,6 +12,7 @@ from pathlib import Path
 
 from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.generation.gpu_partition import GpuPartition, partition_of_this_process
+from smolalign.generation.transformers_sampler import fast_sampling
 from smolalign.generation.vllm_engine import leave_vllm_groups
 from smolalign.hardware import resolve_dtype
 from smolalign.models.load import save_for_inference
@@ -92,7 +93,7 @@ def run(stage: Stage, run: Run, *, output_dir: Path | None = None, dry_run: bool
         return None
     opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus)
     accelerator = run.hardware.accelerator
-    with (scored_positions_only(accelerator), bf16_generation_copy(accelerator),
+    with (scored_positions_only(accelerator), bf16_generation_copy(accelerator), fast_sampling(accelerator),
           stage.load(run, opened, checked) as (trainer, tokenizer)):
         model_dir = train_and_save(trainer, tokenizer, opened.run_dir, opened.checkpoint)
     return finish(trainer, opened.run_dir, model_dir, evaluation, *stage.summary, hub=run.recipe.hub)

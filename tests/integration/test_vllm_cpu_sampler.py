@@ -9,7 +9,8 @@ pytest.importorskip("vllm")
 
 from vllm.v1.sample.ops.topk_topp_sampler import TopKTopPSampler, apply_top_k_top_p_pytorch  # noqa: E402
 
-from smolalign.generation.vllm_cpu_sampler import CANDIDATES, forward_cpu, nucleus  # noqa: E402
+from smolalign.generation.nucleus import CANDIDATES  # noqa: E402
+from smolalign.generation.vllm_cpu_sampler import forward_cpu, nucleus  # noqa: E402
 
 VOCABULARY = 49_152  # SmolLM's
 
@@ -47,7 +48,7 @@ def test_the_most_likely_token_always_stays():
 
 
 @pytest.mark.parametrize("case", ["top_p, every row seeded", "top_p, half seeded", "no top_p, seeded",
-                                  "top_k and top_p", "top_p of 1 on a row", "unseeded"])
+                                  "top_k and top_p", "top_p of 1 on a row", "unseeded", "logits computed in bf16"])
 def test_tokens_are_the_ones_vllms_own_sampler_draws(case):
     rows = 64
     logits = batch_logits(6.0, rows, seed=1) / 0.6
@@ -64,6 +65,8 @@ def test_tokens_are_the_ones_vllms_own_sampler_draws(case):
         top_p[3] = 1.0
     elif case == "unseeded":
         seeded = []
+    elif case == "logits computed in bf16":  # many tokens tie, some across a nucleus's edge
+        logits = batch_logits(2.5, rows, seed=1).bfloat16().float()
     sampler = TopKTopPSampler()
     drawn = []
     for method in (VLLM_FORWARD_CPU, forward_cpu):

@@ -208,6 +208,19 @@ MUTATIONS = [
       ("tests/integration/test_vllm_generation.py::"
        "test_sampled_vllm_answers_are_the_ones_vllms_own_sampler_draws",),
       "engines keep vLLM's sampler: every row's vocabulary sorted for a top-p"),
+    M("transformers_sampling_training", "on a CPU, trainers that sample with transformers and a top-p find its "
+      "nucleus among the most likely tokens instead of sorting the vocabulary",
+      "checkpoints.md#precision", "smolalign/stages/lifecycle.py",
+      "bf16_generation_copy(accelerator), fast_sampling(accelerator),",
+      "bf16_generation_copy(accelerator), fast_sampling(\"cuda\"),",
+      ("tests/integration/test_transformers_sampler.py::test_a_grpo_run_with_a_top_p_finds_its_rollouts_nucleus",),
+      "rollouts keep transformers' sort of every row's vocabulary"),
+    M("transformers_sampling_generators", "on a CPU, eval and pairs with transformers find a top-p nucleus as "
+      "training does, among the most likely tokens",
+      "checkpoints.md#precision", "smolalign/pairs/backends.py",
+      "with torch.no_grad(), fast_sampling(self.device.type):", "with torch.no_grad(), fast_sampling(\"cuda\"):",
+      ("tests/integration/test_transformers_sampler.py::test_eval_with_transformers_samples_through_the_nucleus",),
+      "eval and pairs keep transformers' sort"),
     M("online_dpo_reward_weights", "online DPO picks the chosen answer by the weighted sum of its rewards",
       "verbs/rl.md#online-dpo-method-online_dpo", "smolalign/stages/online_dpo.py",
       '"reward_weights": [r.weight for r in recipe.rewards]', '"reward_weights": [1.0 for r in recipe.rewards]',

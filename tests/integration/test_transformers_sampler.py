@@ -1,0 +1,97 @@
+"""transformers' top-p on a CPU as smolalign runs it (smolalign/generation/transformers_sampler.py and nucleus.py):
+the nucleus is transformers' own `TopPLogitsWarper` mask, generation samples the same tokens as transformers' own
+warper from the same seed, and real runs sample through it: GRPO's rollouts from the CLI, and the transformers
+backend of `smolalign eval`."""
+
+import pytest
+import torch
+from tiny_models import addition_prompts, grpo_recipe, write_jsonl
+
+import smolalign.generation.transformers_sampler as sampler
+from smolalign.generation.nucleus import CANDIDATES, lowest_kept_logit
+
+VOCABULARY = 49_152
+
+
+def batch_logits(sharpness: float, rows: int = 32) -> torch.Tensor:
+    return torch.randn(rows, VOCABULARY, generator=torch.Generator().manual_seed(0)) * sharpness
+
+
+@pytest.mark.parametrize(("sharpness", "widest"), [
+    (8.0, (1, CANDIDATES)), (6.0, (CANDIDATES + 1, VOCABULARY // 4)), (2.0, (VOCABULARY // 4 + 1, VOCABULARY))])
+@pytest.mark.parametrize("top_p", [0.5, 0.95])
+@pytest.mark.parametrize("computed_in", [torch.float32, torch.bfloat16])  # bf16 logits tie, across an edge too
+def test_the_nucleus_is_transformers_top_p_mask(sharpness, widest, top_p, computed_in):
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    logits = batch_logits(sharpness).to(computed_in).float()
+    warper = TopPLogitsWarper(top_p)
+    expected = warper(None, logits.clone())
+    kept = (expected > -float("inf")).sum(dim=-1)
+    assert widest[0] <= kept.max() <= widest[1] or top_p == 0.5  # the regime the sharpness is for, at top-p 0.95
+    if computed_in == torch.float32:  # only the rows of a nucleus too wide for the candidates are sorted
+        assert torch.equal(lowest_kept_logit(logits, top_p)[1], kept > VOCABULARY // 4)
+    with sampler.fast_sampling("cpu"):
+        assert TopPLogitsWarper.__call__ is sampler.top_p_call
+        assert torch.equal(warper(None, logits.clone()), expected)
+
+
+def test_generation_samples_the_tokens_transformers_samples(tiny_dir, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    found, cutoff = [], sampler.lowest_kept_logit
+    monkeypatch.setattr(sampler, "lowest_kept_logit", lambda *args: found.append(cutoff(*args)) or found[-1])
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    model.lm_head.weight.data *= 7  # peaked enough that the nucleus lies among the candidates, not one token
+    prompt = torch.tensor([[5, 17, 42, 9]] * 16)
+    sampled = []
+    for opened in (False, True):
+        torch.manual_seed(0)
+        with sampler.fast_sampling("cpu" if opened else "cuda"), torch.no_grad():
+            sampled.append(model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), do_sample=True,
+                                          top_p=0.9, top_k=None, temperature=1.0, max_new_tokens=12, pad_token_id=0))
+    assert torch.equal(sampled[0], sampled[1])
+    assert len({tuple(row) for row in sampled[1][:, 4:].tolist()}) > 1  # sampled: the rows differ
+    assert found and not any(to_sort.any() for _, to_sort in found)  # every nucleus from the candidates
+
+
+def test_nothing_changes_on_a_gpu_and_everything_comes_back():
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    before = TopPLogitsWarper.__call__
+    with sampler.fast_sampling("cuda"):
+        assert TopPLogitsWarper.__call__ is before
+    with sampler.fast_sampling("cpu"):
+        assert TopPLogitsWarper.__call__ is sampler.top_p_call
+    assert TopPLogitsWarper.__call__ is before
+
+
+@pytest.fixture
+def nuclei(monkeypatch):
+    """How many rows each nucleus search took, in real runs."""
+    seen, cutoff = [], sampler.lowest_kept_logit
+
+    def counted(logits, top_p):
+        seen.append(len(logits))
+        return cutoff(logits, top_p)
+
+    monkeypatch.setattr(sampler, "lowest_kept_logit", counted)
+    return seen
+
+
+def test_a_grpo_run_with_a_top_p_finds_its_rollouts_nucleus(cli, write_recipe, tiny_dir, tmp_path, nuclei):
+    data = write_jsonl(tmp_path / "prompts.jsonl", addition_prompts(8))
+    recipe = write_recipe(grpo_recipe(tiny_dir, data, "chatml", max_completion_length=6, save_steps=2, top_p=0.9))
+    code, _, err = cli("rl", recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    assert nuclei and set(nuclei) == {8}  # each token of a batch of 8 rollouts
+
+
+def test_eval_with_transformers_samples_through_the_nucleus(cli, tiny_dir, tmp_path, nuclei):
+    data = write_jsonl(tmp_path / "q.jsonl", [{"prompt": f"what is {i} plus {i}", "solution": str(2 * i)}
+                                              for i in range(4)])
+    code, _, err = cli("eval", tiny_dir, "--data", data, "--reward", "math_accuracy", "--max-new-tokens", "5",
+                       "--template", "chatml", "--modes", "no_think", "--temperature", "0.6", "--top-p", "0.95",
+                       "--json", tmp_path / "eval.json")
+    assert code == 0, err
+    assert nuclei and set(nuclei) == {4}
