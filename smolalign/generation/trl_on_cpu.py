@@ -8,12 +8,14 @@ online DPO, distillation), and nowhere else (docs/vllm-cpu.md):
 - server (`vllm_server`): TRL's client syncs weights over NCCL, which needs CUDA (`init_communicator` raises on a
   CPU). `CpuSyncClient` is TRL's `VLLMClient` with the transfer replaced: the weights TRL streams are written to a
   safetensors file the server's machine reads, and the server's workers reload them (vLLM's `reload_weights`, through
-  its development endpoint `/collective_rpc`), before TRL resets the prefix cache. Everything else (generation,
+  its development endpoint `/collective_rpc`), before TRL resets the prefix cache. The file goes once the server has
+  read it, and its folder when the process exits (as TRL's client closes itself). Everything else (generation,
   log-probs, the cache reset) is TRL's own client talking to the real server.
 
 On a GPU nothing here applies: TRL builds and syncs its engines itself.
 """
 
+import atexit
 import contextlib
 import shutil
 import tempfile
@@ -37,6 +39,7 @@ def cpu_sync_client_class():
         def init_communicator(self, device=0):
             self.sync_dir = Path(tempfile.mkdtemp(prefix="smolalign-vllm-sync-"))
             self._pending: dict = {}
+            atexit.register(self.close_communicator)  # as TRL's own client does: nothing else closes it
 
         def _start_weight_update(self):
             pass
@@ -64,6 +67,7 @@ def cpu_sync_client_class():
             save_file(self._pending, str(self.sync_dir / WEIGHTS_FILE))
             self._post(f"{self.base_url}/collective_rpc",
                        json={"method": "reload_weights", "kwargs": {"weights_path": str(self.sync_dir)}})
+            (self.sync_dir / WEIGHTS_FILE).unlink()  # read by then: a copy of the model need not wait in /tmp
             self._pending = {}
             self.syncs += 1
 

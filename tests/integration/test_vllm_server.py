@@ -89,7 +89,7 @@ def server_syncs(monkeypatch):
     """After every weight sync TRL makes in server mode: the server's and the trainer's log-probs of a sequence."""
     from trl.generation.vllm_generation import VLLMGeneration
 
-    seen, original = [], VLLMGeneration.sync_weights
+    original = VLLMGeneration.sync_weights
 
     def sync_weights(self):
         original(self)
@@ -105,13 +105,27 @@ def server_syncs(monkeypatch):
             logits = model(torch.tensor([ids])).logits[0, :-1].float()
         trained = logits.log_softmax(-1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
         seen.append((served, trained, client.syncs))
+        seen.folders.append((client.sync_dir, sorted(p.name for p in client.sync_dir.iterdir())))
 
     monkeypatch.setattr(VLLMGeneration, "sync_weights", sync_weights)
+    seen = SyncLog()
     return seen
 
 
+class SyncLog(list):
+    """(served, trained, syncs) per sync, and (the sync folder, its contents) after each."""
+
+    def __init__(self):
+        super().__init__()
+        self.folders = []
+
+
 def test_grpo_in_server_mode_syncs_its_weights_into_the_server(cli_fd, write_recipe, vllm_tiny_dir, tmp_path,
-                                                                server_syncs):
+                                                                server_syncs, monkeypatch):
+    import atexit
+
+    at_exit = []
+    monkeypatch.setattr(atexit, "register", lambda function, *args, **kwargs: at_exit.append(function))
     recipe = server_recipe(write_recipe, vllm_tiny_dir, tmp_path, free_port())
     code, out, err = cli_fd("rl", recipe, "-o", tmp_path / "run")
     assert code == 0, err[-3000:]
@@ -122,6 +136,13 @@ def test_grpo_in_server_mode_syncs_its_weights_into_the_server(cli_fd, write_rec
         assert (served - trained).abs().max().item() <= TOLERANCE
     moved = (server_syncs[-1][0] - server_syncs[0][0]).abs().max().item()
     assert moved > 1e-3, f"the server's log-probs moved only {moved} between the first and the last sync"
+    # Each sync's weights file is gone once the server has read it, and the folder goes when the process exits.
+    folder = server_syncs.folders[0][0]
+    assert all(kept == [] and where == folder for where, kept in server_syncs.folders) and folder.is_dir()
+    closes = [f for f in at_exit if getattr(f, "__name__", "") == "close_communicator"]
+    assert len(closes) == 1
+    closes[0]()
+    assert not folder.exists()
 
 
 def test_a_port_in_use_is_exit_2_naming_it(cli, write_recipe, vllm_tiny_dir, tmp_path):
