@@ -14,7 +14,7 @@ that
 - skips the batch-wide draw when every row has a generator of its own; each row still draws from its generator as
   in vLLM, so seeded requests sample the same tokens. Rows without a seed share the batch-wide draw, as in vLLM.
 
-Top-k, top-p of 1 on some rows and float64 noise keep vLLM's own path. On a GPU nothing is replaced.
+With a top-k, or a top-p of 1 on some row, the mask is vLLM's own. On a GPU nothing is replaced.
 """
 
 from smolalign.generation.nucleus import lowest_kept_logit
