@@ -10,7 +10,8 @@ CANDIDATES = 64
 
 def lowest_kept_logit(logits, top_p):
     """(cutoff, to_sort): per row (rows, 1) the smallest logit of its top-p nucleus, and (rows,) the rows whose
-    nucleus the caller must find by sorting (their cutoff is meaningless): a nucleus spanning a quarter of the
+    nucleus the caller must find by sorting (their cutoff is -inf, so masking with it leaves them whole): a nucleus
+    spanning a quarter of the
     vocabulary (a sort is then as cheap), or a token left out that ties with the last one kept (which of tied tokens
     stay is the sort's order; logits computed in bf16 tie often). `logits` is (rows, vocabulary); `top_p` a float or
     one per row.
@@ -35,9 +36,9 @@ def lowest_kept_logit(logits, top_p):
         kept = above < top_p[open_rows].unsqueeze(1)  # a prefix of each row: `above` never decreases
         ends = ~kept[:, -1]  # the nucleus ends before the last candidate
         last = (kept.sum(dim=-1, keepdim=True) - 1).clamp(max=candidates - 2)
-        row_logits = logits[open_rows]
-        lowest = row_logits.gather(1, index.gather(1, last))
-        tie = (row_logits.gather(1, index.gather(1, last + 1)) == lowest).squeeze(1)
+        rows_of = open_rows.unsqueeze(1)
+        lowest = logits[rows_of, index.gather(1, last)]
+        tie = (logits[rows_of, index.gather(1, last + 1)] == lowest).squeeze(1)
         cutoff[open_rows[ends & ~tie]] = lowest[ends & ~tie]
         to_sort[open_rows[ends & tie]] = True
         open_rows = open_rows[~ends]

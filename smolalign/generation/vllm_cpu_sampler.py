@@ -26,8 +26,7 @@ def nucleus(logits, top_p):
     from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p_pytorch
 
     cutoff, to_sort = lowest_kept_logit(logits, top_p)
-    found = ~to_sort
-    logits[found] = logits[found].masked_fill(logits[found] < cutoff[found], -float("inf"))
+    logits.masked_fill_(logits < cutoff, -float("inf"))  # rows left to a sort have a cutoff of -inf: untouched
     if to_sort.any():
         logits[to_sort] = apply_top_k_top_p_pytorch(logits[to_sort], None, top_p[to_sort], allow_cpu_sync=True)
     return logits
