@@ -4,7 +4,9 @@ turn, then all on (smolalign's default on a CPU with AMX or AVX512-BF16):
 
 - scored positions (smolalign/stages/scored_positions.py): TRL's fused LM head projects only the completion tokens;
 - generation copy (smolalign/stages/generation_copy.py): sampling from a bfloat16 copy of the float32 policy;
-- eager attention (hardware.autocast_attention): the trained model's attention under autocast.
+- eager attention (hardware.autocast_attention): the trained model's attention under autocast;
+- shared prompts (smolalign/stages/grpo_trainer.py): each distinct prompt goes through the model once per batch,
+  its answers on its key/value cache.
 
 With `--stage distill`, the quickstart's distillation stage (`smolalign rl quickstart/distill`) with TRL's
 DistillationTrainer as it comes (its loss outside autocast, so in float32) against smolalign's, whose loss runs
@@ -32,12 +34,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-ALL_ON = {"scored": True, "copy": True, "eager": True, "autocast_loss": True}
+ALL_ON = {"scored": True, "copy": True, "eager": True, "shared": True, "autocast_loss": True}
 CONFIGS = {
     "rl": {
-        "baseline": {**ALL_ON, "scored": False, "copy": False, "eager": False},
-        "+ scored positions": {**ALL_ON, "copy": False, "eager": False},
-        "+ generation copy": {**ALL_ON, "eager": False},
+        "baseline": {**ALL_ON, "scored": False, "copy": False, "eager": False, "shared": False},
+        "+ scored positions": {**ALL_ON, "copy": False, "eager": False, "shared": False},
+        "+ generation copy": {**ALL_ON, "eager": False, "shared": False},
+        "+ eager attention": {**ALL_ON, "shared": False},
         "all (default)": ALL_ON,
     },
     "distill": {
@@ -60,6 +63,8 @@ if not config["scored"]:
     lifecycle.scored_positions_only = off
 if not config["copy"]:
     lifecycle.bf16_generation_copy = off
+if not config["shared"]:
+    trainers.TRAINERS["grpo"] = lambda: GRPOTrainer
 if not config["autocast_loss"]:
     trainers.TRAINERS["distill"] = lambda: DistillationTrainer
 times = {"generate": [], "step": [], "precision": []}

@@ -1,17 +1,17 @@
-"""GRPO with tools: TRL's GRPOTrainer, whose tool loop runs the calls and hands every reward each answer's whole
-trajectory as its completion (the model's turns and the tools' results; `rewards.trajectory.read_trajectory` reads
-it, for the built-in rewards and a team's alike), with what the logs lack added: TRL logs `tools/call_frequency`
-and `tools/failure_frequency`; this counts, per answer, malformed calls and tool errors, answers left without one,
-answers stopped at the turn limit, and calls that ran past the time limit."""
+"""GRPO with tools: smolalign's GRPOTrainer (`stages.grpo_trainer`), whose tool loop (TRL's) runs the calls and
+hands every reward each answer's whole trajectory as its completion (the model's turns and the tools' results;
+`rewards.trajectory.read_trajectory` reads it, for the built-in rewards and a team's alike), with what the logs lack
+added: TRL logs `tools/call_frequency` and `tools/failure_frequency`; this counts, per answer, malformed calls and
+tool errors, answers left without one, answers stopped at the turn limit, and calls that ran past the time limit."""
 
 from rewards.trajectory import read_trajectory
 from smolalign.tools.resolve import Tools
 
 
 def tool_grpo_trainer(tools: Tools) -> type:
-    from trl import GRPOTrainer
+    from smolalign.stages.grpo_trainer import SharedPromptGRPOTrainer
 
-    class ToolGRPOTrainer(GRPOTrainer):
+    class ToolGRPOTrainer(SharedPromptGRPOTrainer):
         _timeouts_logged = 0
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

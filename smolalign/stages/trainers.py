@@ -1,7 +1,7 @@
 """The trainer class each method runs on: TRL's, or smolalign's subclass where it replaces TRL's dataset preparation
-(`stages.po_trainers`) or its loss's precision (`stages.distill_trainer`). Each is named by a function that imports
-it when called: TRL's trainers load in seconds, and GRPO's and online DPO's import vLLM where it is installed, which
-a run of another method never needs.
+(`stages.po_trainers`), its loss's precision (`stages.distill_trainer`) or its pass over prompts shared by several
+answers (`stages.grpo_trainer`). Each is named by a function that imports it when called: TRL's trainers load in
+seconds, and GRPO's and online DPO's import vLLM where it is installed, which a run of another method never needs.
 
 The stage modules ask this table for their trainer; `stages.registry` maps each method to its stage.
 """
@@ -37,8 +37,8 @@ def reward_trainer() -> type:
 
 
 def grpo_trainer() -> type:
-    from trl import GRPOTrainer
-    return GRPOTrainer
+    from smolalign.stages.grpo_trainer import SharedPromptGRPOTrainer
+    return SharedPromptGRPOTrainer
 
 
 def online_dpo_trainer() -> type:
