@@ -39,18 +39,19 @@ def generator_section(inputs: EvalInputs, model: EvalModel) -> GeneratorSection:
 
 def evaluate_models(inputs: EvalInputs) -> dict[str, dict[str, ModeSamples]]:
     """label -> mode -> samples, for every model, one model loaded at a time; consecutive labels of one source (a
-    model without tools, then with them) share one load (a vLLM engine takes longer to start than a short
-    evaluation takes)."""
+    model without tools, then with them) share one load, and a vLLM engine goes on to the next model when it can
+    serve it (`Generator.serve`: checkpoints of one model, as a pipeline's stages are): an engine takes longer to
+    start than a short evaluation takes."""
     results, generator, loaded = {}, None, None
     try:
         for model in inputs.models:
-            if generator is None or model.source != loaded:
+            section = generator_section(inputs, model)
+            if generator is None or (model.source != loaded and not generator.serve(section)):
                 if generator is not None:
                     generator.close()
                 generator = None  # not closed twice if the next load fails
-                generator = make_generator("eval", generator_section(inputs, model), inputs.template_name,
-                                           inputs.template_kwargs)
-                loaded = model.source
+                generator = make_generator("eval", section, inputs.template_name, inputs.template_kwargs)
+            loaded = model.source
             results[model.label] = {mode: evaluate_mode(inputs, generator, model, mode)
                                     for mode in inputs.section.modes}
     finally:

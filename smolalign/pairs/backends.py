@@ -23,8 +23,10 @@ from smolalign.generation.vllm_engine import (
     PROMPT_TOKENS,
     check_model,
     engine_options,
+    engine_serves,
     leave_vllm_groups,
     offline_engine,
+    reload_weights,
     require_vllm,
 )
 from smolalign.hardware import detect_hardware, free_accelerator_memory, generation_dtype
@@ -64,6 +66,12 @@ class Generator:
         state (transformers) or by their request seed (servers)."""
         answers = self.generate([p for p in prompts for _ in range(k)], seed, kwargs)
         return [answers[i * k:(i + 1) * k] for i in range(len(prompts))]
+
+    def serve(self, section: GeneratorSection) -> bool:
+        """Switch to `section`'s model without building anything anew, where this generator can: True if it now
+        serves that model (the template and its kwargs as `section` and the defaults say), False if it needs a
+        generator of its own."""
+        return False
 
     def close(self) -> None:
         """Free the model (GPU memory) before the other side loads."""
@@ -153,20 +161,40 @@ class VllmGenerator(Generator):
         require_vllm(f"{where}: backend vllm", hardware)
         self._restore = contextlib.ExitStack()  # the launcher's variables, put back when the engine closes
         self._restore.enter_context(kept_process_variables())
-        self.where, self.section = where, section
-        model_section = ModelSection(source=section.source)
-        source = resolve_source(section.source)  # classified once, for the tokenizer and the engine
-        self.tokenizer, self.template = load_tokenizer(model_section, section.template or template_name, source)
-        self.template_sha256 = self.template.sha256
-        self.kwargs = template_kwargs(section, defaults)
-        self.specials = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
-        model_dir = local_dir(source)
-        check_model(f"{where}: backend vllm", model_dir, hardware)
+        self.where, self.template_name, self.defaults = where, template_name, defaults
+        self.model_dir = self._take(section)
+        check_model(f"{where}: backend vllm", self.model_dir, hardware)
+        self.engine_section = section
         self.llm = offline_engine(f"{where}: backend vllm", engine_options(
-            model_dir, hardware, dtype=generation_dtype(model_section.dtype, hardware),
+            self.model_dir, hardware, dtype=generation_dtype(ModelSection(source=section.source).dtype, hardware),
             sequence_tokens=section.max_new_tokens + PROMPT_TOKENS, sequences=section.batch_size,
             tensor_parallel=section.tensor_parallel,
             gpu_memory_utilization=float(os.environ.get("SMOLALIGN_VLLM_GPU_MEMORY", "0.85"))), hardware)
+
+    def _take(self, section: GeneratorSection) -> str:
+        """Read `section`'s model's tokenizer and template (prompts are rendered with them); its local directory."""
+        source = resolve_source(section.source)  # classified once, for the tokenizer and the engine
+        self.section = section
+        self.tokenizer, self.template = load_tokenizer(ModelSection(source=section.source),
+                                                       section.template or self.template_name, source)
+        self.template_sha256 = self.template.sha256
+        self.kwargs = template_kwargs(section, self.defaults)
+        self.specials = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
+        return local_dir(source)
+
+    def serve(self, section: GeneratorSection) -> bool:
+        """The engine keeps running with the next model's weights where it is built for one like it (same
+        architecture, shapes, vocabulary and stop tokens: `vllm_engine.engine_serves`) and the engine's settings
+        would be the same."""
+        model_dir = local_dir(resolve_source(section.source))
+        same_settings = all(getattr(section, key) == getattr(self.engine_section, key)
+                            for key in ("max_new_tokens", "batch_size", "tensor_parallel"))
+        if not same_settings or not engine_serves(self.model_dir, model_dir):
+            return False
+        self._take(section)
+        reload_weights(self.llm, model_dir, detect_hardware())
+        self.model_dir = model_dir
+        return True
 
     def generate(self, prompts: list[Prompt], seed: int, kwargs: dict | None = None) -> list[Answer]:
         return [answers[0] for answers in self.sample(prompts, seed, 1, kwargs)]

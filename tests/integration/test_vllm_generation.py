@@ -2,10 +2,12 @@
 `eval --backend vllm` answers greedily what the transformers backend answers, token for token, on the same model in
 the same precision, and agrees with it within sampling noise at temperature 1; `po pairs` with the vllm backend on
 both sides (strong vs weak) and graded (one request per prompt for n samples, the chosen and rejected answers
-exactly the scorer's best and worst of what the engine returned)."""
+exactly the scorer's best and worst of what the engine returned); and one engine evaluating two checkpoints of one
+model draws, for each, the answers an engine of its own draws."""
 
 import json
 import random
+import shutil
 
 import pytest
 from tiny_models import sft_tiny, write_jsonl
@@ -210,3 +212,68 @@ def test_graded_pairs_ask_the_engine_for_n_samples_per_prompt(cli_fd, pairs_reci
         assert candidates[row["chosen"][0]["content"]] == max(candidates.values())
         assert candidates[row["rejected"][0]["content"]] == min(candidates.values())
         assert len(row["provenance"]["candidates"]) == 4
+
+
+@pytest.fixture(scope="module")
+def talker_variant(talker, tmp_path_factory):
+    """Another checkpoint of the talker: every weight nudged by a fifth of its tensor's spread, the other files
+    the same."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    directory = tmp_path_factory.mktemp("vllm-talker-variant")
+    shutil.copytree(talker, directory, dirs_exist_ok=True)
+    weights = load_file(directory / "model.safetensors")
+    noise = torch.Generator().manual_seed(0)
+    save_file({name: w + 0.2 * w.float().std() * torch.randn(w.shape, generator=noise).to(w.dtype)
+               for name, w in weights.items()}, directory / "model.safetensors", metadata={"format": "pt"})
+    return directory
+
+
+@pytest.fixture
+def engines_built(monkeypatch):
+    from vllm import LLM
+
+    built, original = [], LLM.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(kwargs.get("model"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(LLM, "__init__", counting)
+    return built
+
+
+def test_one_engine_evaluates_checkpoints_of_one_model(cli_fd, talker, talker_variant, tmp_path, engines_built):
+    data = write_jsonl(tmp_path / "q.jsonl", QUESTIONS)
+    common = ("--data", data, "--reward", "math_accuracy", "--template", "chatml", "--modes", "no_think",
+              "--temperature", "1", "--samples", "2", "--max-new-tokens", "16", "--backend", "vllm")
+    code, _, err = cli_fd("eval", f"a={talker}", f"b={talker_variant}", *common, "--json", tmp_path / "both.json")
+    assert code == 0, err
+    assert engines_built == [str(talker)]  # the variant's weights went into the talker's engine
+    for label, model in (("a", talker), ("b", talker_variant)):
+        code, _, err = cli_fd("eval", f"{label}={model}", *common, "--json", tmp_path / f"{label}.json")
+        assert code == 0, err
+    assert engines_built == [str(talker), str(talker), str(talker_variant)]
+
+    both = [json.loads(line) for line in (tmp_path / "both.samples.jsonl").read_text().splitlines()]
+    for label in ("a", "b"):
+        alone = samples(tmp_path / f"{label}.samples.jsonl")
+        shared = {(r["prompt"], r["mode"], r["sample"]): r for r in both if r["model"] == label}
+        assert shared.keys() == alone.keys() and len(alone) == 2 * len(QUESTIONS)
+        assert all((shared[k]["turn"], shared[k]["tokens"]) == (alone[k]["turn"], alone[k]["tokens"]) for k in alone)
+    a, b = samples(tmp_path / "a.samples.jsonl"), samples(tmp_path / "b.samples.jsonl")
+    assert sum(a[k]["turn"] != b[k]["turn"] for k in a) >= len(a) // 2  # the two checkpoints answer differently
+
+
+def test_a_model_the_engine_cannot_serve_gets_an_engine_of_its_own(cli_fd, talker, talker_variant, tmp_path,
+                                                                   engines_built):
+    config = json.loads((talker_variant / "generation_config.json").read_text())
+    other = tmp_path / "other-stop"
+    shutil.copytree(talker_variant, other)
+    (other / "generation_config.json").write_text(json.dumps({**config, "eos_token_id": 0}))
+    data = write_jsonl(tmp_path / "q.jsonl", QUESTIONS[:2])
+    code, _, err = cli_fd("eval", f"a={talker}", f"b={other}", "--data", data, "--reward", "math_accuracy",
+                          "--template", "chatml", "--modes", "no_think", "--max-new-tokens", "4", "--backend", "vllm")
+    assert code == 0, err
+    assert engines_built == [str(talker), str(other)]
