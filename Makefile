@@ -1,8 +1,9 @@
 # Two commands do all the set-up (each creates .venv on first use):
-#   make quickstart   SFT of the bundled SmolLM2-135M-Instruct on CPU, then APO-zero on strong-vs-weak pairs,
-#                     then GRPO with verifiable rewards (a chat with each result), then on-policy distillation of
-#                     the result into the bundled model as it was before SFT; then every stage's output scored
-#                     against the base model on held-out questions (table + chart in runs/quickstart/eval/)
+#   make quickstart   SFT of the bundled SmolLM2-135M-Instruct on CPU (and a chat with it, thinking), then APO-zero
+#                     on strong-vs-weak pairs, then GRPO with verifiable rewards, then on-policy distillation of
+#                     the result into the bundled model as it was before SFT; a chat with each stage's output, side
+#                     by side; then every stage's output scored against the base model on held-out questions
+#                     (table + chart in runs/quickstart/eval/)
 #   make test         the unit and integration tiers (`make test-unit`, `make test-integration` run one each;
 #                     `make test-slow` the real-model tier, `make test-gpu` the CUDA tier, `make test-teeth` each
 #                     claim's tests under the mutation that switches it off); docs/tests.md has timings
@@ -33,13 +34,11 @@ EVAL_THREE_ARGS := --baseline po=runs/quickstart/po/model --data recipes/quickst
 quickstart: $(STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign sft quickstart/sft --overwrite
 	$(BIN)/smolalign chat runs/quickstart/sft/model --message "$(QUESTION)" --think
-	$(BIN)/smolalign chat runs/quickstart/sft/model --message "$(QUESTION)" --no-think
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign po quickstart/po --overwrite
-	$(BIN)/smolalign chat runs/quickstart/po/model --message "$(QUESTION)" --no-think
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign rl quickstart/rl --overwrite
-	$(BIN)/smolalign chat runs/quickstart/rl/model --message "$(QUESTION)" --no-think
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign rl quickstart/distill --overwrite
-	$(BIN)/smolalign chat runs/quickstart/distill/model --message "$(QUESTION)" --no-think
+	$(BIN)/smolalign chat runs/quickstart/sft/model runs/quickstart/po/model runs/quickstart/rl/model \
+		runs/quickstart/distill/model --message "$(QUESTION)" --no-think
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/sft/model runs/quickstart/po/model \
 		runs/quickstart/rl/model runs/quickstart/distill/model $(EVAL_ARGS)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/rl/model $(EVAL_THREE_ARGS)

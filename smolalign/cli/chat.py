@@ -1,4 +1,5 @@
-"""`smolalign chat`: one reply from a model, through its own chat template (to check a trained model by hand)."""
+"""`smolalign chat`: one reply from each model given, through its own chat template (to check trained models by
+hand, side by side)."""
 
 from typing import Annotated
 
@@ -6,15 +7,19 @@ import typer
 
 
 def chat(
-    model: Annotated[str, typer.Argument(help="Model directory (e.g. runs/quickstart/sft/model), .gguf file or bundled name.")],
+    models: Annotated[list[str], typer.Argument(
+        help="Model directories (e.g. runs/quickstart/sft/model), .gguf files or bundled names: each answers.")],
     message: Annotated[str, typer.Option("--message", "-m", help="The user message.")],
     think: Annotated[bool, typer.Option("--think/--no-think", help="Reasoning mode (hybrid templates).")] = True,
     max_new_tokens: Annotated[int, typer.Option(help="Generation budget.")] = 128,
 ) -> None:
-    """Print the model's reply to one message (greedy decoding)."""
+    """Print each model's reply to one message (greedy decoding); with several models, each reply after its
+    model's name, models loaded one at a time in one process."""
     from smolalign.chat import reply
 
-    typer.echo(reply(model, message, think=think, max_new_tokens=max_new_tokens))
+    for model in models:
+        answer = reply(model, message, think=think, max_new_tokens=max_new_tokens)
+        typer.echo(answer if len(models) == 1 else f"{model}: {answer}")
 
 
 def register(app: typer.Typer) -> None:

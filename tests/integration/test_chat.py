@@ -1,6 +1,7 @@
-"""`smolalign chat MODEL --message TEXT --think/--no-think` on a tiny model carrying SmolLM3's template: the prompt
+"""`smolalign chat MODEL... --message TEXT --think/--no-think` on a tiny model carrying SmolLM3's template: the prompt
 the model is given is the template's, in the mode asked for (an empty think block prefilled for --no-think, none for
---think), greedy, and the reply is what the model generated after it."""
+--think), greedy, and the reply is what the model generated after it; several models answer in turn, each as it
+would alone."""
 
 import shutil
 
@@ -48,3 +49,26 @@ def test_chat_prompts_in_the_mode_asked_for(cli, hybrid_model, generate_calls, t
     assert "what is 1 plus 2" in prompt and call["do_sample"] is False
     reply = tokenizer.decode(call["output"][len(call["prompt"]):], skip_special_tokens=True)
     assert out.strip() == reply.strip()
+
+
+def test_several_models_answer_in_turn_as_each_would_alone(cli, hybrid_model, generate_calls, tmp_path):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    other = tmp_path / "other"
+    shutil.copytree(hybrid_model, other)
+    weights = load_file(other / "model.safetensors")
+    noise = torch.Generator().manual_seed(0)
+    save_file({name: w + 10 * w.float().std() * torch.randn(w.shape, generator=noise).to(w.dtype)
+               for name, w in weights.items()}, other / "model.safetensors", metadata={"format": "pt"})
+    asked = ("--message", "what is 1 plus 2", "--no-think", "--max-new-tokens", "6")
+    code, out, err = cli("chat", hybrid_model, other, *asked)
+    assert code == 0, err
+    assert len(generate_calls) == 2
+    assert generate_calls[0]["output"] != generate_calls[1]["output"]  # two models, two different replies
+    expected = ""
+    for model in (hybrid_model, other):
+        code, alone, err = cli("chat", model, *asked)
+        assert code == 0, err
+        expected += f"{model}: {alone}"
+    assert out == expected
