@@ -192,6 +192,13 @@ MUTATIONS = [
       "with (scored_positions_only(\"cuda\"),",
       ("tests/integration/test_scored_positions.py::test_a_grpo_run_from_the_cli_projects_only_completion_tokens",),
       "runs keep TRL's CPU choice: every position of the batch is projected"),
+    M("grpo_shared_prompts", "on a CPU, GRPO runs each distinct prompt of a batch through the model once and its "
+      "answers on that prompt's key/value cache: the same log-probabilities and gradients as TRL's pass over every "
+      "row whole", "checkpoints.md#precision", "smolalign/stages/trainers.py",
+      "    from smolalign.stages.grpo_trainer import SharedPromptGRPOTrainer",
+      "    from trl import GRPOTrainer as SharedPromptGRPOTrainer",
+      ("tests/integration/test_grpo_shared_prompts.py::test_a_grpo_run_from_the_cli_shares_its_prompts",),
+      "TRL's GRPOTrainer as it comes: every answer's row runs its prompt again"),
     M("distill_mixed_precision", "on-policy distillation (method distill) trains the student under the run's mixed "
       "precision: on a CPU with bf16, its loss's forward computes in bf16 over float32 weights",
       "checkpoints.md#precision", "smolalign/stages/trainers.py",
@@ -208,6 +215,12 @@ MUTATIONS = [
       ("tests/integration/test_vllm_generation.py::"
        "test_sampled_vllm_answers_are_the_ones_vllms_own_sampler_draws",),
       "engines keep vLLM's sampler: every row's vocabulary sorted for a top-p"),
+    M("vllm_engine_reuse", "smolalign eval on vLLM evaluates checkpoints of one model in one engine, each model's "
+      "weights reloaded in place: each model's answers are the ones an engine of its own gives",
+      "verbs/eval.md", "smolalign/generation/vllm_engine.py",
+      '    llm.collective_rpc("reload_weights", kwargs={"weights_path": model_dir})', "    pass",
+      ("tests/integration/test_vllm_generation.py::test_one_engine_evaluates_checkpoints_of_one_model",),
+      "the engine goes on with the first model's weights: every later model answers as the first"),
     M("transformers_sampling_training", "on a CPU, trainers that sample with transformers and a top-p find its "
       "nucleus among the most likely tokens instead of sorting the vocabulary",
       "checkpoints.md#precision", "smolalign/stages/lifecycle.py",
@@ -625,10 +638,12 @@ FIGURES = [
     Figure("the quickstart's tables, stage times and training curves", "make quickstart",
            "Quickstart with distillation under autocast and top-p without a sort",
            "tests/slow/test_quickstart.py (losses fall, chats stop)"),
-    Figure("a quickstart GRPO step on a CPU 2.19x TRL as it comes; a distillation step 1.29x",
+    Figure("a quickstart GRPO step on a CPU 4.43x TRL as it comes (shared prompts 1.45x of it); a distillation "
+           "step 1.29x",
            "python benchmarks/cpu_training.py [--stage distill]",
-           "CPU training adaptations; Distillation under the run's mixed precision",
-           "cpu_scored_positions, cpu_generation_copy, cpu_autocast_eager_attention, distill_mixed_precision above"),
+           "GRPO with each prompt run once; Distillation under the run's mixed precision",
+           "cpu_scored_positions, cpu_generation_copy, cpu_autocast_eager_attention, grpo_shared_prompts, "
+           "distill_mixed_precision above"),
     Figure("top-p sampling on a CPU 1.26x (transformers) and 1.54x (vLLM), the same answers",
            "python benchmarks/sampling.py", "Top-p without a sort",
            "vllm_cpu_sampler, transformers_sampling_training, transformers_sampling_generators above"),
