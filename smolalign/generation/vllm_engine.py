@@ -116,9 +116,11 @@ def serving_files(model_dir: str) -> dict | None:
 
 def engine_serves(engine_dir: str, model_dir: str) -> bool:
     """Whether an engine built for `engine_dir` generates what an engine built for `model_dir` would, once it holds
-    `model_dir`'s weights (`reload_weights`): the two agree on everything else the engine read from its model."""
+    `model_dir`'s weights (`reload_weights`): the two agree on everything else the engine read from its model.
+    Never for quantized checkpoints: vLLM's reload of quantized weights is its own path, not one smolalign runs."""
     files = serving_files(engine_dir)
-    return files is not None and files == serving_files(model_dir)
+    quantized = files is not None and "quantization_config" in (files["config.json"] or {})
+    return files is not None and not quantized and files == serving_files(model_dir)
 
 
 def reload_weights(llm, model_dir: str, hardware: Hardware) -> None:

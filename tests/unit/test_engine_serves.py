@@ -65,3 +65,9 @@ def test_anything_else_the_engine_read_needs_its_own(model, name, change):
 def test_a_hub_id_is_never_assumed_to_match(model):
     assert not engine_serves("HuggingFaceTB/SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")
     assert not engine_serves(str(model), "HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
+def test_quantized_checkpoints_never_share(model):
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "awq"}}))
+    assert not engine_serves(str(model), edited(model, "model.safetensors", lambda b: b"weights two"))
