@@ -97,7 +97,8 @@ def test_shared_prompts_score_as_trl_does_with_each_prompt_run_once(tiny_model, 
         torch.testing.assert_close(got[2][name], grad, atol=1e-6, rtol=1e-4, msg=name)
 
 
-@pytest.mark.parametrize("case", ["distinct prompts", "gradient checkpointing", "two processes", "images"])
+@pytest.mark.parametrize("case", ["distinct prompts", "gradient checkpointing", "two processes", "images",
+                                  "dropout"])
 def test_trls_pass_where_the_cache_cannot_serve(tiny_model, case):
     input_ids, attention_mask, mask = _batch(tiny_model.config.vocab_size,
                                              list(range(3)) if case == "distinct prompts" else ROW_PROMPT)
@@ -110,6 +111,8 @@ def test_trls_pass_where_the_cache_cannot_serve(tiny_model, case):
     elif case == "images":
         extra["pixel_values"] = None
         extra["token_type_ids"] = torch.zeros_like(input_ids)
+    elif case == "dropout":
+        tiny_model.config.attention_dropout = 0.1
     seen = _embedded_positions(tiny_model)
     log_probs, _, _ = trainer._get_per_token_logps_and_entropies(tiny_model, input_ids, attention_mask, COMPLETION,
                                                                   **extra)
