@@ -87,11 +87,11 @@ def model_config(model_dir: str) -> dict:
 
 
 NOT_READ_BY_AN_ENGINE = frozenset({"_name_or_path", "name_or_path", "transformers_version", "pad_token_id",
-                                   "pad_token", "chat_template"})
+                                   "chat_template"})
 """Keys of a model's config, generation config and tokenizer config that an engine generating from token ids never
-reads (smolalign renders prompts with its own template; a pad token pads nothing in vLLM)."""
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "merges.txt", "added_tokens.json",
-                   "special_tokens_map.json")
+reads (smolalign renders prompts with its own template; a pad token id pads nothing in vLLM)."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "merges.txt", "vocab.txt", "spiece.model",
+                   "sentencepiece.bpe.model", "tokenizer.tiktoken", "added_tokens.json", "special_tokens_map.json")
 
 
 def serving_files(model_dir: str) -> dict | None:
@@ -110,17 +110,32 @@ def serving_files(model_dir: str) -> dict | None:
             return {k: v for k, v in json.loads(path.read_text()).items() if k not in NOT_READ_BY_AN_ENGINE}
         return hashlib.sha256(path.read_bytes()).hexdigest()
 
-    return {name: read(name) for name in ("config.json", "generation_config.json", "tokenizer_config.json",
-                                          *TOKENIZER_FILES)}
+    files = {name: read(name) for name in ("config.json", "generation_config.json", "tokenizer_config.json",
+                                           *TOKENIZER_FILES)}
+    return {**files, "weights": weight_shapes(directory)}
+
+
+def weight_shapes(directory: Path) -> dict | None:
+    """Each tensor's dtype and shape, read from the safetensors headers (None without safetensors files): a reload
+    keeps any tensor the new files lack, so checkpoints that share an engine must hold the same tensors."""
+    shapes = {}
+    for path in sorted(directory.glob("*.safetensors")):
+        with path.open("rb") as file:
+            header = json.loads(file.read(int.from_bytes(file.read(8), "little")))
+        shapes.update({name: (entry["dtype"], entry["shape"]) for name, entry in header.items()
+                       if name != "__metadata__"})
+    return shapes or None
 
 
 def engine_serves(engine_dir: str, model_dir: str) -> bool:
     """Whether an engine built for `engine_dir` generates what an engine built for `model_dir` would, once it holds
     `model_dir`'s weights (`reload_weights`): the two agree on everything else the engine read from its model.
-    Never for quantized checkpoints: vLLM's reload of quantized weights is its own path, not one smolalign runs."""
+    Never for quantized checkpoints (vLLM's reload of quantized weights is its own path, not one smolalign runs), nor
+    without safetensors files, whose headers say which tensors a checkpoint holds."""
     files = serving_files(engine_dir)
-    quantized = files is not None and "quantization_config" in (files["config.json"] or {})
-    return files is not None and not quantized and files == serving_files(model_dir)
+    if files is None or files["weights"] is None or "quantization_config" in (files["config.json"] or {}):
+        return False
+    return files == serving_files(model_dir)
 
 
 def reload_weights(llm, model_dir: str, hardware: Hardware) -> None:
@@ -130,24 +145,25 @@ def reload_weights(llm, model_dir: str, hardware: Hardware) -> None:
     (CUDA graphs); reloading the 135M quickstart model 0.3 s."""
     llm.collective_rpc("reload_weights", kwargs={"weights_path": model_dir})
     if not hardware.on_gpu:
-        llm.collective_rpc(_pack_tied_head_again)
+        llm.collective_rpc(_pack_tied_layers_again)
     llm.reset_prefix_cache()
 
 
-def _pack_tied_head_again(worker) -> None:
+def _pack_tied_layers_again(worker) -> None:
     """vLLM's CPU build packs a linear layer's weights for its kernels when the model loads (SGL's packed copy on AMX
-    in bf16, a oneDNN handle), and its reload packs each layer it loads again; an LM head tied to the embeddings
-    loads nothing of its own, so it went on with the first model's packed weights (a tiny tied model, reloaded,
-    answered neither as the first model nor as the new one). Its weights are the embeddings', reloaded: pack
-    them again. Runs on the engine's worker (in this process on a CPU)."""
+    in bf16, a oneDNN handle), and its reload packs each layer it loads again; a layer whose weight is another's
+    (an LM head tied to the embeddings) loads nothing of its own, so it went on with the first model's packed
+    weights (a tiny tied model, reloaded, answered neither as the first model nor as the new one). Its weight is
+    the other layer's, reloaded: pack every layer with a shared weight again. Runs on the engine's worker (in this
+    process on a CPU)."""
     model = worker.get_model()
-    head = getattr(model, "lm_head", None)
-    weight = getattr(head, "weight", None)
-    shared = weight is not None and any(
-        parameter is weight for name, parameter in model.named_parameters(remove_duplicate=False)
-        if not name.startswith("lm_head."))
-    if shared:
-        head.quant_method.process_weights_after_loading(head)
+    holders: dict[int, int] = {}
+    for _, parameter in model.named_parameters(remove_duplicate=False):
+        holders[id(parameter)] = holders.get(id(parameter), 0) + 1
+    for module in model.modules():
+        weight, method = getattr(module, "weight", None), getattr(module, "quant_method", None)
+        if weight is not None and holders.get(id(weight), 0) > 1 and hasattr(method, "process_weights_after_loading"):
+            method.process_weights_after_loading(module)
 
 
 def generated_tokens(run: Run) -> int:

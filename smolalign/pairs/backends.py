@@ -191,9 +191,11 @@ class VllmGenerator(Generator):
                             for key in ("max_new_tokens", "batch_size", "tensor_parallel"))
         if not same_settings or not engine_serves(self.model_dir, model_dir):
             return False
-        self._take(section)
-        reload_weights(self.llm, model_dir, detect_hardware())
-        self.model_dir = model_dir
+        try:
+            reload_weights(self.llm, model_dir, detect_hardware())
+        except Exception:  # noqa: BLE001 - the engine is then closed and the model gets an engine of its own
+            return False
+        self.model_dir = self._take(section)
         return True
 
     def generate(self, prompts: list[Prompt], seed: int, kwargs: dict | None = None) -> list[Answer]:

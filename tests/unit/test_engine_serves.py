@@ -4,6 +4,7 @@ sampling default needs an engine of its own. Each case edits one file of a copy 
 
 import json
 import shutil
+import struct
 
 import pytest
 
@@ -23,8 +24,19 @@ def model(tmp_path):
                           ("tokenizer_config.json", TOKENIZER_CONFIG)):
         (directory / name).write_text(json.dumps(content))
     (directory / "tokenizer.json").write_text(json.dumps({"model": {"vocab": {"a": 0, "b": 1}}}))
-    (directory / "model.safetensors").write_bytes(b"weights one")
+    (directory / "model.safetensors").write_bytes(safetensors({"w": [1.0, 2.0]}))
     return directory
+
+
+def safetensors(tensors: dict) -> bytes:
+    """A safetensors file of float32 vectors, written by hand (its format: an 8-byte header length, a JSON header
+    of each tensor's dtype, shape and byte range, then the data)."""
+    header, data = {}, b""
+    for name, values in tensors.items():
+        header[name] = {"dtype": "F32", "shape": [len(values)], "data_offsets": [len(data), len(data) + 4 * len(values)]}
+        data += struct.pack(f"<{len(values)}f", *values)
+    encoded = json.dumps(header).encode()
+    return struct.pack("<Q", len(encoded)) + encoded + data
 
 
 def edited(model, name: str, change) -> str:
@@ -39,12 +51,12 @@ def edited(model, name: str, change) -> str:
 
 
 @pytest.mark.parametrize(("name", "change"), [
-    ("model.safetensors", lambda b: b"weights two"),
+    ("model.safetensors", lambda b: safetensors({"w": [3.0, 4.0]})),
     ("config.json", lambda c: {**c, "_name_or_path": "elsewhere", "transformers_version": "5.17.1",
                                "pad_token_id": 2}),
     ("generation_config.json", lambda c: {**c, "pad_token_id": 2, "transformers_version": "5.17.1"}),
-    ("tokenizer_config.json", lambda c: {**c, "chat_template": "{{ other }}", "pad_token": "<|im_end|>"}),
-], ids=["weights", "config-name-version-pad", "generation-pad", "template-pad"])
+    ("tokenizer_config.json", lambda c: {**c, "chat_template": "{{ other }}"}),
+], ids=["weights", "config-name-version-pad", "generation-pad", "template"])
 def test_checkpoints_of_one_model_share_an_engine(model, name, change):
     assert engine_serves(str(model), edited(model, name, change))
 
@@ -57,7 +69,11 @@ def test_checkpoints_of_one_model_share_an_engine(model, name, change):
     ("generation_config.json", lambda c: {**c, "top_k": 20}),
     ("tokenizer_config.json", lambda c: {**c, "eos_token": "<|im_start|>"}),
     ("tokenizer.json", lambda t: {"model": {"vocab": {"a": 0, "c": 1}}}),
-], ids=["shape", "architecture", "dtype", "stop-tokens", "sampling-default", "tokenizer-eos", "vocabulary"])
+    ("tokenizer_config.json", lambda c: {**c, "pad_token": "<|im_end|>"}),
+    ("model.safetensors", lambda b: safetensors({"w": [1.0, 2.0], "extra": [0.0]})),
+    ("model.safetensors", lambda b: safetensors({"w": [1.0, 2.0, 3.0]})),
+], ids=["shape", "architecture", "dtype", "stop-tokens", "sampling-default", "tokenizer-eos", "vocabulary",
+        "pad-token", "another-tensor", "another-tensor-shape"])
 def test_anything_else_the_engine_read_needs_its_own(model, name, change):
     assert not engine_serves(str(model), edited(model, name, change))
 
@@ -70,4 +86,9 @@ def test_a_hub_id_is_never_assumed_to_match(model):
 def test_quantized_checkpoints_never_share(model):
     config = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "awq"}}))
-    assert not engine_serves(str(model), edited(model, "model.safetensors", lambda b: b"weights two"))
+    assert not engine_serves(str(model), edited(model, "model.safetensors", lambda b: safetensors({"w": [3.0, 4.0]})))
+
+
+def test_without_safetensors_files_nothing_is_shared(model):
+    (model / "model.safetensors").rename(model / "pytorch_model.bin")
+    assert not engine_serves(str(model), edited(model, "config.json", lambda c: c))
