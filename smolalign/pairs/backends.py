@@ -157,12 +157,14 @@ class VllmGenerator(Generator):
     """vLLM's offline engine in this process, fed the same templated prompt tokens as the transformers backend."""
 
     def __init__(self, where: str, section: GeneratorSection, template_name: str, defaults: dict):
-        hardware = detect_hardware()
+        self.hardware = hardware = detect_hardware()
         require_vllm(f"{where}: backend vllm", hardware)
         self._restore = contextlib.ExitStack()  # the launcher's variables, put back when the engine closes
         self._restore.enter_context(kept_process_variables())
         self.where, self.template_name, self.defaults = where, template_name, defaults
-        self.model_dir = self._take(section)
+        source = resolve_source(section.source)  # classified once, for the tokenizer and the engine
+        self.model_dir = local_dir(source)
+        self._take(section, source)
         check_model(f"{where}: backend vllm", self.model_dir, hardware)
         self.engine_section = section
         self.llm = offline_engine(f"{where}: backend vllm", engine_options(
@@ -171,31 +173,31 @@ class VllmGenerator(Generator):
             tensor_parallel=section.tensor_parallel,
             gpu_memory_utilization=float(os.environ.get("SMOLALIGN_VLLM_GPU_MEMORY", "0.85"))), hardware)
 
-    def _take(self, section: GeneratorSection) -> str:
-        """Read `section`'s model's tokenizer and template (prompts are rendered with them); its local directory."""
-        source = resolve_source(section.source)  # classified once, for the tokenizer and the engine
+    def _take(self, section: GeneratorSection, source) -> None:
+        """Read `section`'s model's tokenizer and template (`source`, resolved): prompts are rendered with them."""
         self.section = section
         self.tokenizer, self.template = load_tokenizer(ModelSection(source=section.source),
                                                        section.template or self.template_name, source)
         self.template_sha256 = self.template.sha256
         self.kwargs = template_kwargs(section, self.defaults)
         self.specials = {k: v for k, v in self.tokenizer.special_tokens_map.items() if isinstance(v, str)}
-        return local_dir(source)
 
     def serve(self, section: GeneratorSection) -> bool:
         """The engine keeps running with the next model's weights where it is built for one like it (same
         architecture, shapes, vocabulary and stop tokens: `vllm_engine.engine_serves`) and the engine's settings
         would be the same."""
-        model_dir = local_dir(resolve_source(section.source))
+        source = resolve_source(section.source)
+        model_dir = local_dir(source)
         same_settings = all(getattr(section, key) == getattr(self.engine_section, key)
                             for key in ("max_new_tokens", "batch_size", "tensor_parallel"))
         if not same_settings or not engine_serves(self.model_dir, model_dir):
             return False
         try:
-            reload_weights(self.llm, model_dir, detect_hardware())
+            reload_weights(self.llm, model_dir, self.hardware)
         except Exception:  # noqa: BLE001 - the engine is then closed and the model gets an engine of its own
             return False
-        self.model_dir = self._take(section)
+        self.model_dir = model_dir
+        self._take(section, source)
         return True
 
     def generate(self, prompts: list[Prompt], seed: int, kwargs: dict | None = None) -> list[Answer]:
