@@ -1,4 +1,4 @@
-"""What smolalign's CPU sampling is worth (smolalign/generation/nucleus.py, vllm_cpu_sampler.py,
+"""What smolalign's CPU sampling is worth (smolalign/generation/nucleus.py, draw.py, vllm_cpu_sampler.py,
 transformers_sampler.py), in one run on the quickstart's SFT model, through smolalign's own generators
 (pairs.backends) in the precision it picks on this CPU: each engine with its library's own sampler (transformers'
 sort for top-p; vLLM's `TopKTopPSampler.forward_cpu`), then with smolalign's, on the quickstart's evaluation step (64
@@ -8,7 +8,9 @@ time).
     python benchmarks/sampling.py [--threads 2]
 
 Needs runs/quickstart/sft/model (make quickstart). Prints one JSON line per engine: answers per second with each
-sampler, their ratio, and how many answers are identical under both (both samplers draw the same tokens).
+sampler, their ratio, and how many answers are identical under both: the nucleus is the same, the draw another random
+stream (one uniform number a token instead of an exponential for every word), so sampled answers differ where a draw
+does.
 """
 
 import argparse

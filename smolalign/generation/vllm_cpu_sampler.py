@@ -1,22 +1,25 @@
-"""vLLM 0.31's sampler on a CPU, doing less work for the same tokens.
+"""vLLM 0.31's sampler on a CPU, doing less work for tokens from the same distribution.
 
 On a CPU vLLM samples a batch's next tokens in `TopKTopPSampler.forward_cpu`. With a top-p it sorts every row's whole
-vocabulary (49,152 words for SmolLM: 165 ms for 64 rows on 2 cores), and when requests carry seeds of their own
-(smolalign's eval and pairs give each prompt one, so that reruns repeat) it first draws noise for the whole batch from
-the global generator, then draws it again row by row from each request's generator, overwriting the first draw (77 ms
-for 64 rows). At the quickstart's evaluation settings (temperature 0.6, top-p 0.95, seeded) that was two thirds of a
-decoding step of the bundled 135M model: 369 ms against 112 ms greedy for 64 sequences.
+vocabulary (49,152 words for SmolLM: 165 ms for 64 rows on 2 cores); it then races exponential noise across the whole
+vocabulary of every row (1.3 ms a row), and when requests carry seeds of their own (smolalign's eval and pairs give
+each prompt one, so that reruns repeat) it first draws that noise for the whole batch from the global generator,
+then again row by row from each request's generator, overwriting the first draw. At the quickstart's evaluation
+settings (temperature 0.6, top-p 0.95, seeded) that was two thirds of a decoding step of the bundled 135M model:
+369 ms against 112 ms greedy for 64 sequences.
 
 `fast_cpu_sampling` replaces that method, in this process (where smolalign builds vLLM's engine on a CPU), with one
 that
 - finds each row's nucleus among its most likely tokens by vLLM's rule (smolalign/generation/nucleus.py), and
   with vLLM's own sort for the rows where it spans a quarter of the vocabulary or ends in a tie;
-- skips the batch-wide draw when every row has a generator of its own; each row still draws from its generator as
-  in vLLM, so seeded requests sample the same tokens. Rows without a seed share the batch-wide draw, as in vLLM.
+- draws each row's token from one uniform number (smolalign/generation/draw.py): a seeded request's from its own
+  generator, so its tokens do not depend on the batch; the others' from the global generator. Each token comes
+  with exactly vLLM's probability; a seed gives other tokens than vLLM's own sampler.
 
 With a top-k, or a top-p of 1 on some row, the mask is vLLM's own. On a GPU nothing is replaced.
 """
 
+from smolalign.generation.draw import inverse_cdf, seeded_uniforms
 from smolalign.generation.nucleus import lowest_kept_logit
 
 
@@ -34,7 +37,7 @@ def nucleus(logits, top_p):
 
 def forward_cpu(self, logits, generators, k, p):
     """vLLM's `TopKTopPSampler.forward_cpu` (logits, {row: its request's generator}, top-k and top-p per row or
-    None) with the nucleus and the noise as the module docstring says: (tokens, the logits or log-probs vLLM
+    None) with the nucleus and the draw as the module docstring says: (tokens, the logits or log-probs vLLM
     returns for its logprobs mode, or None)."""
     import torch
     from vllm.v1.sample.ops import topk_topp_sampler as vllm_sampler
@@ -49,16 +52,8 @@ def forward_cpu(self, logits, generators, k, p):
     elif self.logprobs_mode == "processed_logprobs":
         logits_to_return = logits.log_softmax(dim=-1, dtype=torch.float32)
 
-    if not generators and not self.use_fp64_gumbel:
-        return vllm_sampler.compiled_random_sample(logits), logits_to_return
-
     probs = logits.softmax(dim=-1, dtype=torch.float32)
-    noise = vllm_sampler.empty_exponential_noise_like(probs, self.use_fp64_gumbel)
-    if len(generators) != probs.shape[0]:
-        noise.exponential_()
-    for row, generator in generators.items():
-        noise[row].exponential_(generator=generator)
-    return vllm_sampler.sample_with_exponential_noise(probs, noise), logits_to_return
+    return inverse_cdf(probs, seeded_uniforms(len(probs), generators)), logits_to_return
 
 
 def fast_cpu_sampling() -> None:

@@ -13,8 +13,9 @@ On a CPU:
   in seconds instead of spawning an engine process;
 - an engine TRL builds next to its trainer, and TRL's weight sync to a server, need more: smolalign/generation/
   trl_on_cpu.py;
-- its sampler sorts every row's vocabulary for a top-p and draws seeded requests' noise twice: an engine built here
-  samples through smolalign/generation/vllm_cpu_sampler.py instead (the same tokens, a third of the time);
+- its sampler sorts every row's vocabulary for a top-p and races noise across it, drawn twice for seeded requests:
+  an engine built here samples through smolalign/generation/vllm_cpu_sampler.py instead (the same nucleus, each
+  token from one uniform number: the same distribution, in under half the time);
 - the attention kernels take only some head sizes (`vllm.v1.attention.backends.cpu_attn`): a model with another one
   is refused in the dry run.
 """

@@ -1,8 +1,10 @@
-"""transformers' top-p on a CPU as smolalign runs it (smolalign/generation/transformers_sampler.py and nucleus.py):
-the nucleus is transformers' own `TopPLogitsWarper` mask, generation samples the same tokens as transformers' own
-warper from the same seed, and real runs sample through it: GRPO's rollouts from the CLI, and the transformers
-backend of `smolalign eval`."""
+"""transformers' sampling on a CPU as smolalign runs it (smolalign/generation/transformers_sampler.py, nucleus.py and
+draw.py): the nucleus is transformers' own `TopPLogitsWarper` mask; generation draws each token from one uniform
+number of the global generator, replayed here by hand (transformers' own warper on a full forward of each prefix,
+the running sum in NumPy); other multinomial draws are torch's own; and real runs sample through it: GRPO's
+rollouts from the CLI, and the transformers backend of `smolalign eval`."""
 
+import numpy as np
 import pytest
 import torch
 from tiny_models import addition_prompts, grpo_recipe, write_jsonl
@@ -36,34 +38,63 @@ def test_the_nucleus_is_transformers_top_p_mask(sharpness, widest, top_p, comput
         assert torch.equal(warper(None, logits.clone()), expected)
 
 
-def test_generation_samples_the_tokens_transformers_samples(tiny_dir, monkeypatch):
+def by_hand(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Row by row: the first token whose running sum (float64, in token order) exceeds u times the row's sum."""
+    picked = []
+    for row, u in zip(probs.double().numpy(), uniforms.double().numpy(), strict=True):
+        running = np.cumsum(row)
+        picked.append(int(np.searchsorted(running, u * running[-1], side="right")))
+    return torch.tensor(picked)
+
+
+def test_generation_draws_each_token_from_one_uniform_number(tiny_dir, monkeypatch):
     from transformers import AutoModelForCausalLM
+    from transformers.generation.logits_process import TopPLogitsWarper
 
     found, cutoff = [], sampler.lowest_kept_logit
     monkeypatch.setattr(sampler, "lowest_kept_logit", lambda *args: found.append(cutoff(*args)) or found[-1])
     model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    model.generation_config.eos_token_id = None  # every row runs to the budget, as the replay below does
     model.lm_head.weight.data *= 7  # peaked enough that the nucleus lies among the candidates, not one token
     prompt = torch.tensor([[5, 17, 42, 9]] * 16)
-    sampled = []
-    for opened in (False, True):
-        torch.manual_seed(0)
-        with sampler.fast_sampling("cpu" if opened else "cuda"), torch.no_grad():
-            sampled.append(model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), do_sample=True,
-                                          top_p=0.9, top_k=None, temperature=1.0, max_new_tokens=12, pad_token_id=0))
-    assert torch.equal(sampled[0], sampled[1])
-    assert len({tuple(row) for row in sampled[1][:, 4:].tolist()}) > 1  # sampled: the rows differ
+    torch.manual_seed(0)
+    with sampler.fast_sampling("cpu"), torch.no_grad():
+        sampled = model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), do_sample=True, top_p=0.9,
+                                 top_k=None, temperature=1.0, max_new_tokens=12, pad_token_id=0)
+    torch.manual_seed(0)
+    replayed, warper = prompt, TopPLogitsWarper(0.9)
+    with torch.no_grad():
+        for _ in range(12):
+            probs = warper(replayed, model(replayed).logits[:, -1, :].float()).softmax(dim=-1)
+            drawn = by_hand(probs, torch.rand(len(replayed), dtype=torch.float64))
+            replayed = torch.cat([replayed, drawn.unsqueeze(1)], dim=1)
+    assert torch.equal(sampled, replayed)
+    assert len({tuple(row) for row in sampled[:, 4:].tolist()}) > 1  # sampled: the rows differ
     assert found and not any(to_sort.any() for _, to_sort in found)  # every nucleus from the candidates
+
+
+def test_other_multinomial_draws_are_torchs_own():
+    """Several samples a row, or a single row: what generation never asks for is drawn as torch draws it."""
+    probs = torch.rand(4, 50)
+    draws = []
+    for opened in (False, True):
+        torch.manual_seed(3)
+        with sampler.fast_sampling("cpu" if opened else "cuda"):
+            draws.append([torch.multinomial(probs, 5), torch.multinomial(probs[0], 1),
+                          torch.multinomial(probs, 2, replacement=True)])
+    for before, during in zip(*draws, strict=True):
+        assert torch.equal(before, during)
 
 
 def test_nothing_changes_on_a_gpu_and_everything_comes_back():
     from transformers.generation.logits_process import TopPLogitsWarper
 
-    before = TopPLogitsWarper.__call__
+    before, draw = TopPLogitsWarper.__call__, torch.multinomial
     with sampler.fast_sampling("cuda"):
-        assert TopPLogitsWarper.__call__ is before
+        assert TopPLogitsWarper.__call__ is before and torch.multinomial is draw
     with sampler.fast_sampling("cpu"):
-        assert TopPLogitsWarper.__call__ is sampler.top_p_call
-    assert TopPLogitsWarper.__call__ is before
+        assert TopPLogitsWarper.__call__ is sampler.top_p_call and torch.multinomial is sampler.multinomial_call
+    assert TopPLogitsWarper.__call__ is before and torch.multinomial is draw
 
 
 @pytest.fixture

@@ -1,7 +1,10 @@
 """vLLM's CPU sampler as smolalign installs it (smolalign/generation/vllm_cpu_sampler.py), against vLLM's own: the
-top-p nucleus found among the most likely tokens is vLLM's sort-based mask, and the tokens drawn with per-request
-generators, with and without a top-p, seeded or not, are the ones vLLM's own method draws from the same generators."""
+top-p nucleus found among the most likely tokens is vLLM's sort-based mask; each row's token, with and without a
+top-p, seeded or not, is the one a uniform number from its request's generator (or the global one) points at in the
+probabilities vLLM's own mask leaves, worked out by hand; and many draws follow the distribution vLLM's own method
+draws from."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -47,9 +50,18 @@ def test_the_most_likely_token_always_stays():
     assert torch.equal(masked.argmax(dim=-1), logits.argmax(dim=-1))
 
 
+def by_hand(probs: torch.Tensor, uniforms: list[float]) -> list[int]:
+    """Row by row: the first token whose running sum (float64, in token order) exceeds u times the row's sum."""
+    picked = []
+    for row, u in zip(probs.double().numpy(), uniforms, strict=True):
+        running = np.cumsum(row)
+        picked.append(int(np.searchsorted(running, u * running[-1], side="right")))
+    return picked
+
+
 @pytest.mark.parametrize("case", ["top_p, every row seeded", "top_p, half seeded", "no top_p, seeded",
                                   "top_k and top_p", "top_p of 1 on a row", "unseeded", "logits computed in bf16"])
-def test_tokens_are_the_ones_vllms_own_sampler_draws(case):
+def test_each_token_is_the_one_its_rows_uniform_number_points_at(case):
     rows = 64
     logits = batch_logits(6.0, rows, seed=1) / 0.6
     top_p = torch.full((rows,), 0.95)
@@ -67,14 +79,36 @@ def test_tokens_are_the_ones_vllms_own_sampler_draws(case):
         seeded = []
     elif case == "logits computed in bf16":  # many tokens tie, some across a nucleus's edge
         logits = batch_logits(2.5, rows, seed=1).bfloat16().float()
-    sampler = TopKTopPSampler()
-    drawn = []
-    for method in (VLLM_FORWARD_CPU, forward_cpu):
-        torch.manual_seed(7)  # the batch-wide draw, for rows without a generator of their own
-        tokens, _ = method(sampler, logits.clone(), generators(seeded, seed=2), top_k, top_p)
-        drawn.append(tokens)
-    assert torch.equal(drawn[0], drawn[1])
-    assert len(set(drawn[1].tolist())) > 8  # sampled from 64 different rows, not one token
+    kept = apply_top_k_top_p_pytorch(logits.clone(), top_k, top_p, allow_cpu_sync=True)
+    torch.manual_seed(7)
+    uniforms = torch.rand(rows, dtype=torch.float64).tolist()  # the global draw, for rows without a generator
+    for row, generator in generators(seeded, seed=2).items():
+        uniforms[row] = torch.rand((), dtype=torch.float64, generator=generator).item()
+    torch.manual_seed(7)
+    tokens, _ = forward_cpu(TopKTopPSampler(), logits.clone(), generators(seeded, seed=2), top_k, top_p)
+    assert tokens.tolist() == by_hand(kept.softmax(dim=-1), uniforms)
+    assert len(set(tokens.tolist())) > 8  # sampled from 64 different rows, not one token
+
+
+def test_many_draws_follow_the_distribution_vllms_own_sampler_draws_from():
+    """4 prompts' next-token logits, 2,500 seeded requests each: the counts of each token drawn by smolalign's sampler
+    and by vLLM's own agree (chi-square of the two samples, every token either drew 5 times or more)."""
+    vocabulary, per_row = 2_048, 2_500
+    logits = (torch.randn(4, vocabulary, generator=torch.Generator().manual_seed(5)) * 5.0).repeat_interleave(
+        per_row, dim=0)
+    top_p = torch.full((len(logits),), 0.9)
+    counts = []
+    for method, seed in ((VLLM_FORWARD_CPU, 1), (forward_cpu, 2)):
+        tokens, _ = method(TopKTopPSampler(), logits.clone(), generators(range(len(logits)), seed=seed), None, top_p)
+        counts.append(torch.bincount((tokens.view(4, per_row) + torch.arange(4).unsqueeze(1) * vocabulary).flatten(),
+                                     minlength=4 * vocabulary).double())
+    theirs, ours = counts
+    drawn = (theirs + ours) > 0
+    assert int(drawn.sum()) >= 12  # nuclei of several tokens
+    assert bool(((theirs + ours)[drawn] >= 10).all())
+    chi_square = float(((theirs - ours)[drawn] ** 2 / (theirs + ours)[drawn]).sum())
+    degrees = int(drawn.sum()) - 4
+    assert chi_square < degrees + 4 * degrees ** 0.5  # about p = 0.001 for these degrees of freedom
 
 
 def test_seeded_rows_leave_the_global_generator_alone():

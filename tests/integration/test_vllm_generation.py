@@ -66,38 +66,42 @@ def test_greedy_vllm_answers_are_the_transformers_answers(cli_fd, talker, tmp_pa
     assert any(row["finished"] and row["turn"].strip() for row in hf.values())  # real answers, not all cut off
 
 
-def test_sampled_vllm_answers_are_the_ones_vllms_own_sampler_draws(cli_fd, talker, tmp_path, monkeypatch):
+def test_sampled_vllm_answers_come_from_smolaligns_draw_and_repeat(cli_fd, talker, tmp_path, monkeypatch):
     """At the quickstart's evaluation settings (temperature 0.6, top-p 0.95, a seed per prompt) the engine samples
-    through smolalign's CPU sampler (its nucleus search ran), and every answer is the one vLLM's own sampler draws."""
-    from vllm.v1.sample.ops.topk_topp_sampler import TopKTopPSampler
-
+    through smolalign's CPU sampler: its nucleus search and its one-number draw ran for every sequence's tokens; the
+    same seed draws the same answers again in a new engine, another seed other answers."""
     import smolalign.generation.vllm_cpu_sampler as sampler
-    import smolalign.generation.vllm_engine as engine
 
     nuclei, nucleus = [], sampler.nucleus
+    draws, inverse_cdf = [], sampler.inverse_cdf
 
-    def counted(logits, top_p):
+    def counted_nucleus(logits, top_p):
         nuclei.append(len(logits))
         return nucleus(logits, top_p)
 
-    monkeypatch.setattr(sampler, "nucleus", counted)
+    def counted_draw(probs, uniforms):
+        draws.append(len(probs))
+        return inverse_cdf(probs, uniforms)
+
+    monkeypatch.setattr(sampler, "nucleus", counted_nucleus)
+    monkeypatch.setattr(sampler, "inverse_cdf", counted_draw)
     data = write_jsonl(tmp_path / "q.jsonl", QUESTIONS * 2)
     common = ("eval", f"m={talker}", "--data", data, "--reward", "math_accuracy", "--template", "chatml",
               "--modes", "no_think", "--temperature", "0.6", "--top-p", "0.95", "--samples", "2",
               "--max-new-tokens", "16", "--backend", "vllm")
-    code, _, err = cli_fd(*common, "--json", tmp_path / "smolalign.json")
-    assert code == 0, err
-    assert nuclei and sum(nuclei) >= 2 * len(QUESTIONS) * 2  # every sequence's first token, at least
-    monkeypatch.setattr(TopKTopPSampler, "forward_cpu", getattr(sampler.forward_cpu, "vllm",
-                                                                TopKTopPSampler.forward_cpu))
-    monkeypatch.setattr(engine, "fast_cpu_sampling", lambda: None)
-    code, _, err = cli_fd(*common, "--json", tmp_path / "vllm.json")
-    assert code == 0, err
-    ours, theirs = samples(tmp_path / "smolalign.samples.jsonl"), samples(tmp_path / "vllm.samples.jsonl")
-    assert ours.keys() == theirs.keys() and len(ours) == 2 * len(QUESTIONS) * 2
-    assert {k: (r["turn"], r["tokens"]) for k, r in ours.items()} == {k: (r["turn"], r["tokens"])
-                                                                       for k, r in theirs.items()}
-    assert len({r["turn"] for r in ours.values()}) > 2  # sampled answers that differ
+    for name, seed in (("first", 0), ("again", 0), ("other", 1)):
+        code, _, err = cli_fd(*common, "--seed", str(seed), "--json", tmp_path / f"{name}.json")
+        assert code == 0, err
+    sequences = 2 * len(QUESTIONS) * 2
+    assert nuclei and sum(nuclei) >= 3 * sequences  # every sequence's first token, at least
+    assert sum(draws) == sum(nuclei)  # each row of each step drawn once, by the draw from one number
+    first, again, other = (samples(tmp_path / f"{name}.samples.jsonl") for name in ("first", "again", "other"))
+    assert first.keys() == again.keys() == other.keys() and len(first) == sequences
+    tokens = {name: {k: r["tokens"] for k, r in run.items()} for name, run in (("first", first), ("again", again),
+                                                                                ("other", other))}
+    assert tokens["first"] == tokens["again"]
+    assert tokens["first"] != tokens["other"]
+    assert len({r["turn"] for r in first.values()}) > 2  # sampled answers that differ
 
 
 ODD_SHARE = """

@@ -209,12 +209,19 @@ MUTATIONS = [
       "TRL's DistillationTrainer as it comes: its forward redirection sets autocast aside, the student trains in "
       "float32"),
     M("vllm_cpu_sampler", "on a CPU, vLLM's engine samples through smolalign's sampler: the top-p nucleus among the "
-      "most likely tokens and no discarded batch-wide noise, the same tokens as vLLM's own sampler",
+      "most likely tokens and each token drawn from one uniform number of its request's generator, reruns repeating",
       "vllm-cpu.md", "smolalign/generation/vllm_engine.py",
       "        fast_cpu_sampling()  # before", "        pass  # before",
       ("tests/integration/test_vllm_generation.py::"
-       "test_sampled_vllm_answers_are_the_ones_vllms_own_sampler_draws",),
-      "engines keep vLLM's sampler: every row's vocabulary sorted for a top-p"),
+       "test_sampled_vllm_answers_come_from_smolaligns_draw_and_repeat",),
+      "engines keep vLLM's sampler: every row's vocabulary sorted for a top-p, an exponential drawn for every word"),
+    M("one_number_draw", "a token drawn from one uniform number is the first whose cumulative probability exceeds it "
+      "(times the row's total); a token of probability 0 never comes out",
+      "vllm-cpu.md", "smolalign/generation/draw.py",
+      "torch.searchsorted(cumulative, targets.unsqueeze(1), right=True)",
+      "torch.searchsorted(cumulative, targets.unsqueeze(1), right=False)",
+      ("tests/unit/test_draw.py::test_the_ends_of_the_unit_interval_pick_the_first_and_last_possible_tokens",),
+      "a uniform number on a boundary takes the token before it, of probability 0 at the start of a row"),
     M("vllm_engine_reuse", "smolalign eval on vLLM evaluates checkpoints of one model in one engine, each model's "
       "weights reloaded in place: each model's answers are the ones an engine of its own gives",
       "verbs/eval.md", "smolalign/generation/vllm_engine.py",
@@ -228,6 +235,13 @@ MUTATIONS = [
       "bf16_generation_copy(accelerator), fast_sampling(\"cuda\"),",
       ("tests/integration/test_transformers_sampler.py::test_a_grpo_run_with_a_top_p_finds_its_rollouts_nucleus",),
       "rollouts keep transformers' sort of every row's vocabulary"),
+    M("transformers_one_number_draw", "on a CPU, transformers' generation draws each sampled token from one uniform "
+      "number of the global generator instead of an exponential for every word",
+      "checkpoints.md#precision", "smolalign/generation/transformers_sampler.py",
+      "TopPLogitsWarper.__call__, torch.multinomial = top_p_call, multinomial_call",
+      "TopPLogitsWarper.__call__, torch.multinomial = top_p_call, saved_draw",
+      ("tests/integration/test_transformers_sampler.py::test_generation_draws_each_token_from_one_uniform_number",),
+      "generation keeps torch.multinomial: 49,152 exponentials a row and token"),
     M("transformers_sampling_generators", "on a CPU, eval and pairs with transformers find a top-p nucleus as "
       "training does, among the most likely tokens",
       "checkpoints.md#precision", "smolalign/pairs/backends.py",
@@ -644,7 +658,8 @@ FIGURES = [
            "GRPO with each prompt run once; Distillation under the run's mixed precision",
            "cpu_scored_positions, cpu_generation_copy, cpu_autocast_eager_attention, grpo_shared_prompts, "
            "distill_mixed_precision above"),
-    Figure("top-p sampling on a CPU 1.26x (transformers) and 1.54x (vLLM), the same answers",
-           "python benchmarks/sampling.py", "Top-p without a sort",
-           "vllm_cpu_sampler, transformers_sampling_training, transformers_sampling_generators above"),
+    Figure("top-p sampling on a CPU 1.65x (transformers) and 2.11x (vLLM), tokens from the same distribution",
+           "python benchmarks/sampling.py", "Top-p without a sort, a draw from one number",
+           "vllm_cpu_sampler, one_number_draw, transformers_sampling_training, transformers_one_number_draw, "
+           "transformers_sampling_generators above"),
 ]
