@@ -6,7 +6,9 @@ turn, then all on (smolalign's default on a CPU with AMX or AVX512-BF16):
 - generation copy (smolalign/stages/generation_copy.py): sampling from a bfloat16 copy of the float32 policy;
 - eager attention (hardware.autocast_attention): the trained model's attention under autocast;
 - shared prompts (smolalign/stages/grpo_trainer.py): each distinct prompt goes through the model once per batch,
-  its answers on its key/value cache.
+  its answers on its key/value cache;
+- prompts read once in generation (smolalign/stages/shared_prefill.py): the rollouts' `generate` runs each distinct
+  prompt once and continues every copy from its cache.
 
 With `--stage distill`, the quickstart's distillation stage (`smolalign rl quickstart/distill`) with TRL's
 DistillationTrainer as it comes (its loss outside autocast, so in float32) against smolalign's, whose loss runs
@@ -34,13 +36,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-ALL_ON = {"scored": True, "copy": True, "eager": True, "shared": True, "autocast_loss": True}
+ALL_ON = {"scored": True, "copy": True, "eager": True, "shared": True, "prefill": True, "autocast_loss": True}
 CONFIGS = {
     "rl": {
-        "baseline": {**ALL_ON, "scored": False, "copy": False, "eager": False, "shared": False},
-        "+ scored positions": {**ALL_ON, "copy": False, "eager": False, "shared": False},
-        "+ generation copy": {**ALL_ON, "eager": False, "shared": False},
-        "+ eager attention": {**ALL_ON, "shared": False},
+        "baseline": {**ALL_ON, "scored": False, "copy": False, "eager": False, "shared": False, "prefill": False},
+        "+ scored positions": {**ALL_ON, "copy": False, "eager": False, "shared": False, "prefill": False},
+        "+ generation copy": {**ALL_ON, "eager": False, "shared": False, "prefill": False},
+        "+ eager attention": {**ALL_ON, "shared": False, "prefill": False},
+        "+ shared prompts": {**ALL_ON, "prefill": False},
         "all (default)": ALL_ON,
     },
     "distill": {
@@ -52,6 +55,7 @@ NEEDS = {"rl": "runs/quickstart/po/model", "distill": "runs/quickstart/rl/model"
 
 CHILD = r'''
 import contextlib, json, sys, time
+import smolalign.stages.generation_copy as generation_copy
 import smolalign.stages.lifecycle as lifecycle
 import smolalign.stages.trainers as trainers
 from transformers.generation.utils import GenerationMixin
@@ -65,17 +69,29 @@ if not config["copy"]:
     lifecycle.bf16_generation_copy = off
 if not config["shared"]:
     trainers.TRAINERS["grpo"] = lambda: GRPOTrainer
+if not config["prefill"]:
+    generation_copy.generate_sharing_prompts = lambda model, *args, **kwargs: type(model).generate(model, *args, **kwargs)
 if not config["autocast_loss"]:
     trainers.TRAINERS["distill"] = lambda: DistillationTrainer
 times = {"generate": [], "step": [], "precision": []}
-generate = GenerationMixin.generate
+depth = [0]
 
-def timed_generate(self, *args, **kwargs):
-    start = time.perf_counter()
-    out = generate(self, *args, **kwargs)
-    times["generate"].append(time.perf_counter() - start)
-    times["precision"].append(str(next(self.parameters()).dtype))
-    return out
+def timed(generate):
+    """A generation entry point, timed once however they nest (the copy's generate calls transformers')."""
+    def timed_generate(self, *args, **kwargs):
+        depth[0] += 1
+        start = time.perf_counter()
+        try:
+            out = generate(self, *args, **kwargs)
+        finally:
+            depth[0] -= 1
+        if depth[0] == 0:
+            times["generate"].append(time.perf_counter() - start)
+            times["precision"].append(str(next(self.parameters()).dtype))
+        return out
+    return timed_generate
+
+generation_copy.generate_sharing_prompts = timed(generation_copy.generate_sharing_prompts)
 
 def timed_step(self, *args, **kwargs):
     start = time.perf_counter()
@@ -85,7 +101,7 @@ def timed_step(self, *args, **kwargs):
 
 trainer = DistillationTrainer if sys.argv[3] == "quickstart/distill" else GRPOTrainer
 step = trainer.training_step
-GenerationMixin.generate, trainer.training_step = timed_generate, timed_step
+GenerationMixin.generate, trainer.training_step = timed(GenerationMixin.generate), timed_step
 from smolalign.cli import main
 try:
     main(sys.argv[2:])

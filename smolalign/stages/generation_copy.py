@@ -11,14 +11,18 @@ one per token), samples the same policy faster (the quickstart's GRPO generation
 (`trl.models.utils.unwrap_model_for_generation`, which each trainer module imports by name). It applies only while
 generating for a float32 model under bf16 mixed precision on a CPU, with the model whole in this process (not
 ZeRO-3, not PEFT); anything else gets TRL's own model. The copy's buffers (rotary frequencies) stay float32, as in a
-model loaded in bfloat16. The copy costs the weights once more in bf16 (270 MB for 135M parameters).
+model loaded in bfloat16. The copy costs the weights once more in bf16 (270 MB for 135M parameters). Its `generate`
+reads each distinct prompt once for the rows that repeat it (smolalign/stages/shared_prefill.py).
 """
 
 import contextlib
 import sys
+import types
 import weakref
 from collections.abc import Iterator
 from copy import deepcopy
+
+from smolalign.stages.shared_prefill import generate_sharing_prompts
 
 _COPIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 """The trained model -> its bf16 copy (made on its first generation, refreshed before each one)."""
@@ -66,6 +70,7 @@ def _bf16_copy(model):
         # eager is the training default under CPU autocast (hardware.autocast_attention); decoding from a KV cache
         # it copies every cached key and value at every token (GRPO's batch: 4.2 of 8.8 s): SDPA decodes
         twin.set_attn_implementation("sdpa")
+    twin.generate = types.MethodType(generate_sharing_prompts, twin)  # GRPO's repeated prompts read once
     return twin.eval()
 
 

@@ -199,6 +199,20 @@ MUTATIONS = [
       "    from trl import GRPOTrainer as SharedPromptGRPOTrainer",
       ("tests/integration/test_grpo_shared_prompts.py::test_a_grpo_run_from_the_cli_shares_its_prompts",),
       "TRL's GRPOTrainer as it comes: every answer's row runs its prompt again"),
+    M("grpo_shared_prefill", "on a CPU with bf16, GRPO's rollouts read each distinct prompt once for the answers "
+      "that repeat it: the same sequences as transformers' generate",
+      "checkpoints.md#precision", "smolalign/stages/generation_copy.py",
+      "    twin.generate = types.MethodType(generate_sharing_prompts, twin)", "    pass",
+      ("tests/integration/test_shared_prefill.py::test_a_grpo_run_reads_each_prompt_once_for_its_rollouts",),
+      "every rollout row runs its prompt again before its first token"),
+    M("shared_prefill_positions", "a prompt read once for its copies keeps the positions generation gives it (left "
+      "padding counted out)",
+      "checkpoints.md#precision", "smolalign/stages/shared_prefill.py",
+      "    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generation computes them",
+      "    positions = torch.arange(width - 1).expand_as(mask)",
+      ("tests/integration/test_shared_prefill.py::test_the_same_sequences_as_transformers_generate[False]",
+       "tests/integration/test_shared_prefill.py::test_the_same_sequences_as_transformers_generate[True]"),
+      "left-padded prompts cached at shifted positions: other answers"),
     M("distill_mixed_precision", "on-policy distillation (method distill) trains the student under the run's mixed "
       "precision: on a CPU with bf16, its loss's forward computes in bf16 over float32 weights",
       "checkpoints.md#precision", "smolalign/stages/trainers.py",
@@ -652,12 +666,12 @@ FIGURES = [
     Figure("the quickstart's tables, stage times and training curves", "make quickstart",
            "Quickstart with distillation under autocast and top-p without a sort",
            "tests/slow/test_quickstart.py (losses fall, chats stop)"),
-    Figure("a quickstart GRPO step on a CPU 4.43x TRL as it comes (shared prompts 1.45x of it); a distillation "
-           "step 1.29x",
+    Figure("a quickstart GRPO step on a CPU 5.71x TRL as it comes (prompts run once in training 1.48x, read once in "
+           "generation 1.27x of it); a distillation step 1.29x",
            "python benchmarks/cpu_training.py [--stage distill]",
-           "GRPO with each prompt run once; Distillation under the run's mixed precision",
+           "GRPO with each prompt read once in generation too; Distillation under the run's mixed precision",
            "cpu_scored_positions, cpu_generation_copy, cpu_autocast_eager_attention, grpo_shared_prompts, "
-           "distill_mixed_precision above"),
+           "grpo_shared_prefill, distill_mixed_precision above"),
     Figure("top-p sampling on a CPU 1.65x (transformers) and 2.11x (vLLM), tokens from the same distribution",
            "python benchmarks/sampling.py", "Top-p without a sort, a draw from one number",
            "vllm_cpu_sampler, one_number_draw, transformers_sampling_training, transformers_one_number_draw, "
