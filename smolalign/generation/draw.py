@@ -22,6 +22,8 @@ def inverse_cdf(probs, uniforms):
     import torch
 
     rows, vocabulary = probs.shape
+    if rows == 0:
+        return torch.empty(0, dtype=torch.long, device=probs.device)
     whole = vocabulary // BLOCK * BLOCK
     sums = probs[:, :whole].reshape(rows, -1, BLOCK).sum(dim=-1, dtype=torch.float64)
     if whole < vocabulary:

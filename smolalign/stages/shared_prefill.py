@@ -9,8 +9,10 @@ against 0.18 s for 4 rows on 2 cores, of a ~3 s generation).
 `DynamicCache` with the positions generation gives them (the attention mask's running count), copies each row's
 entries to the rows that repeat it, and hands that cache to transformers' own `generate`, which continues from it:
 each row's last prompt token, then its answer, sampled by generation's own processors. Where the call asks for
-anything else (beam search, several sequences per row, a static or quantized cache, a cache of its own, embeddings,
-an encoder-decoder or a model without a dynamic cache), or no row repeats, it is transformers' `generate` unchanged.
+anything else (beam search, several sequences per row, a static or quantized cache or chunked prefill, in the config
+passed or in the model's own, a cache of its own, embeddings, an encoder-decoder, or a model whose cache holds more
+than keys and values, such as linear attention or convolution states), or no row repeats, it is transformers'
+`generate` unchanged.
 smolalign/stages/generation_copy.py gives it to the bf16 copy trainers generate with on a CPU.
 """
 
@@ -23,6 +25,7 @@ def generate_sharing_prompts(model, input_ids=None, attention_mask=None, **kwarg
     applies (the module docstring)."""
     import torch
     from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
     generate = type(model).generate
     if not _applies(model, input_ids, attention_mask, kwargs):
@@ -35,6 +38,9 @@ def generate_sharing_prompts(model, input_ids=None, attention_mask=None, **kwarg
     ids, mask = distinct[:, : width - 1], distinct[:, width : 2 * width - 1]
     positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generation computes them
     cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    if any(type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer) for layer in cache.layers):
+        # linear attention or convolution states: copying keys and values to the repeats would not copy those
+        return generate(model, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     with torch.no_grad():
         model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
               logits_to_keep=1)
@@ -43,10 +49,17 @@ def generate_sharing_prompts(model, input_ids=None, attention_mask=None, **kwarg
 
 
 def _applies(model, input_ids, attention_mask, kwargs) -> bool:
-    config = kwargs.get("generation_config") or model.generation_config
+    """The call is one TRL makes (ids, their mask, a config) for a decoder with a dynamic cache, and neither the config
+    passed nor the model's own (generate fills the first's unset fields from the second) asks for more."""
+    configs = [config for config in (kwargs.get("generation_config"), model.generation_config) if config is not None]
     return (input_ids is not None and attention_mask is not None and input_ids.dim() == 2 and input_ids.shape[1] > 1
             and attention_mask.shape == input_ids.shape and set(kwargs) <= ALLOWED_KEYWORDS
             and not model.config.is_encoder_decoder and model._supports_default_dynamic_cache()
-            and getattr(config, "use_cache", True) is not False and config.cache_implementation is None
+            and all(_plain(config) for config in configs))
+
+
+def _plain(config) -> bool:
+    """One sequence a row, no beams, a dynamic cache built by generate in one prefill."""
+    return (getattr(config, "use_cache", True) is not False and config.cache_implementation is None
             and (config.num_beams or 1) == 1 and (config.num_return_sequences or 1) == 1
             and getattr(config, "prefill_chunk_size", None) is None)

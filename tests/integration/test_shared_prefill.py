@@ -80,9 +80,32 @@ def test_rows_that_never_repeat_and_other_calls_go_to_generate_unchanged(model, 
     from transformers import GenerationConfig
 
     for unusual in ({"num_beams": 2}, {"num_return_sequences": 2, "do_sample": True},
-                    {"cache_implementation": "static"}, {"use_cache": False}):
+                    {"cache_implementation": "static"}, {"use_cache": False}, {"prefill_chunk_size": 4}):
         config = GenerationConfig(**unusual)
         assert not shared_prefill._applies(model, ids, mask, {"generation_config": config}), unusual
+        # set on the model's own config (generate fills the passed config's unset fields from it, as online DPO's
+        # cache_implementation): the same
+        own = model.generation_config
+        monkeypatch.setattr(model, "generation_config", GenerationConfig(**{**own.to_dict(), **unusual}))
+        assert not shared_prefill._applies(model, ids, mask, {"generation_config": GenerationConfig()}), unusual
+        monkeypatch.setattr(model, "generation_config", own)
+
+
+def test_a_cache_with_more_than_keys_and_values_goes_to_generate_unchanged():
+    """LFM2's convolution layers keep states a copy of keys and values would not carry to the repeats."""
+    from transformers import GenerationConfig, Lfm2Config, Lfm2ForCausalLM
+
+    torch.manual_seed(0)
+    model = Lfm2ForCausalLM(Lfm2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                       num_attention_heads=2, num_key_value_heads=1, layer_types=["conv", "full_attention"],
+                                       pad_token_id=0)).eval()
+    ids = torch.tensor([[5, 17, 42, 9]] * 4)
+    config = GenerationConfig(do_sample=False, max_new_tokens=4, pad_token_id=0, eos_token_id=None)
+    with torch.no_grad():
+        plain = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
+        shared = shared_prefill.generate_sharing_prompts(model, input_ids=ids, attention_mask=torch.ones_like(ids),
+                                                         generation_config=config)
+    assert torch.equal(plain, shared)
 
 
 def test_a_grpo_run_reads_each_prompt_once_for_its_rollouts(monkeypatch, cli, write_recipe, tiny_dir, tmp_path):

@@ -55,6 +55,11 @@ def test_draws_follow_the_probabilities():
     assert chi_square < 43.8  # 19 degrees of freedom, p = 0.001
 
 
+def test_no_rows_draw_nothing_as_torch_does():
+    assert inverse_cdf(torch.rand(0, 50), torch.rand(0, dtype=torch.float64)).shape == (0,)
+    assert torch.multinomial(torch.rand(0, 50), 1).shape == (0, 1)
+
+
 def test_a_row_without_a_distribution_is_refused_as_torch_does():
     for bad in (torch.zeros(2, 10), torch.full((2, 10), float("nan"))):
         with pytest.raises(ValueError, match="invalid multinomial distribution"):
