@@ -118,6 +118,11 @@ def test_a_grpo_run_reads_each_prompt_once_for_its_rollouts(monkeypatch, cli, wr
         return original(model, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
 
     monkeypatch.setattr(shared_prefill, "generate_sharing_prompts", counting)
+    from transformers import DynamicCache
+
+    copied, select = [], DynamicCache.batch_select_indices
+    monkeypatch.setattr(DynamicCache, "batch_select_indices",
+                        lambda self, indices: copied.append(len(indices)) or select(self, indices))
     import smolalign.stages.generation_copy as generation_copy
 
     monkeypatch.setattr(generation_copy, "generate_sharing_prompts", counting)
@@ -126,3 +131,4 @@ def test_a_grpo_run_reads_each_prompt_once_for_its_rollouts(monkeypatch, cli, wr
     code, _, err = cli("rl", recipe, "-o", tmp_path / "run")
     assert code == 0, err
     assert prefilled and all(rows > distinct and dtype == torch.bfloat16 for rows, distinct, dtype in prefilled)
+    assert copied == [rows for rows, _, _ in prefilled]  # each generation's prompts read once, copied to its rows
