@@ -52,13 +52,12 @@ def _first_above(cumulative, targets, parts):
     return found
 
 
-def seeded_uniforms(rows: int, generators: dict, dtype=None):
-    """(rows,) uniform numbers in [0, 1): a row with a generator of its own ({row: generator}) draws one from it, so
-    its token does not depend on the batch it is in; the others draw from the global generator."""
+def seeded_uniforms(rows: int, generators: dict):
+    """(rows,) float64 uniform numbers in [0, 1): a row with a generator of its own ({row: generator}) draws one from
+    it, so its token does not depend on the batch it is in; the others draw from the global generator."""
     import torch
 
-    dtype = dtype or torch.float64
-    uniforms = torch.rand(rows, dtype=dtype) if len(generators) != rows else torch.empty(rows, dtype=dtype)
+    uniforms = torch.rand(rows, dtype=torch.float64) if len(generators) != rows else torch.empty(rows, dtype=torch.float64)
     for row, generator in generators.items():
-        uniforms[row] = torch.rand((), dtype=dtype, generator=generator)
+        uniforms[row] = torch.rand((), dtype=torch.float64, generator=generator)
     return uniforms

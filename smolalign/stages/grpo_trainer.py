@@ -24,20 +24,20 @@ import torch
 from trl import GRPOTrainer
 from trl.extras.profiling import profiling_decorator
 
+from smolalign.stages.shared_prefill import copyable_cache, distinct_rows
+
 
 def shared_prompt_log_probs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
                             autocast: Callable[[], AbstractContextManager], compute_entropy: bool):
     """(log-probs, entropies or None) of the last `logits_to_keep` tokens of each row, as TRL's fused LM head scores
     them, with rows that share their prompt tokens and mask sharing one pass over it; None where no two rows share a
     prompt or the model's cache is not one this can copy between rows. `autocast` opens the run's mixed precision."""
-    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
-
     split = input_ids.size(1) - logits_to_keep - 1  # the prompt's last token scores the first completion token
     if split < 1:
         return None
-    prompts = torch.cat([input_ids[:, :split], attention_mask[:, :split]], dim=1)
-    distinct, row_prompt = torch.unique(prompts, dim=0, return_inverse=True)
-    if distinct.size(0) == input_ids.size(0):
+    distinct, row_prompt = distinct_rows(input_ids[:, :split], attention_mask[:, :split])
+    cache = copyable_cache(model.config)
+    if distinct.size(0) == input_ids.size(0) or cache is None:
         return None
     # The rows grouped by prompt (stable), so that each prompt's cache is copied to its rows by `expand`, whose
     # backward is a plain sum: indexing the cache by row would sum the rows' gradients with index_put's parallel
@@ -47,11 +47,8 @@ def shared_prompt_log_probs(model, input_ids: torch.Tensor, attention_mask: torc
     first_row = order[torch.tensor([0, *counts[:-1]], device=order.device).cumsum(0)]
     with autocast():
         # logits_to_keep=1: the prompt pass needs the cache, not the vocabulary projection of every position
-        prompt_pass = model(input_ids=input_ids[first_row, :split], attention_mask=attention_mask[first_row, :split],
-                            use_cache=True, logits_to_keep=1)
-    cache = prompt_pass.past_key_values
-    if cache is None or not all(type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) for layer in cache.layers):
-        return None
+        model(input_ids=input_ids[first_row, :split], attention_mask=attention_mask[first_row, :split],
+              past_key_values=cache, use_cache=True, logits_to_keep=1)
     for layer in cache.layers:
         layer.keys, layer.values = (torch.cat([states[u:u + 1].expand(count, *states.shape[1:])
                                                for u, count in enumerate(counts)]) for states in (layer.keys, layer.values))

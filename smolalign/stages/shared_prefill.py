@@ -24,28 +24,39 @@ def generate_sharing_prompts(model, input_ids=None, attention_mask=None, **kwarg
     """`model.generate(input_ids=..., attention_mask=..., **kwargs)`, with each distinct prompt read once where it
     applies (the module docstring)."""
     import torch
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
     generate = type(model).generate
     if not _applies(model, input_ids, attention_mask, kwargs):
         return generate(model, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     width = input_ids.shape[1]
-    distinct, row_of = torch.unique(torch.cat([input_ids, attention_mask.to(input_ids.dtype)], dim=1), dim=0,
-                                    return_inverse=True)
-    if len(distinct) == len(input_ids):
+    distinct, row_of = distinct_rows(input_ids, attention_mask)
+    cache = copyable_cache(model.config)
+    if len(distinct) == len(input_ids) or cache is None:
         return generate(model, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     ids, mask = distinct[:, : width - 1], distinct[:, width : 2 * width - 1]
     positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generation computes them
-    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
-    if any(type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer) for layer in cache.layers):
-        # linear attention or convolution states: copying keys and values to the repeats would not copy those
-        return generate(model, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     with torch.no_grad():
         model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
               logits_to_keep=1)
     cache.batch_select_indices(row_of)
     return generate(model, input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, **kwargs)
+
+
+def distinct_rows(input_ids, attention_mask):
+    """(the distinct rows of ids and mask side by side, each row's index among them): rows that share a prompt."""
+    import torch
+
+    return torch.unique(torch.cat([input_ids, attention_mask.to(input_ids.dtype)], dim=1), dim=0, return_inverse=True)
+
+
+def copyable_cache(config):
+    """An empty `DynamicCache` for the model of `config`, or None where its layers hold more than keys and values
+    (linear attention or convolution states): a prompt's cache is shared between rows by copying keys and values."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    cache = DynamicCache(config=config.get_text_config(decoder=True))
+    return cache if all(type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) for layer in cache.layers) else None
 
 
 def _applies(model, input_ids, attention_mask, kwargs) -> bool:
