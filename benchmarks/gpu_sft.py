@@ -2,12 +2,15 @@
 SmolLM3-3B, the same conversations and the same padding-free BFD packing, one run each, side by side.
 
     python benchmarks/gpu_sft.py [--steps 30] [--max-length 16384] [--words 1500] [--peak-tflops 989]
+                                 [--only smolalign|trl]
 
 smolalign runs its recipe path (flex attention, Liger when installed, gradient checkpointing, bf16); plain TRL runs
 SFTConfig with the same batch, packing and checkpointing and its defaults otherwise. tokens/s = the tokens trained
 between the end of step --warmup and the last step over the wall time between them (both logged each step), so the
 first steps' compilation (flex attention's block mask compiles for minutes) is left out; the whole run's rate, first
-steps included, is printed beside it. MFU =
+steps included, is printed beside it, and so is the time to the first logged step (loading, compilation, one step).
+Each run's result is printed as it ends (`RUN name {json}`), so a lease that ends during the second run keeps the
+first's; `--only` runs one of them. MFU =
 tokens/s × (6 N + 12 L d s̄) / peak, with N parameters, L layers, d hidden size and s̄ the mean document length
 (packed documents do not attend to each other). Without a GPU it says so and exits 0.
 """
@@ -58,6 +61,12 @@ def steady_rate(points: list[dict], warmup: int) -> float | None:
     return (end["num_tokens"] - start["num_tokens"]) / (end["time"] - start["time"])
 
 
+def first_step_seconds(result: dict) -> float:
+    """Seconds from the trainer's start to its first logged step: the run's time less the logged steps' span."""
+    points = result["points"]
+    return result["train_runtime"] - (points[-1]["time"] - points[0]["time"])
+
+
 def smolalign_run(model: Path, data: Path, work: Path, settings: dict) -> dict:
     import importlib.util
 
@@ -95,6 +104,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=5, help="steps left out of the steady-state rate")
     parser.add_argument("--peak-tflops", type=float, default=None)
+    parser.add_argument("--only", choices=("smolalign", "trl"), default=None, help="run only this side")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "smolalign-gpu-bench")
     args = parser.parse_args()
     require_gpu("SFT tokens/s and MFU, smolalign vs plain TRL")
@@ -119,16 +129,24 @@ def main() -> None:
     peak = peak_flops(device, args.peak_tflops)
     print(f"GPU {device}; SmolLM3 random init, {n / 1e9:.2f} B parameters; rows of {args.max_length} tokens, "
           f"documents of {mean_doc:.0f} tokens on average; {args.steps} steps")
-    results = {"plain TRL SFTTrainer": plain_trl_run(model, data, args.work, settings),
-               "smolalign sft": smolalign_run(model, data, args.work, settings)}
-    print(f"| run | tokens/s after step {args.warmup} | MFU | tokens/s, whole run |\n|---|---|---|---|")
+    runs = {"smolalign sft": smolalign_run, "plain TRL SFTTrainer": plain_trl_run}
+    if args.only:
+        runs = {name: run for name, run in runs.items() if args.only in name.lower()}
+    results = {}
+    for name, run in runs.items():
+        results[name] = run(model, data, args.work, settings)
+        print(f"RUN {name} " + json.dumps(results[name]), flush=True)
+    print(f"| run | tokens/s after step {args.warmup} | MFU | tokens/s, whole run | time to step 1 |\n"
+          "|---|---|---|---|---|")
     rates = {}
     for name, result in results.items():
         whole = result["num_tokens"] / result["train_runtime"]
         rates[name] = steady_rate(result["points"], args.warmup) or whole
         mfu = f"{rates[name] * flops_per_token / peak:.1%}" if peak else "(pass --peak-tflops)"
-        print(f"| {name}{' (Liger)' if result.get('liger') else ''} | {rates[name]:,.0f} | {mfu} | {whole:,.0f} |")
-    print(f"ratio smolalign / TRL: {rates['smolalign sft'] / rates['plain TRL SFTTrainer']:.2f}")
+        print(f"| {name}{' (Liger)' if result.get('liger') else ''} | {rates[name]:,.0f} | {mfu} | {whole:,.0f} | "
+              f"{first_step_seconds(result):.0f} s |")
+    if len(rates) == 2:
+        print(f"ratio smolalign / TRL: {rates['smolalign sft'] / rates['plain TRL SFTTrainer']:.2f}")
 
 
 if __name__ == "__main__":
