@@ -91,7 +91,10 @@ def read_config(source, key: str = "model.source"):
 
     try:
         if kind == "gguf":
-            return AutoConfig.from_pretrained(str(location.parent), gguf_file=location.name)
+            from smolalign.models.gguf_read import read_once
+
+            with read_once():
+                return AutoConfig.from_pretrained(str(location.parent), gguf_file=location.name)
         if kind == "hub":
             return AutoConfig.from_pretrained(spec, revision=revision, local_files_only=True)
         return AutoConfig.from_pretrained(str(location))

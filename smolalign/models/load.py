@@ -15,6 +15,7 @@ from pathlib import Path
 from smolalign.checkpoints.convert import convert
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, autocast_attention
+from smolalign.models.gguf_read import read_once
 from smolalign.models.sources import ModelSource, checkpoint_cache_dir, gguf_cache_dir, resolve_model
 from smolalign.recipe.schema import ModelSection
 from smolalign.target import Target
@@ -51,7 +52,7 @@ def local_dir(source: ModelSource) -> str:
 
     gguf = Path(source.location)
     print(f"converting {gguf.name} to a transformers checkpoint in {target} (once)")
-    with _source_errors(source):
+    with _source_errors(source), read_once():
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype="float32")
     # GGUF tokenizers come with WordPiece-style clean-up on, which mangles BPE output ("a ." -> "a.").
@@ -126,8 +127,9 @@ def preflight_tokenizer(section: ModelSection, template_name: str, source: Model
     elif source.kind == "checkpoint" and not _converted(source):
         where = source.tokenizer
     try:
-        tokenizer = AutoTokenizer.from_pretrained(where, revision=source.revision if source.kind == "hub" else None,
-                                                  trust_remote_code=section.trust_remote_code, **kwargs)
+        with read_once():
+            tokenizer = AutoTokenizer.from_pretrained(where, revision=source.revision if source.kind == "hub" else None,
+                                                      trust_remote_code=section.trust_remote_code, **kwargs)
     except (OSError, ValueError) as exc:
         raise SmolalignError(f"model.source {source.label}: {' '.join(str(exc).split()) or type(exc).__name__}") from None
     return _with_template(tokenizer, section, template_name)

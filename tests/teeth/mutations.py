@@ -205,6 +205,21 @@ MUTATIONS = [
       "    twin.generate = types.MethodType(generate_sharing_prompts, twin)", "    pass",
       ("tests/integration/test_shared_prefill.py::test_a_grpo_run_reads_each_prompt_once_for_its_rollouts",),
       "every rollout row runs its prompt again before its first token"),
+    M("gguf_read_once", "transformers' GGUF loaders share one reader per file and one weight-name table per model "
+      "shape: a first run's dry-run read and conversion of a GGUF model parse the file once each, to the same "
+      "metadata and tensor bytes",
+      "verbs/convert.md#gguf-files", "smolalign/models/gguf_read.py",
+      "    gguf.GGUFReader, gguf.get_tensor_name_map = shared_reader, functools.lru_cache(maxsize=None)(name_map)\n",
+      "    pass\n",
+      ("tests/integration/test_gguf_read.py::test_the_shared_reader_reads_what_ggufs_own_reader_reads",
+       "tests/integration/test_gguf_read.py::test_a_first_run_parses_the_bundled_file_once_per_command_step"),
+      "transformers' own loaders: a new reader for every read, six for a first run"),
+    M("gguf_plain_array", "the shared GGUF reader slices a plain array view of the mapped file, not a numpy.memmap",
+      "verbs/convert.md#gguf-files", "smolalign/models/gguf_read.py",
+      "            readers[key] = plain_reader_class(path, mode)",
+      "            readers[key] = reader_class(path, mode)",
+      ("tests/integration/test_gguf_read.py::test_the_shared_reader_reads_what_ggufs_own_reader_reads",),
+      "the shared reader's data is gguf's memmap again"),
     M("shared_prefill_positions", "a prompt read once for its copies keeps the positions generation gives it (left "
       "padding counted out)",
       "checkpoints.md#precision", "smolalign/stages/shared_prefill.py",
