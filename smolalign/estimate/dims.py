@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
+from smolalign.models.gguf_read import read_once
 from smolalign.models.sources import checkpoint_cache_dir, gguf_cache_dir
 
 
@@ -91,8 +92,6 @@ def read_config(source, key: str = "model.source"):
 
     try:
         if kind == "gguf":
-            from smolalign.models.gguf_read import read_once
-
             with read_once():
                 return AutoConfig.from_pretrained(str(location.parent), gguf_file=location.name)
         if kind == "hub":
