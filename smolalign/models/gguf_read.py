@@ -42,6 +42,9 @@ def read_once() -> Iterator[None]:
     """Within the block, transformers' GGUF loaders share one reader per file and one name table per model shape."""
     import gguf
 
+    if getattr(gguf.GGUFReader, "shares_readers", False):  # an enclosing block already shares them
+        yield
+        return
     readers: dict[tuple, object] = {}
     reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     plain_reader_class = _plain_reader_class(reader_class)
@@ -55,6 +58,7 @@ def read_once() -> Iterator[None]:
             readers[key] = plain_reader_class(path, mode)
         return readers[key]
 
+    shared_reader.shares_readers = True
     gguf.GGUFReader, gguf.get_tensor_name_map = shared_reader, functools.lru_cache(maxsize=None)(name_map)
     try:
         yield

@@ -127,7 +127,7 @@ def preflight_tokenizer(section: ModelSection, template_name: str, source: Model
     elif source.kind == "checkpoint" and not _converted(source):
         where = source.tokenizer
     try:
-        with read_once():
+        with read_once() if kwargs.get("gguf_file") else contextlib.nullcontext():  # gguf imported only for GGUF
             tokenizer = AutoTokenizer.from_pretrained(where, revision=source.revision if source.kind == "hub" else None,
                                                       trust_remote_code=section.trust_remote_code, **kwargs)
     except (OSError, ValueError) as exc:

@@ -26,6 +26,8 @@ def test_the_shared_reader_reads_what_ggufs_own_reader_reads(bundled_gguf):
         assert gguf.GGUFReader(bundled_gguf) is shared  # one reader per file while the block is open
         assert type(shared.data) is np.ndarray and type(own.data) is np.memmap  # sliced in C, not in Python
         got = load_gguf_checkpoint(bundled_gguf, return_tensors=False)
+        with read_once():  # a block inside another shares the enclosing one's readers
+            assert gguf.GGUFReader(bundled_gguf) is shared
     assert got == expected  # config, tokenizer (vocabulary, merges, special ids) and tokenizer config
     assert len(expected["tokenizer"]["tokens"]) == 49152
     assert [t.name for t in shared.tensors] == [t.name for t in own.tensors]
