@@ -1,5 +1,5 @@
 """`python -m smolalign ...`, so launchers (accelerate, torchrun) can run the CLI as a module."""
 
-from smolalign.cli import main
+from smolalign.cli import run
 
-main()
+run()
