@@ -5,7 +5,7 @@ online DPO, distillation), and nowhere else (docs/vllm-cpu.md):
   (vllm_engine.engine_options: the generation precision, a KV cache for the sequences TRL runs at once), and keeps
   its linear weights as plain tensors (vLLM's oneDNN and, on AMX in bf16, SGL prepacking, which replace them, are
   off while it loads), so that TRL's per-parameter weight sync can write them, and its model class is inspected in
-  this process (vllm_engine.inspected_here);
+  this process (vllm_inspection.py);
 - server (`vllm_server`): TRL's client syncs weights over NCCL, which needs CUDA (`init_communicator` raises on a
   CPU). `CpuSyncClient` is TRL's `VLLMClient` with the transfer replaced: the weights TRL streams are written to a
   safetensors file the server's machine reads, and the server's workers reload them (vLLM's `reload_weights`, through
@@ -23,7 +23,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from smolalign.generation.vllm_engine import engine_options, inspected_here
+from smolalign.generation.vllm_engine import engine_options
+from smolalign.generation.vllm_inspection import inspected_here
 from smolalign.hardware import Hardware
 
 WEIGHTS_FILE = "model.safetensors"

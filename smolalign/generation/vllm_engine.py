@@ -11,9 +11,7 @@ On a CPU:
   when it preempts a seeded request ("CPU Generator does not use offset"), so nothing may be preempted;
 - an offline engine runs inside this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0` while it is built), which starts
   in seconds instead of spawning an engine process;
-- vLLM's registry inspects a model class in this process too (`inspected_here`): it starts a fresh Python for it,
-  to keep CUDA out of the caller, 11 s on 2 cores the first time a machine (or an emptied VLLM_CACHE_ROOT) meets
-  an architecture; a CPU has no CUDA to keep out, and the engine imports the same module moments later anyway;
+- vLLM's registry inspects a model class in this process too (smolalign/generation/vllm_inspection.py);
 - an engine TRL builds next to its trainer, and TRL's weight sync to a server, need more: smolalign/generation/
   trl_on_cpu.py;
 - its sampler sorts every row's vocabulary for a top-p and races noise across it, drawn twice for seeded requests:
@@ -34,6 +32,7 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.generation.vllm_cpu_sampler import fast_cpu_sampling
+from smolalign.generation.vllm_inspection import inspected_here
 from smolalign.hardware import Hardware
 from smolalign.models.load import local_dir
 from smolalign.preflight.vllm import vllm_import_problem, vllm_install
@@ -243,29 +242,6 @@ def whole_prefills(sequence_tokens: int, sequences: int, longest: int) -> dict:
     batch's prompts outgrew one step. vLLM's CPU platform makes the same choice for the models it cannot chunk."""
     return {"enable_chunked_prefill": False,
             "max_num_batched_tokens": max(longest, sequences * min(sequence_tokens, longest))}
-
-
-@contextlib.contextmanager
-def inspected_here(hardware: Hardware) -> Iterator[None]:
-    """On a CPU, while an engine is built: vLLM's registry inspects a model class (`_ModelInfo.from_model_cls`, the
-    same call) in this process, where it would start a Python of its own (`registry._run_in_subprocess`; its result
-    is cached in VLLM_CACHE_ROOT/modelinfos either way). Nothing changes on a GPU, where that process keeps CUDA
-    uninitialised in this one."""
-    if hardware.on_gpu:
-        yield
-        return
-    from vllm.model_executor.models import registry
-
-    original = registry._run_in_subprocess
-    registry._run_in_subprocess = _run_here
-    try:
-        yield
-    finally:
-        registry._run_in_subprocess = original
-
-
-def _run_here(fn):
-    return fn()
 
 
 @contextlib.contextmanager

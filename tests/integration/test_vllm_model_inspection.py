@@ -26,7 +26,7 @@ def test_the_inspection_here_finds_what_vllms_own_process_finds(tmp_path, monkey
     """The reference: vLLM's registry as it comes, in a process of its own, into another new folder."""
     from vllm.model_executor.models import ModelRegistry, registry
 
-    from smolalign.generation.vllm_engine import inspected_here
+    from smolalign.generation.vllm_inspection import inspected_here
     from smolalign.hardware import Hardware
 
     here, started = empty_inspection_cache

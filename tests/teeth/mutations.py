@@ -261,7 +261,7 @@ MUTATIONS = [
     M("vllm_inspection_here", "on a CPU, an engine's model class is inspected in smolalign's process: vLLM's registry "
       "starts no Python of its own for it (11 s on 2 cores on a machine's first engine of an architecture), and "
       "caches what its own process finds",
-      "vllm-cpu.md", "smolalign/generation/vllm_engine.py",
+      "vllm-cpu.md", "smolalign/generation/vllm_inspection.py",
       "    registry._run_in_subprocess = _run_here\n", "    pass\n",
       ("tests/integration/test_vllm_model_inspection.py::test_a_cpu_engine_inspects_its_model_class_here",
        "tests/integration/test_vllm_model_inspection.py::test_the_inspection_here_finds_what_vllms_own_process_finds"),
