@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> None:
 def run() -> None:
     """The `smolalign` program (its console script, `python -m smolalign`): `main`, then what is garbage collected
     and the rest frozen, so the interpreter's last collection has nothing to walk. As it exits, Python clears every
-    module and collects the cycles that leaves, walking all of torch's, transformers' and vLLM's objects: 2.5 s after
-    a training command on 2 cores, 0.6 s collected and frozen here (benchmarks/cli_exit.py). The collection comes
+    module and collects the cycles that leaves, walking all of torch's, transformers' and vLLM's objects: 2.2 s after
+    a training command on 2 cores, 0.9 s collected and frozen here (benchmarks/cli_exit.py). The collection comes
     first because objects already dropped must still be destroyed in order: a launched rank's closed process group,
     left to the end of the process with its threads, aborted it ("terminate called without an active exception").
     Nothing smolalign writes waits for the last collection (Python does not promise it anyway): files are closed,
