@@ -5,7 +5,7 @@ same run.
     python benchmarks/cli_exit.py [--repeats 2] [-- COMMAND ARGS...]
 
 The default command is a chat with the bundled SmolLM2-135M-Instruct (converted once into smolalign's cache);
-`-- rl quickstart/rl --set train.max_steps=1 -o /tmp/exit-bench --overwrite` times a training command (needs
+`-- rl quickstart/rl --set train.max_steps=1 -o runs/exit-bench --overwrite` times a training command (needs
 runs/quickstart/po/model). Each measurement is a fresh process; the clock runs from the last line the command
 writes to the process's end. Modes alternate so a machine that slows down mid-run hurts both; the medians are
 printed with their ratio.
