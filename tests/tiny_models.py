@@ -125,7 +125,12 @@ def sft_tiny(source: Path, folder: Path, conversations: list[dict], steps: int, 
              max_length: int = 128) -> Path:
     """`smolalign sft` of a tiny model on `conversations` (rows with messages), at a rate that makes it learn them
     in a few dozen steps, with the chatml template unless `template` says otherwise; returns the saved model's
-    directory."""
+    directory.
+
+    It trains in float32 on every CPU: this is a test's setup, not the training under test, and on these 64-wide
+    models bf16 autocast is the slower precision (oneDNN builds its bf16 kernels for each new packed length, and
+    the casts cost more than the tiny matrix products save): 100 steps took 8.3 s under autocast and 4.5 s in
+    float32 on the 2-core AMX Xeon (docs/tests.md)."""
     import yaml
 
     from smolalign.cli import main
@@ -133,7 +138,7 @@ def sft_tiny(source: Path, folder: Path, conversations: list[dict], steps: int, 
     data = write_jsonl(folder / "sft.jsonl", conversations)
     recipe = folder / "sft.yaml"
     recipe.write_text(yaml.safe_dump({
-        "model": {"source": str(source)}, "template": template or {"name": "chatml"},
+        "model": {"source": str(source), "dtype": "float32"}, "template": template or {"name": "chatml"},
         "data": {"sources": [{"path": str(data)}]},
         "train": {"max_length": max_length, "packing": "bfd", "per_device_train_batch_size": 8, "max_steps": steps,
                   "learning_rate": 1e-2, "logging_steps": 10, "save_strategy": "no", "gradient_checkpointing": False}}))
