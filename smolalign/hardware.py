@@ -122,13 +122,16 @@ def cpu_autocast(requested: str, hardware: Hardware) -> bool:
     return not hardware.on_gpu and hardware.bf16 and requested == "auto"
 
 
+CPU_AUTOCAST_ATTENTION = "smolalign_cpu_autocast"
+"""The attention implementation smolalign registers with transformers (smolalign/models/cpu_attention.py)."""
+
+
 def autocast_attention(requested: str, hardware: Hardware, weights: str) -> str | None:
-    """The attention implementation for a model loaded with `weights` dtype when the recipe names none: eager for
-    float32 weights that compute under bf16 autocast on a CPU (`cpu_autocast`), where torch's CPU SDPA kernels in
-    bf16 are slow in the backward pass and slower still with a padding mask (the quickstart's GRPO step trains in
-    8.8 s with SDPA, 6.0 s eager, benchmarks/cpu_training.py; a packed 512-token row: 1.62 s and 1.59 s);
-    None (transformers' default, SDPA) everywhere else."""
-    return "eager" if weights == "float32" and cpu_autocast(requested, hardware) else None
+    """The attention implementation for a model loaded with `weights` dtype when the recipe names none: for float32
+    weights that compute under bf16 autocast on a CPU (`cpu_autocast`), smolalign's, which takes eager attention
+    for short sequences and SDPA for long ones (smolalign/models/cpu_attention.py has the measurements); None
+    (transformers' default, SDPA) everywhere else."""
+    return CPU_AUTOCAST_ATTENTION if weights == "float32" and cpu_autocast(requested, hardware) else None
 
 
 def precision_flags(requested: str, hardware: Hardware) -> dict:

@@ -15,6 +15,7 @@ from pathlib import Path
 from smolalign.checkpoints.convert import convert
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, autocast_attention
+from smolalign.models import cpu_attention
 from smolalign.models.gguf_read import read_once
 from smolalign.models.sources import ModelSource, checkpoint_cache_dir, gguf_cache_dir, resolve_model
 from smolalign.recipe.schema import ModelSection
@@ -176,6 +177,8 @@ def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer,
     source = source or resolve_model(section)
     kwargs: dict = {"dtype": getattr(torch, dtype), "trust_remote_code": section.trust_remote_code}
     attention = section.attn_implementation or autocast_attention(section.dtype, hardware, dtype)
+    if attention == cpu_attention.NAME:
+        cpu_attention.register()
     if attention:
         kwargs["attn_implementation"] = attention
     if source.revision:

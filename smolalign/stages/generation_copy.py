@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Iterator
 from copy import deepcopy
 
+from smolalign.hardware import CPU_AUTOCAST_ATTENTION
 from smolalign.stages.shared_prefill import generate_sharing_prompts
 
 _COPIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -66,9 +67,10 @@ def _bf16_copy(model):
         # torch 2.13's CPU matmul does not fold the non-contiguous last-position slice `generate` passes the LM head
         # and takes 2.6 s instead of 8 ms per token (32 x 576 hidden states, 49,152 x 576 weight)
         parameter.data = parameter.data.to(torch.bfloat16)
-    if twin.config._attn_implementation == "eager":
-        # eager is the training default under CPU autocast (hardware.autocast_attention); decoding from a KV cache
-        # it copies every cached key and value at every token (GRPO's batch: 4.2 of 8.8 s): SDPA decodes
+    if twin.config._attn_implementation in ("eager", CPU_AUTOCAST_ATTENTION):
+        # eager is the training default under CPU autocast for short sequences (hardware.autocast_attention);
+        # decoding from a KV cache it copies every cached key and value at every token (GRPO's batch: 4.2 of 8.8 s):
+        # SDPA decodes
         twin.set_attn_implementation("sdpa")
     twin.generate = types.MethodType(generate_sharing_prompts, twin)  # GRPO's repeated prompts read once
     return twin.eval()

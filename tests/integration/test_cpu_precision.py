@@ -12,7 +12,7 @@ from paths import REPO
 from safetensors import safe_open
 from tiny_models import chat_rows, write_jsonl
 
-from smolalign.hardware import CPU_BF16_VARIABLE
+from smolalign.hardware import CPU_AUTOCAST_ATTENTION, CPU_BF16_VARIABLE
 
 
 @pytest.fixture
@@ -64,8 +64,8 @@ def test_sft_computes_in_the_precision_the_cpu_decides_and_saves_float32(
     assert code == 0, err
     assert forward_dtypes["weights"] == {torch.float32}  # master weights: AdamW's small updates are not rounded away
     assert forward_dtypes["outputs"] == {computes}
-    # Under CPU autocast eager attention (torch's bf16 SDPA backward is slow there); transformers' default otherwise.
-    assert forward_dtypes["attention"] == {"eager" if computes == torch.bfloat16 else "sdpa"}
+    # Under CPU autocast smolalign's attention (eager for short sequences, SDPA for long); transformers' default otherwise.
+    assert forward_dtypes["attention"] == {CPU_AUTOCAST_ATTENTION if computes == torch.bfloat16 else "sdpa"}
     assert saved_dtypes(tmp_path / "run" / "model") == {"F32"}
     losses = [json.loads(line)["loss"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
               if "loss" in json.loads(line)]

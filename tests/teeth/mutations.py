@@ -180,13 +180,27 @@ MUTATIONS = [
       "smolalign/stages/lifecycle.py", "bf16_generation_copy(accelerator),", "bf16_generation_copy(\"cuda\"),",
       ("tests/integration/test_generation_copy.py::test_a_grpo_run_samples_in_bf16_and_trains_float32_weights",),
       "runs never install the copy: GRPO generates with the float32 weights under autocast"),
-    M("cpu_autocast_eager_attention", "on a CPU with bf16, models trained under autocast use eager attention unless "
-      "the recipe names one", "checkpoints.md#precision", "smolalign/hardware.py",
-      '    return "eager" if weights == "float32" and cpu_autocast(requested, hardware) else None',
+    M("cpu_autocast_eager_attention", "on a CPU with bf16, models trained under autocast use smolalign's attention "
+      "(eager for short sequences) unless the recipe names one", "checkpoints.md#precision", "smolalign/hardware.py",
+      "    return CPU_AUTOCAST_ATTENTION if weights == \"float32\" and cpu_autocast(requested, hardware) else None",
       "    return None",
       ("tests/integration/test_cpu_precision.py::"
        "test_sft_computes_in_the_precision_the_cpu_decides_and_saves_float32[1-auto-computes0]",),
       "training keeps transformers' default, SDPA"),
+    M("cpu_attention_sdpa_when_long", "under CPU autocast, attention over more than 512 keys runs SDPA, with the "
+      "mask packing and padding need", "checkpoints.md#precision", "smolalign/models/cpu_attention.py",
+      "    if eager is None or key.shape[-2] > LONGEST_EAGER_KEYS:", "    if eager is None:",
+      ("tests/integration/test_cpu_attention.py::"
+       "test_a_padded_batch_gets_the_logits_of_the_implementation_for_its_length[513-sdpa]",
+       "tests/integration/test_cpu_attention.py::"
+       "test_packed_documents_longer_than_the_eager_limit_keep_their_own_logits"),
+      "every length runs eager attention"),
+    M("cpu_attention_eager_when_short", "under CPU autocast, attention over at most 512 keys runs eager",
+      "checkpoints.md#precision", "smolalign/models/cpu_attention.py",
+      "    if eager is None or key.shape[-2] > LONGEST_EAGER_KEYS:", "    if True:",
+      ("tests/integration/test_cpu_attention.py::"
+       "test_a_padded_batch_gets_the_logits_of_the_implementation_for_its_length[512-eager]",),
+      "every length runs SDPA"),
     M("cpu_scored_positions", "on a CPU, TRL's fused LM head projects only the positions it scores",
       "checkpoints.md#precision", "smolalign/stages/lifecycle.py", "with (scored_positions_only(accelerator),",
       "with (scored_positions_only(\"cuda\"),",
@@ -725,6 +739,9 @@ FIGURES = [
     Figure("a command's exit after its work 2.54x faster (2.24 -> 0.88 s after a GRPO step of the quickstart)",
            "python benchmarks/cli_exit.py", "A command's exit: the last garbage collection left nothing to walk",
            "program_exit_frozen above"),
+    Figure("attention under CPU autocast 1.97x eager at 1,024 tokens and 2.13x at 1,536 (SDPA above 512 keys)",
+           "python benchmarks/cpu_attention.py", "Attention under CPU autocast by length",
+           "cpu_attention_sdpa_when_long, cpu_attention_eager_when_short above"),
     Figure("SFT on one H200: 19,010 tokens/s, 39.5% MFU, 3.07x plain TRL's tokens/s after a 247 s first step",
            "python benchmarks/gpu_sft.py", "SFT on one NVIDIA H200: `smolalign sft` against plain TRL",
            "tests/gpu/test_cuda_sft.py (SFT with sdpa and flex attention on CUDA, bf16 weights on disk)"),

@@ -88,10 +88,11 @@ def test_the_plan_says_which_precision_each_part_uses_and_why():
     assert precision_description("auto", BF16_GPU) == "bfloat16 (bf16 on GPU)"
 
 
-def test_eager_attention_only_for_float32_weights_under_cpu_autocast():
-    from smolalign.hardware import autocast_attention
+def test_smolaligns_attention_only_for_float32_weights_under_cpu_autocast():
+    from smolalign.hardware import CPU_AUTOCAST_ATTENTION, autocast_attention
 
-    assert autocast_attention("auto", BF16_CPU, "float32") == "eager"  # training: float32 weights, bf16 autocast
+    # training: float32 weights, bf16 autocast (eager for short sequences, SDPA for long: test_cpu_attention.py)
+    assert autocast_attention("auto", BF16_CPU, "float32") == CPU_AUTOCAST_ATTENTION
     assert autocast_attention("auto", BF16_CPU, "bfloat16") is None  # generation loads bfloat16 weights
     assert autocast_attention("float32", BF16_CPU, "float32") is None
     assert autocast_attention("auto", PLAIN_CPU, "float32") is None
