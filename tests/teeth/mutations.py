@@ -742,6 +742,10 @@ FIGURES = [
     Figure("attention under CPU autocast 1.97x eager at 1,024 tokens and 2.13x at 1,536 (SDPA above 512 keys)",
            "python benchmarks/cpu_attention.py", "Attention under CPU autocast by length",
            "cpu_attention_sdpa_when_long, cpu_attention_eager_when_short above"),
+    Figure("the tests that generate or train: training + generation 1.12x float32's time in the CPU's precision "
+           "(1.32x before), level (1.01x) where they dominate a test", "python benchmarks/suite_phases.py",
+           "The generating and training tests, float32 against the CPU's precision",
+           "tests/tiny_models.py::sft_tiny (the setup in float32), cpu_attention_sdpa_when_long above"),
     Figure("SFT on one H200: 19,010 tokens/s, 39.5% MFU, 3.07x plain TRL's tokens/s after a 247 s first step",
            "python benchmarks/gpu_sft.py", "SFT on one NVIDIA H200: `smolalign sft` against plain TRL",
            "tests/gpu/test_cuda_sft.py (SFT with sdpa and flex attention on CUDA, bf16 weights on disk)"),
