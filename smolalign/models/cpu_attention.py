@@ -3,11 +3,11 @@ the faster of transformers' two CPU implementations for its length. Up to `LONGE
 eager attention (torch's CPU SDPA kernels in bf16 are slow in the backward pass, slower still with a padding mask:
 a quickstart GRPO step of 32 rows of 105 tokens trains in 6.0 s eager against 8.8 s with SDPA); above it SDPA, whose
 memory and time grow more slowly with the length (the bundled 135M model, forward and backward of two padded rows
-under autocast: 512 tokens level, 1,024 tokens 1.8x and 1,536 tokens 2.2x faster with SDPA;
+under autocast: level at 256 and 512 tokens, SDPA 1.6x faster at 1,024 and 2.4x at 1,536;
 benchmarks/cpu_attention.py).
 
 Both take the eager mask (additive, in the computing dtype), which SDPA reads as it reads a boolean one; packed
-documents keep their block-diagonal mask (tests/integration/test_packed_attention.py). The name is registered with
+documents keep their block-diagonal mask (tests/integration/test_cpu_attention.py). The name is registered with
 transformers when a model is loaded with it; it is not saved in the model's config.
 """
 
