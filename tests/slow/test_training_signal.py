@@ -18,12 +18,13 @@ HEAD = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 """ChatML (chat_templates/chatml.jinja), the template these runs train with."""
 
 TARGET_SHARE = '''
-TARGET = {target}
+TARGETS = set({targets})
 
 
 def target_share(completions, completion_ids, **kw):
-    """The share of completion tokens that are one target token: a reward a tiny model can reach."""
-    return [sum(i == TARGET for i in ids) / max(len(ids), 1) for ids in completion_ids]
+    """The share of completion tokens that are digits: a reward a tiny model can reach, dense enough that most of
+    GRPO's groups differ from the start (one token, ~1/512 of a random model's, left the outcome to a few samples)."""
+    return [sum(i in TARGETS for i in ids) / max(len(ids), 1) for ids in completion_ids]
 '''
 
 
@@ -55,7 +56,9 @@ def recipe_file(write_recipe):
 def test_grpo_raises_its_training_reward(cli, recipe_file, tiny_dir, tiny_tokenizer, tmp_path):
     data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(32)])
     rewards = tmp_path / "share.py"
-    rewards.write_text(TARGET_SHARE.format(target=tiny_tokenizer.convert_tokens_to_ids("Ġplus")))
+    digits = sorted(tiny_tokenizer.convert_tokens_to_ids(list("0123456789")))
+    assert tiny_tokenizer.unk_token_id not in digits and None not in digits  # ten tokens of the tiny vocabulary
+    rewards.write_text(TARGET_SHARE.format(targets=digits))
     recipe = recipe_file({
         "model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "grpo",
         "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": f"{rewards}:target_share"}],
