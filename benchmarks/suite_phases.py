@@ -103,9 +103,8 @@ def run_config(name: str, files: list[str], processes: int, out: Path) -> dict[s
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH")]))}
     if not CONFIGS[name]:
         env.pop("SMOLALIGN_CPU_BF16", None)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "suite_phases", *files]
-    if processes > 1:
-        command[3:3] = ["-n", str(processes), "--dist", "loadfile"]
+    parallel = ["-n", str(processes), "--dist", "loadfile"] if processes > 1 else []
+    command = [sys.executable, "-m", "pytest", *parallel, "-q", "-p", "suite_phases", *files]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{name}: pytest exited {done.returncode}\n{done.stdout[-3000:]}")
