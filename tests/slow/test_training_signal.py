@@ -56,9 +56,9 @@ def recipe_file(write_recipe):
 def test_grpo_raises_its_training_reward(cli, recipe_file, tiny_dir, tiny_tokenizer, tmp_path):
     data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(32)])
     rewards = tmp_path / "share.py"
-    digits = sorted(tiny_tokenizer.convert_tokens_to_ids(list("0123456789")))
-    assert tiny_tokenizer.unk_token_id not in digits and None not in digits  # ten tokens of the tiny vocabulary
-    rewards.write_text(TARGET_SHARE.format(targets=digits))
+    digits = tiny_tokenizer.convert_tokens_to_ids(list("0123456789"))
+    assert None not in digits and tiny_tokenizer.unk_token_id not in digits  # ten tokens of the tiny vocabulary
+    rewards.write_text(TARGET_SHARE.format(targets=sorted(digits)))
     recipe = recipe_file({
         "model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "grpo",
         "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": f"{rewards}:target_share"}],
