@@ -170,7 +170,11 @@ def cluster(tmp_path, monkeypatch):
 
 
 def run_script(script: Path, fake: Path, nodes: str, background: bool = False, **env):
-    environment = {"PATH": "/usr/bin:/bin", "FAKE_DIR": str(fake), "FAKE_NODES": nodes, "SLURM_JOB_ID": "4242",
+    """The job script run as a node would; TMPDIR (where a node's `python -m smolalign.accelerate_config` writes the
+    configs its launch reads, and leaves them) inside the test's folder."""
+    (fake / "tmp").mkdir(exist_ok=True)
+    environment = {"PATH": "/usr/bin:/bin", "TMPDIR": str(fake / "tmp"), "FAKE_DIR": str(fake), "FAKE_NODES": nodes,
+                   "SLURM_JOB_ID": "4242",
                    "SLURM_JOB_NAME": "test", "SLURM_JOB_NODELIST": "node[1-9]", "SLURM_CPUS_ON_NODE": "32", **env}
     if background:
         return subprocess.Popen(["bash", str(script)], env=environment, stdout=subprocess.PIPE,
