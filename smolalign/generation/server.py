@@ -9,7 +9,10 @@ generation.gpu_partition, handed to the server and to the training processes in 
 shares the machine, with a KV cache sized for the work. Health is vLLM's `/health` answering 200, as TRL's client
 probes it (a redirect is not an answer), and the server must then name the model smolalign gave it
 (`--served-model-name`, unique per start): a server smolalign did not start, on the same port, is never used. The
-port must be free before it starts. The server dies with the process that started it, its whole process group with it (vLLM's engine core and workers are child processes that
+port must be free before it starts. Its output goes to a temporary file (named in every message about the server)
+that is kept in the run directory as `vllm-server.log` once the server stops, appended to on a resumed run; a run
+that ends before its directory is made (a server that never starts, a model that fails to load) leaves it where the
+message named it. The server dies with the process that started it, its whole process group with it (vLLM's engine core and workers are child processes that
 watch no parent of their own): stopped at the end whatever happens (SIGTERM to the run included), and, when that
 process ends without running its `finally` blocks (SIGKILL, the watchdog's `os._exit`), killed by a reaper process
 that waits on a pipe only the starting process holds open (the kernel closes it however that process dies).
@@ -19,6 +22,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,6 +43,7 @@ from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
 
 HEALTH = "/health"
+SERVER_LOG = "vllm-server.log"
 
 
 class ServerHandle:
@@ -112,10 +117,11 @@ def serves(base_url: str, served_name: str, timeout: float = 5.0) -> bool:
 
 
 @contextlib.contextmanager
-def served_generation(run: Run, state, dtype: str = "auto", gpus: GpuPartition | None = None
-                      ) -> Iterator[ServerHandle | None]:
+def served_generation(run: Run, state, dtype: str = "auto", gpus: GpuPartition | None = None,
+                      run_dir: Path | None = None) -> Iterator[ServerHandle | None]:
     """Yields the server handle (None unless the backend is vllm_server); a started server runs on `gpus`' server
-    devices (gpu_partition.partition_of_this_process) and is always stopped."""
+    devices (gpu_partition.partition_of_this_process), is always stopped, and its log is then kept in `run_dir`
+    (when that exists by then)."""
     generation = run.recipe.generation
     if generation is None or generation.backend != "vllm_server":
         yield None
@@ -137,6 +143,20 @@ def served_generation(run: Run, state, dtype: str = "auto", gpus: GpuPartition |
             yield handle
     finally:
         stop_server(handle)
+        if run_dir is not None:
+            keep_log(handle.log, run_dir)
+
+
+def keep_log(log: Path, run_dir: Path) -> None:
+    """Append the stopped server's temporary log to `run_dir`/vllm-server.log and remove it; where the run directory
+    was never made, the log stays where the run's messages named it."""
+    if not run_dir.is_dir() or not log.is_file():
+        return
+    kept = run_dir / SERVER_LOG
+    with log.open("rb") as source, kept.open("ab") as target:
+        shutil.copyfileobj(source, target)
+    log.unlink()
+    print(f"the vLLM server's log: {kept}")
 
 
 @contextlib.contextmanager
@@ -169,6 +189,8 @@ def start_server(run: Run, dtype: str, gpus: GpuPartition | None) -> ServerHandl
     where = f"GPU(s) {env.get('CUDA_VISIBLE_DEVICES', 'all')}" if hardware.on_gpu else "this CPU"
     print(f"starting the vLLM server on {where}: {' '.join(command)} (log {log})")
     with log.open("w") as out:
+        out.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} started by smolalign: {' '.join(command)}\n")
+        out.flush()
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                    preexec_fn=die_with_parent)
     try:

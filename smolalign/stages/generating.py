@@ -40,7 +40,8 @@ def generating(run: Run, opened) -> Iterator[Generation]:
     `opened` (`stages.lifecycle.OpenRun`). The config is built inside: the server's address is one of its fields."""
     stall = stall_timeout(run.recipe.generation)
     dtype = generation_dtype(run.recipe.model.dtype, run.hardware)
-    with served_generation(run, opened.state, dtype, opened.gpus) as server, stall_watchdog(stall, server) as watchdog:
+    with (served_generation(run, opened.state, dtype, opened.gpus, run_dir=opened.run_dir) as server,
+          stall_watchdog(stall, server) as watchdog):
         yield Generation(server.base_url if server else None, watchdog)
 
 

@@ -12,6 +12,7 @@ would compute in bf16 (differences of ~2e-3 per token)."""
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -131,6 +132,10 @@ def test_grpo_in_server_mode_syncs_its_weights_into_the_server(cli_fd, write_rec
     assert code == 0, err[-3000:]
     assert "starting the vLLM server on this CPU" in out
     assert len([m for m in read_metrics(tmp_path / "run") if "loss" in m]) == 3
+    # The server's own output is kept with the run once it stops, and its temporary file is gone.
+    log = (tmp_path / "run" / "vllm-server.log").read_text()
+    assert log.startswith("=== ") and str(vllm_tiny_dir) in log and "Application startup complete" in log, log[-2000:]
+    assert not Path(re.search(r"\(log (\S+)\)", out).group(1)).exists()
     assert len(server_syncs) >= 2 and [count for _, _, count in server_syncs] == list(range(1, len(server_syncs) + 1))
     for served, trained, _ in server_syncs:
         assert (served - trained).abs().max().item() <= TOLERANCE

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -145,11 +146,28 @@ def test_a_server_that_never_becomes_healthy_is_stopped_and_named(standin, recip
     assert recorded(standin)[-1] == {"stopped": True}
 
 
-def test_a_server_that_crashes_at_start_is_reported_with_its_log(standin, recipe_for):
+def test_a_server_that_crashes_at_start_is_reported_with_its_log(standin, recipe_for, tmp_path):
+    """...and the log stays where the message names it: the run directory is not made for it."""
     with pytest.raises(SmolalignError, match="did not start") as info:
-        with served_generation(recipe_for("crash"), MAIN, "float32"):
+        with served_generation(recipe_for("crash"), MAIN, "float32", run_dir=tmp_path / "run"):
             pass
     assert "exit code 1" in str(info.value) and "no kernel image is available" in str(info.value)
+    named = Path(re.search(r"last lines of (\S+):", str(info.value)).group(1))
+    assert "no kernel image is available" in named.read_text() and not (tmp_path / "run").exists()
+    named.unlink()
+
+
+def test_the_servers_log_is_kept_in_the_run_directory_after_the_earlier_starts(standin, recipe_for, tmp_path):
+    """A resumed run's directory holds the log of the start before: this start's is appended, its own file gone."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "vllm-server.log").write_text("the first start's lines\n")
+    with served_generation(recipe_for(), MAIN, "float32", run_dir=run_dir) as server:
+        temporary = server.log
+        assert temporary.parent != run_dir
+    kept = (run_dir / "vllm-server.log").read_text()
+    assert kept.startswith("the first start's lines\n=== ") and "INFO: serving" in kept, kept
+    assert not temporary.exists()
 
 
 def test_a_server_that_dies_mid_run_fails_the_run(standin, recipe_for):
