@@ -5,7 +5,7 @@ and the rl memory estimate use it (`smolalign po recipes/quickstart/po_graded.ya
 from rewards.reward_model import PREFIX, is_reward_model
 from smolalign.estimate.dims import ModelDims
 from smolalign.estimate.memory import DTYPE_BYTES
-from smolalign.hardware import Hardware, generation_dtype
+from smolalign.hardware import Hardware
 from smolalign.models.size import parameter_count
 
 
@@ -15,13 +15,14 @@ def kv_cache_bytes(dims: ModelDims, sequences: int, tokens: int, dtype: str) -> 
 
 
 def reward_model_bytes(name: str, params: dict, hardware: Hardware) -> int | None:
-    """Weights of a `model:PATH` reward in the dtype it will load in (its `dtype` param, auto: bfloat16 on a GPU);
-    None when its size cannot be read without loading (a hub id)."""
+    """Weights of a `model:PATH` reward in the dtype it will load in (its `dtype` param as rewards/reward_model.py
+    reads it, auto: bfloat16 on a GPU, float32 on a CPU); None when its size cannot be read without loading (a hub
+    id)."""
     count = parameter_count(name[len(PREFIX):])
     if count is None:
         return None
     requested = params.get("dtype", "auto")
-    dtype = "bfloat16" if requested == "auto" and hardware.on_gpu else generation_dtype(requested, hardware)
+    dtype = ("bfloat16" if hardware.on_gpu else "float32") if requested == "auto" else requested
     return count * DTYPE_BYTES.get(dtype, 4)
 
 

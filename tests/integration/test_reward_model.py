@@ -97,6 +97,9 @@ def test_the_plan_counts_a_reward_model_in_memory(reward_model_dir):
     name = f"model:{reward_model_dir}"
     assert reward_model_parts([RewardSection(name), RewardSection("math_accuracy")], cpu) == {
         f"reward model {name}": count * 4}
+    # a CPU with bf16 too: the reward model loads float32 on every CPU (rewards/reward_model.py), as counted
+    bf16_cpu = Hardware("cpu", 0, "", True, 1, 2)
+    assert reward_model_parts([RewardSection(name)], bf16_cpu) == {f"reward model {name}": count * 4}
     assert reward_model_parts([RewardSection(name, params={"dtype": "bfloat16"})],
                               Hardware("cuda", 1, "H100", True, 1, 2)) == {f"reward model {name}": count * 2}
 
