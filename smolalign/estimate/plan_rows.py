@@ -5,13 +5,14 @@ from dataclasses import replace
 
 from smolalign.errors import SmolalignError
 from smolalign.estimate.calibrate import calibrate
-from smolalign.estimate.dims import ModelDims, read_config, read_dims
+from smolalign.estimate.dims import ModelDims, read_dims
 from smolalign.estimate.inference import reward_model_parts
 from smolalign.estimate.memory import DTYPE_BYTES, MemoryEstimate, Setup, estimate_memory
 from smolalign.estimate.settings import setup_for, target_device, workload
 from smolalign.estimate.time import DEFAULT_UTILIZATION, describe_seconds, step_time
 from smolalign.gpus import Gpu
 from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.models.config import read_config
 from smolalign.models.size import source_parameter_count
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.resolve import Run

@@ -98,8 +98,9 @@ def test_slurm_plan_sizes_the_job_not_the_login_node(cli, recipe, tmp_path):
 
 def test_calibration_times_real_steps_on_this_machine(recipe, tiny_dir):
     from smolalign.estimate.calibrate import calibrate
-    from smolalign.estimate.dims import read_config, read_dims
+    from smolalign.estimate.dims import read_dims
     from smolalign.estimate.memory import Setup
+    from smolalign.models.config import read_config
     from smolalign.models.sources import resolve_source
 
     source = resolve_source(str(tiny_dir))

@@ -1,0 +1,38 @@
+"""A model's transformers config read without its weights and without a download: what the plan's estimates and
+each model's precision on a CPU are decided from."""
+
+from pathlib import Path
+
+from smolalign.errors import SmolalignError
+from smolalign.models.gguf_read import read_once
+from smolalign.models.sources import checkpoint_cache_dir, gguf_cache_dir
+
+
+def read_config(source, key: str = "model.source"):
+    """The transformers config of a resolved model source (`models.sources.ModelSource`), without weights; None when
+    it cannot be had without a download or a conversion (a hub id not in the local cache, an unconverted
+    pretraining checkpoint). A config that is there but unreadable is a SmolalignError naming `key`."""
+    spec, revision = source.location, source.revision
+    kind, location = source.kind, Path(source.location)
+    if kind == "checkpoint":
+        location = checkpoint_cache_dir(source)
+        kind = "dir" if location.is_dir() else "unconverted"
+    elif kind == "gguf" and gguf_cache_dir(source).is_dir():
+        location, kind = gguf_cache_dir(source), "dir"
+    if kind == "unconverted":
+        return None
+    from transformers import AutoConfig
+
+    try:
+        if kind == "gguf":
+            with read_once():
+                return AutoConfig.from_pretrained(str(location.parent), gguf_file=location.name)
+        if kind == "hub":
+            return AutoConfig.from_pretrained(spec, revision=revision, local_files_only=True)
+        return AutoConfig.from_pretrained(str(location))
+    except OSError as exc:
+        if kind == "hub":
+            return None
+        raise SmolalignError(f"{key} {spec}: its config cannot be read ({str(exc).splitlines()[0]})") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SmolalignError(f"{key} {spec}: its config cannot be read ({exc})") from None
