@@ -89,6 +89,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/distill.py
 	$(BIN)/python benchmarks/convert.py
 	$(BIN)/python benchmarks/eval.py
+	$(BIN)/python benchmarks/precision_width.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check smolalign tests benchmarks scripts rewards docs/hooks

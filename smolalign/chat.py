@@ -2,7 +2,9 @@
 the saved model gets, so a trained model is checked the way it will be served."""
 
 from smolalign.hardware import detect_hardware, generation_dtype
+from smolalign.models.config import model_width
 from smolalign.models.load import load_model, load_tokenizer
+from smolalign.models.sources import resolve_model
 from smolalign.recipe.schema import ModelSection
 
 
@@ -12,7 +14,8 @@ def reply(model_source: str, message: str, *, think: bool = True, max_new_tokens
     section = ModelSection(source=model_source)
     tokenizer, _ = load_tokenizer(section, "model")
     hardware = detect_hardware()
-    model = load_model(section, generation_dtype("auto", hardware), hardware, tokenizer)
+    source = resolve_model(section)
+    model = load_model(section, generation_dtype("auto", hardware, model_width(source)), hardware, tokenizer, source)
     model.to("cuda" if hardware.on_gpu else "cpu").eval()
     inputs = tokenizer.apply_chat_template([{"role": "user", "content": message}], add_generation_prompt=True,
                                            enable_thinking=think, return_tensors="pt", return_dict=True).to(model.device)

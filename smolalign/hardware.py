@@ -8,14 +8,21 @@ without edits. `model.dtype: auto` (the default) gives:
 |---|---|---|---|
 | GPU with bf16 | bfloat16 | bf16 | bfloat16 |
 | GPU without | float16 | fp16 | float16 |
-| CPU with AMX or AVX512-BF16 | float32 (master copy) | bf16 autocast | bfloat16 |
+| CPU with AMX or AVX512-BF16, model at least 384 wide | float32 (master copy) | bf16 autocast | bfloat16 |
+| CPU with AMX or AVX512-BF16, narrower model | float32 | float32 | float32 |
 | CPU without | float32 | float32 | float32 |
 
-On a bf16 CPU, matrix products run several times faster in bf16 (benchmarks/RESULTS.md); training keeps float32
-master weights and AdamW state, so small updates are not rounded away, and computes under autocast. `model.dtype:
-float32` keeps every part float32 anywhere; `bfloat16` on a bf16 CPU trains bf16 weights (on other CPUs it falls back
-to float32 with a note). `SMOLALIGN_CPU_BF16=0` (or 1) overrides the CPU's reading. DeepSpeed over gloo on a
-CPU stays float32 (stages/trainer_config.py): its bf16 mode converts the weights themselves.
+On a bf16 CPU, the matrix products of a model as wide as SmolLM2-135M (576) run several times faster in bf16
+(benchmarks/RESULTS.md); training keeps float32 master weights and AdamW state, so small updates are not rounded
+away, and computes under autocast. Below `CPU_BF16_MIN_WIDTH` (the model's hidden size) float32 is the faster
+precision there, so it is the one used: oneDNN builds its bf16 kernels anew for each shape (packing makes a new
+length most steps) and the casts cost more than such small products save (a 64-wide model trained 6x slower under
+autocast, benchmarks/precision_width.py). Each model is judged by its own width (a teacher, a pair generator, the
+policy); a width that cannot be read offline counts as wide. `model.dtype: float32` keeps every part float32
+anywhere; `bfloat16` on a bf16 CPU trains bf16 weights at any width (on other CPUs it falls back to float32 with a
+note). `SMOLALIGN_CPU_BF16=0` overrides the CPU's reading; `=1` does too and asks for bf16 at any width (how the
+tests run the autocast path on their narrow models). DeepSpeed over gloo on a CPU stays float32
+(stages/trainer_config.py): its bf16 mode converts the weights themselves.
 """
 
 import gc
@@ -96,6 +103,23 @@ def gpu_computes_bf16() -> bool | None:
     return {"True": True, "False": False}.get(out.strip())
 
 
+CPU_BF16_MIN_WIDTH = 384
+"""The narrowest model (hidden size) computed in bf16 on a CPU by default. On the 2-core AMX Xeon (three runs of
+benchmarks/precision_width.py, RESULTS.md) bfloat16 generation was 0.84-1.23x float32's speed at 256 wide and
+1.45-1.49x at 384, autocast training 0.90-0.92x at 256, 0.82-1.03x at 384 and 1.06-1.21x from 448; one threshold
+keeps the training and the generation of a run in one precision (a vLLM engine's log-probs match the trainer's)."""
+
+
+def cpu_bf16_pays(hardware: Hardware, width: int | None) -> bool:
+    """Whether a model `width` wide (its hidden size; None: not known) computes faster in bf16 than in float32 on
+    this CPU: the CPU computes bf16 natively and the model is at least CPU_BF16_MIN_WIDTH wide (or of unknown width),
+    or SMOLALIGN_CPU_BF16=1 asks for bf16 at any width. False on a GPU: its precision follows the weights."""
+    if hardware.on_gpu or not hardware.bf16:
+        return False
+    forced = os.environ.get(CPU_BF16_VARIABLE, "").strip() == "1"
+    return forced or width is None or width >= CPU_BF16_MIN_WIDTH
+
+
 def resolve_dtype(requested: str, hardware: Hardware) -> str:
     """The dtype trained weights load in (the module's table): `auto` -> float32 on a CPU, bfloat16 on a GPU with
     bf16, else float16; on a CPU, bfloat16 only where it computes in it, float16 never."""
@@ -108,51 +132,55 @@ def resolve_dtype(requested: str, hardware: Hardware) -> str:
     return requested
 
 
-def generation_dtype(requested: str, hardware: Hardware) -> str:
-    """The dtype of a model that only generates or scores (eval, pairs, chat, vLLM rollouts, teachers): as trained
-    weights, except that `auto` on a bf16 CPU is bfloat16 (nothing is updated, so nothing is rounded away)."""
-    if requested == "auto" and not hardware.on_gpu and hardware.bf16:
+def generation_dtype(requested: str, hardware: Hardware, width: int | None) -> str:
+    """The dtype of a model `width` wide that only generates or scores (eval, pairs, chat, vLLM rollouts, teachers):
+    as trained weights, except that `auto` on a bf16 CPU is bfloat16 where bf16 pays at that width (nothing is
+    updated, so nothing is rounded away)."""
+    if requested == "auto" and cpu_bf16_pays(hardware, width):
         return "bfloat16"
     return resolve_dtype(requested, hardware)
 
 
-def cpu_autocast(requested: str, hardware: Hardware) -> bool:
-    """Whether training on this CPU computes under bf16 autocast over float32 master weights (`model.dtype` auto on
-    a bf16 CPU)."""
-    return not hardware.on_gpu and hardware.bf16 and requested == "auto"
+def cpu_autocast(requested: str, hardware: Hardware, width: int | None) -> bool:
+    """Whether training a model `width` wide on this CPU computes under bf16 autocast over float32 master weights
+    (`model.dtype` auto on a bf16 CPU, where bf16 pays at that width)."""
+    return requested == "auto" and cpu_bf16_pays(hardware, width)
 
 
 CPU_AUTOCAST_ATTENTION = "smolalign_cpu_autocast"
 """The attention implementation smolalign registers with transformers (smolalign/models/cpu_attention.py)."""
 
 
-def autocast_attention(requested: str, hardware: Hardware, weights: str) -> str | None:
-    """The attention implementation for a model loaded with `weights` dtype when the recipe names none: for float32
-    weights that compute under bf16 autocast on a CPU (`cpu_autocast`), smolalign's, which takes eager attention
-    for short sequences and SDPA for long ones (smolalign/models/cpu_attention.py has the measurements); None
-    (transformers' default, SDPA) everywhere else."""
-    return CPU_AUTOCAST_ATTENTION if weights == "float32" and cpu_autocast(requested, hardware) else None
+def autocast_attention(requested: str, hardware: Hardware, weights: str, width: int | None) -> str | None:
+    """The attention implementation for a model `width` wide loaded with `weights` dtype when the recipe names none:
+    for float32 weights that compute under bf16 autocast on a CPU (`cpu_autocast`), smolalign's, which takes eager
+    attention for short sequences and SDPA for long ones (smolalign/models/cpu_attention.py has the measurements);
+    None (transformers' default, SDPA) everywhere else."""
+    return CPU_AUTOCAST_ATTENTION if weights == "float32" and cpu_autocast(requested, hardware, width) else None
 
 
-def precision_flags(requested: str, hardware: Hardware) -> dict:
-    """TrainingArguments flags for this hardware and `model.dtype`: CPU -> use_cpu, with bf16 autocast where
-    `cpu_autocast`; GPU -> bf16/fp16 by the weights' dtype."""
+def precision_flags(requested: str, hardware: Hardware, width: int | None) -> dict:
+    """TrainingArguments flags for this hardware, `model.dtype` and the trained model's width: CPU -> use_cpu, with
+    bf16 autocast where `cpu_autocast`; GPU -> bf16/fp16 by the weights' dtype."""
     if not hardware.on_gpu:
-        return {"use_cpu": True, "bf16": cpu_autocast(requested, hardware), "fp16": False}
+        return {"use_cpu": True, "bf16": cpu_autocast(requested, hardware, width), "fp16": False}
     dtype = resolve_dtype(requested, hardware)
     return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
 
 
-def precision_description(requested: str, hardware: Hardware) -> str:
-    """One line for the plan: each part's precision and why."""
-    weights, generation = resolve_dtype(requested, hardware), generation_dtype(requested, hardware)
+def precision_description(requested: str, hardware: Hardware, width: int | None) -> str:
+    """One line for the plan: each part's precision and why (for a model `width` wide)."""
+    weights, generation = resolve_dtype(requested, hardware), generation_dtype(requested, hardware, width)
     if hardware.on_gpu:
         return f"{weights} ({ {'bfloat16': 'bf16', 'float16': 'fp16'}.get(weights, weights) } on GPU)"
-    if cpu_autocast(requested, hardware):
+    if cpu_autocast(requested, hardware, width):
         return ("float32 weights, bf16 autocast; generation bfloat16 (the CPU computes in bf16: AMX or "
                 "AVX512-BF16)")
     if weights == "bfloat16":
         return "bfloat16 weights and generation (model.dtype bfloat16 on a bf16 CPU)"
+    if requested == "auto" and hardware.bf16:
+        return (f"float32 for training and generation (the model is {width} wide: below {CPU_BF16_MIN_WIDTH}, "
+                "float32 is faster than bf16 on this CPU)")
     why = {"float32": "model.dtype float32",
            "float16": "float16 is never used on a CPU"}.get(requested, "the CPU has no native bf16")
     return f"{generation} for training and generation ({why})"

@@ -8,6 +8,7 @@ from smolalign.data.prepare import Layout
 from smolalign.estimate.plan_rows import add_memory_and_time_rows
 from smolalign.hardware import precision_description, resolve_dtype
 from smolalign.launch import launched_sharding
+from smolalign.models.config import model_width
 from smolalign.recipe.settings import lora_settings
 from smolalign.resolve import Run
 from smolalign.templates.registry import ChatTemplate
@@ -100,7 +101,7 @@ def make_plan(run: Run, template: ChatTemplate | None, train_rows: int | None,
                           "mode of their own are refused where a flag would have to be added (rl, distillation, "
                           "pairs)")
     dtype = resolve_dtype(recipe.model.dtype, hardware)
-    rows["dtype"] = precision_description(recipe.model.dtype, hardware)
+    rows["dtype"] = precision_description(recipe.model.dtype, hardware, model_width(run.source()))
     if recipe.model.dtype not in ("auto", dtype):
         plan.notes.append(f"model.dtype {recipe.model.dtype} is not available on this hardware; using {dtype}")
     rows["model"] = recipe.model.source + (f" ({recipe.model.quantization} quantized)" if recipe.model.quantization else "")

@@ -5,7 +5,8 @@ quirks, each handled here and documented in docs/vllm-cpu.md.
 On a CPU:
 - the engine computes in the precision `hardware.generation_dtype` picks, not vLLM's `auto` (which turns float32
   checkpoints into bfloat16 on every CPU, emulated and slower than float32 where the CPU lacks bf16): bfloat16 on a
-  CPU with AMX or AVX512-BF16, where the trainer computes under bf16 autocast too, else float32;
+  CPU with AMX or AVX512-BF16 for a model at least 384 wide, where the trainer computes under bf16 autocast too,
+  else float32;
 - its KV cache is sized from the work (`kv_cache_bytes`): vLLM's default takes a share of the whole machine's memory;
   and it runs at most as many sequences at once as that cache holds (`max_num_seqs`): vLLM 0.31's CPU build fails
   when it preempts a seeded request ("CPU Generator does not use offset"), so nothing may be preempted;

@@ -1,6 +1,7 @@
 """A model's transformers config read without its weights and without a download: what the plan's estimates and
 each model's precision on a CPU are decided from."""
 
+import functools
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
@@ -36,3 +37,17 @@ def read_config(source, key: str = "model.source"):
         raise SmolalignError(f"{key} {spec}: its config cannot be read ({str(exc).splitlines()[0]})") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise SmolalignError(f"{key} {spec}: its config cannot be read ({exc})") from None
+
+
+@functools.cache
+def model_width(source) -> int | None:
+    """The hidden size of a resolved model source, which decides its precision on a CPU (hardware.cpu_bf16_pays);
+    None when its config cannot be had offline, or is unreadable (the run's own checks name that)."""
+    try:
+        config = read_config(source)
+    except SmolalignError:
+        return None
+    if config is None:
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return getattr(text, "hidden_size", None)

@@ -16,6 +16,7 @@ from smolalign.checkpoints.convert import convert
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, autocast_attention
 from smolalign.models import cpu_attention
+from smolalign.models.config import model_width
 from smolalign.models.gguf_read import read_once
 from smolalign.models.sources import ModelSource, checkpoint_cache_dir, gguf_cache_dir, resolve_model
 from smolalign.recipe.schema import ModelSection
@@ -176,7 +177,7 @@ def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer,
 
     source = source or resolve_model(section)
     kwargs: dict = {"dtype": getattr(torch, dtype), "trust_remote_code": section.trust_remote_code}
-    attention = section.attn_implementation or autocast_attention(section.dtype, hardware, dtype)
+    attention = section.attn_implementation or autocast_attention(section.dtype, hardware, dtype, model_width(source))
     if attention == cpu_attention.NAME:
         cpu_attention.register()
     if attention:

@@ -31,6 +31,7 @@ from smolalign.generation.vllm_engine import (
 )
 from smolalign.hardware import detect_hardware, free_accelerator_memory, generation_dtype
 from smolalign.launch import kept_process_variables
+from smolalign.models.config import model_width
 from smolalign.models.load import load_model, load_tokenizer, local_dir
 from smolalign.models.sources import resolve_source
 from smolalign.pairs.prompts import Prompt
@@ -102,8 +103,8 @@ class TransformersGenerator(Generator):
         self.tokenizer.padding_side = "left"
         self.template_sha256 = self.template.sha256
         hardware = detect_hardware()
-        self.model = load_model(model_section, generation_dtype("auto", hardware), hardware, self.tokenizer,
-                                source)
+        self.model = load_model(model_section, generation_dtype("auto", hardware, model_width(source)), hardware,
+                                self.tokenizer, source)
         self.device = torch.device("cuda") if hardware.on_gpu else torch.device("cpu")
         self.model.to(self.device).eval()
         self.kwargs = template_kwargs(section, defaults)
@@ -168,7 +169,8 @@ class VllmGenerator(Generator):
         check_model(f"{where}: backend vllm", self.model_dir, hardware)
         self.engine_section = section
         self.llm = offline_engine(f"{where}: backend vllm", engine_options(
-            self.model_dir, hardware, dtype=generation_dtype(ModelSection(source=section.source).dtype, hardware),
+            self.model_dir, hardware,
+            dtype=generation_dtype(ModelSection(source=section.source).dtype, hardware, model_width(source)),
             sequence_tokens=section.max_new_tokens + PROMPT_TOKENS, sequences=section.batch_size,
             tensor_parallel=section.tensor_parallel,
             gpu_memory_utilization=float(os.environ.get("SMOLALIGN_VLLM_GPU_MEMORY", "0.85"))), hardware)

@@ -47,7 +47,7 @@ def _memory(recipe: Recipe, hardware: Hardware) -> str:
         if dims is None:
             parts.append("sampler: size unknown before loading")
         else:
-            dtype = generation_dtype("auto", hardware)
+            dtype = generation_dtype("auto", hardware, dims.hidden)
             tokens = (pairs.max_prompt_tokens or 0) + sampler.max_new_tokens
             weights = dims.params * DTYPE_BYTES.get(dtype, 4)
             cache = kv_cache_bytes(dims, sampler.batch_size * n, tokens, dtype)

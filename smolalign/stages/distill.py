@@ -19,6 +19,7 @@ from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 from smolalign.errors import SmolalignError
 from smolalign.generation.backend_settings import describe_generation, vllm_fields
 from smolalign.hardware import Hardware, generation_dtype
+from smolalign.models.config import model_width
 from smolalign.models.load import load_model, load_tokenizer, local_dir
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
@@ -88,7 +89,7 @@ def pair_tokenizers(run: Run, student, teacher) -> Pairing:
 def check_teacher_memory(run: Run) -> tuple[int | None, str]:
     """(bytes of the teacher's weights or None, its dtype); refuses a teacher over teacher.max_memory_gb."""
     recipe = run.recipe
-    dtype = generation_dtype(recipe.teacher.dtype, run.hardware)
+    dtype = generation_dtype(recipe.teacher.dtype, run.hardware, model_width(run.source("teacher")))
     count = source_parameter_count(run.source("teacher"))
     size = count * DTYPE_BYTES.get(dtype, 4) if count else None
     limit = recipe.teacher.max_memory_gb
@@ -195,7 +196,8 @@ def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
         # the config first, as in sft and po
         config = distill_config(run, pairing, hardware, dtype, opened.run_dir, teacher_dir, generation.base_url)
         student = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
-        teacher = load_model(teacher_section(recipe), generation_dtype(recipe.teacher.dtype, hardware), hardware,
+        teacher_dtype = generation_dtype(recipe.teacher.dtype, hardware, model_width(run.source("teacher")))
+        teacher = load_model(teacher_section(recipe), teacher_dtype, hardware,
                              teacher_tokenizer, run.source("teacher"))
         teacher.eval()
         teacher.requires_grad_(False)

@@ -14,6 +14,7 @@ from smolalign.generation.server import check_port, served_generation
 from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
 from smolalign.generation.vllm_engine import check_generation, generated_tokens
 from smolalign.hardware import generation_dtype
+from smolalign.models.config import model_width
 from smolalign.resolve import Run
 from smolalign.runs.watchdog import Watchdog, stall_watchdog
 
@@ -34,12 +35,18 @@ class Generation:
     """Its `callback()` tells it of every step."""
 
 
+def policy_generation_dtype(run: Run) -> str:
+    """The dtype the policy generates in (its engines, TRL's colocated vLLM on a CPU): hardware.generation_dtype at
+    the policy's width."""
+    return generation_dtype(run.recipe.model.dtype, run.hardware, model_width(run.source()))
+
+
 @contextmanager
 def generating(run: Run, opened) -> Iterator[Generation]:
     """The run's vLLM server (started, health-checked and stopped) and its stall watchdog, for a run opened as
     `opened` (`stages.lifecycle.OpenRun`). The config is built inside: the server's address is one of its fields."""
     stall = stall_timeout(run.recipe.generation)
-    dtype = generation_dtype(run.recipe.model.dtype, run.hardware)
+    dtype = policy_generation_dtype(run)
     with (served_generation(run, opened.state, dtype, opened.gpus, run_dir=opened.run_dir) as server,
           stall_watchdog(stall, server) as watchdog):
         yield Generation(server.base_url if server else None, watchdog)
@@ -49,5 +56,5 @@ def building_trainer(run: Run, opened) -> AbstractContextManager:
     """While the trainer is built: on a CPU, TRL's colocated engines or server client built for it
     (`generation.trl_on_cpu`)."""
     return trl_generation_on_cpu(run.recipe.generation, run.hardware,
-                                 dtype=generation_dtype(run.recipe.model.dtype, run.hardware),
+                                 dtype=policy_generation_dtype(run),
                                  sequence_tokens=generated_tokens(run))

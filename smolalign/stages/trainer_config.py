@@ -10,6 +10,7 @@ from pathlib import Path
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware, precision_description, precision_flags, resolve_dtype
 from smolalign.launch import DEEPSPEED_CONFIG, is_launched
+from smolalign.models.config import model_width
 from smolalign.resolve import Run
 from smolalign.stages.lifecycle import run_dir_of
 
@@ -55,14 +56,15 @@ def trl_config(run: Run, hardware: Hardware, run_dir: Path, train: dict | None =
     note."""
     consumed = run.method_spec.consumed
     train = {k: v for k, v in (run.settings.train if train is None else train).items() if k not in consumed}
-    flags = precision_flags(run.recipe.model.dtype, hardware)
+    width = model_width(run.source())
+    flags = precision_flags(run.recipe.model.dtype, hardware, width)
     if hardware.on_gpu:
         train = {**flags, **train}
     else:
         asked = {k for k in ("bf16", "fp16") if train.get(k)}
         if asked - {k for k, on in flags.items() if on} and not check:
             print(f"note: on this CPU train.{'/'.join(sorted(asked))} is decided by the machine: "
-                  f"{precision_description(run.recipe.model.dtype, hardware)}", file=sys.stderr)
+                  f"{precision_description(run.recipe.model.dtype, hardware, width)}", file=sys.stderr)
         train.update(flags)
     train.update(output_dir=str(run_dir), **fixed)
     train.setdefault("report_to", "none")

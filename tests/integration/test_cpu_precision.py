@@ -128,3 +128,45 @@ def test_distillation_trains_the_student_in_the_precision_the_cpu_decides(cli, w
     assert code == 0, err
     assert len(loaded) == 2 and trained_outputs == {computes}
     assert saved_dtypes(tmp_path / "run" / "model") == {"F32"}
+
+
+@pytest.fixture(scope="module")
+def wide_dir(tiny_dir, tmp_path_factory):
+    """The tiny model's tokenizer and shape at 384 wide: the narrowest width bf16 pays at on a CPU."""
+    from tiny_models import build_model
+    from transformers import AutoTokenizer
+
+    directory = tmp_path_factory.mktemp("wide")
+    build_model(directory, AutoTokenizer.from_pretrained(tiny_dir), hidden=384, heads=6, kv_heads=2)
+    return directory
+
+
+@pytest.fixture
+def bf16_cpu(monkeypatch):
+    """A CPU that computes bf16 as torch reads it (AMX), SMOLALIGN_CPU_BF16 unset: the width decides."""
+    monkeypatch.delenv(CPU_BF16_VARIABLE, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["64 wide", "384 wide"])
+def test_on_a_bf16_cpu_a_model_narrower_than_384_trains_and_generates_in_float32(
+        cli, write_recipe, tiny_dir, wide_dir, tmp_path, forward_dtypes, bf16_cpu, wide):
+    source, computes = (wide_dir, torch.bfloat16) if wide else (tiny_dir, torch.float32)
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    recipe = write_recipe({"model": {"source": str(source)}, "template": {"name": "smollm3"},
+                           "data": {"sources": [{"path": str(data)}]},
+                           "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": 2,
+                                     "learning_rate": 1e-3, "logging_steps": 1, "save_steps": 2,
+                                     "gradient_checkpointing": False}})
+    code, out, err = cli("sft", recipe, "--dry-run")
+    assert code == 0, err
+    assert ("float32 weights, bf16 autocast" if wide else "the model is 64 wide: below 384, float32") in out
+    code, _, err = cli("sft", recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    assert forward_dtypes["weights"] == {torch.float32} and forward_dtypes["outputs"] == {computes}
+    assert forward_dtypes["attention"] == {CPU_AUTOCAST_ATTENTION if wide else "sdpa"}
+    for seen in forward_dtypes.values():
+        seen.clear()
+    code, _, err = cli("chat", tmp_path / "run" / "model", "--message", "hello", "--no-think", "--max-new-tokens", "4")
+    assert code == 0, err
+    assert forward_dtypes["weights"] == {computes} and forward_dtypes["outputs"] == {computes}

@@ -164,13 +164,19 @@ MUTATIONS = [
       "one instance serves every answer: the second answer's try is not its first"),
     M("cpu_bf16_training_autocast", "on a CPU with AMX or AVX512-BF16, training computes under bf16 autocast over "
       "float32 weights, saved in float32", "checkpoints.md#precision", "smolalign/hardware.py",
-      '    return not hardware.on_gpu and hardware.bf16 and requested == "auto"', "    return False",
+      '    return requested == "auto" and cpu_bf16_pays(hardware, width)', "    return False",
       ("tests/integration/test_cpu_precision.py::"
        "test_sft_computes_in_the_precision_the_cpu_decides_and_saves_float32[1-auto-computes0]",),
       "training computes in float32 on every CPU"),
+    M("cpu_bf16_narrow_float32", "on a CPU with bf16, a model narrower than 384 trains and generates in float32, "
+      "the faster precision there", "checkpoints.md#precision", "smolalign/hardware.py",
+      "    return forced or width is None or width >= CPU_BF16_MIN_WIDTH", "    return True",
+      ("tests/integration/test_cpu_precision.py::"
+       "test_on_a_bf16_cpu_a_model_narrower_than_384_trains_and_generates_in_float32[64 wide]",),
+      "every width computes in bf16 on a bf16 CPU"),
     M("cpu_bf16_generation", "on a CPU with AMX or AVX512-BF16, eval and chat generate with bfloat16 weights",
       "checkpoints.md#precision", "smolalign/hardware.py",
-      '    if requested == "auto" and not hardware.on_gpu and hardware.bf16:\n        return "bfloat16"\n',
+      '    if requested == "auto" and cpu_bf16_pays(hardware, width):\n        return "bfloat16"\n',
       "",
       ("tests/integration/test_cpu_precision.py::"
        "test_eval_and_chat_generate_in_the_precision_the_cpu_decides[1-generates0]",),
@@ -182,7 +188,7 @@ MUTATIONS = [
       "runs never install the copy: GRPO generates with the float32 weights under autocast"),
     M("cpu_autocast_eager_attention", "on a CPU with bf16, models trained under autocast use smolalign's attention "
       "(eager for short sequences) unless the recipe names one", "checkpoints.md#precision", "smolalign/hardware.py",
-      "    return CPU_AUTOCAST_ATTENTION if weights == \"float32\" and cpu_autocast(requested, hardware) else None",
+      "    return CPU_AUTOCAST_ATTENTION if weights == \"float32\" and cpu_autocast(requested, hardware, width) else None",
       "    return None",
       ("tests/integration/test_cpu_precision.py::"
        "test_sft_computes_in_the_precision_the_cpu_decides_and_saves_float32[1-auto-computes0]",),
@@ -742,6 +748,10 @@ FIGURES = [
     Figure("attention under CPU autocast 1.97x eager at 1,024 tokens and 2.13x at 1,536 (SDPA above 512 keys)",
            "python benchmarks/cpu_attention.py", "Attention under CPU autocast by length",
            "cpu_attention_sdpa_when_long, cpu_attention_eager_when_short above"),
+    Figure("bf16 on a CPU pays from ~384 wide: the tests' 64-wide model trains 0.17-0.24x and generates 0.77x "
+           "float32's speed in bf16, a 384-wide one generates 1.45-1.49x",
+           "python benchmarks/precision_width.py", "From which width bf16 pays on a CPU",
+           "cpu_bf16_narrow_float32 above"),
     Figure("the tests that generate or train: training + generation 1.12x float32's time in the CPU's precision "
            "(1.32x before), level (1.01x) where they dominate a test", "python benchmarks/suite_phases.py",
            "The generating and training tests, float32 against the CPU's precision",
