@@ -752,10 +752,10 @@ FIGURES = [
            "float32's speed in bf16, a 384-wide one generates 1.45-1.49x",
            "python benchmarks/precision_width.py", "From which width bf16 pays on a CPU",
            "cpu_bf16_narrow_float32 above"),
-    Figure("the tests that generate or train: training + generation 1.12x float32's time in the CPU's precision "
-           "(1.32x before), level (1.01x) where they dominate a test", "python benchmarks/suite_phases.py",
+    Figure("the tests that generate or train: level with float32 in the CPU's precision (1.32x float32's time "
+           "before; the tests' 64-wide models now compute in float32)", "python benchmarks/suite_phases.py",
            "The generating and training tests, float32 against the CPU's precision",
-           "tests/tiny_models.py::sft_tiny (the setup in float32), cpu_attention_sdpa_when_long above"),
+           "cpu_bf16_narrow_float32, cpu_attention_sdpa_when_long above"),
     Figure("SFT on one H200: 19,010 tokens/s, 39.5% MFU, 3.07x plain TRL's tokens/s after a 247 s first step",
            "python benchmarks/gpu_sft.py", "SFT on one NVIDIA H200: `smolalign sft` against plain TRL",
            "tests/gpu/test_cuda_sft.py (SFT with sdpa and flex attention on CUDA, bf16 weights on disk)"),
