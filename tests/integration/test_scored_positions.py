@@ -117,14 +117,37 @@ def test_nothing_changes_on_a_gpu_and_trl_is_restored_after():
     assert (trl_utils._use_triton, distillation._use_triton) == before
 
 
-def test_a_grpo_run_from_the_cli_projects_only_completion_tokens(monkeypatch, cli, write_recipe, tiny_dir, tmp_path):
+def test_an_sft_run_from_the_cli_projects_only_the_tokens_it_trains(monkeypatch, cli, write_recipe, tiny_dir, tmp_path):
+    """SFT scores through TRL's fused LM head on whole rows (GRPO on a CPU scores its answers apart from their shared
+    prompts, so a GRPO run cannot show this): each call projects exactly the batch's labelled positions."""
     import trl.trainer.utils as trl_utils
-    from tiny_models import addition_prompts, grpo_recipe, write_jsonl
+    from tiny_models import chat_rows, write_jsonl
+
+    import smolalign.stages.sft
 
     rows = _row_counter(monkeypatch, trl_utils, "_ChunkedLogProbFunction")
-    data = write_jsonl(tmp_path / "prompts.jsonl", addition_prompts(8))
-    recipe = write_recipe(grpo_recipe(tiny_dir, data, "smollm3", max_completion_length=4, save_strategy="no"))
-    code, _, err = cli("rl", recipe, "-o", tmp_path / "run")
+    labelled, positions = [], []
+    original = smolalign.stages.sft.load_model
+
+    def load(*args, **kwargs):
+        model = original(*args, **kwargs)
+
+        def count(module, args, kwargs):
+            if kwargs.get("labels") is not None:
+                labelled.append(int((kwargs["labels"][:, 1:] != -100).sum()))
+                positions.append(kwargs["labels"][:, 1:].numel())
+
+        model.register_forward_pre_hook(count, with_kwargs=True)
+        return model
+
+    monkeypatch.setattr(smolalign.stages.sft, "load_model", load)
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    recipe = write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"},
+                           "data": {"sources": [{"path": str(data)}]},
+                           "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": 2,
+                                     "learning_rate": 1e-3, "logging_steps": 1, "save_strategy": "no",
+                                     "gradient_checkpointing": False}})
+    code, _, err = cli("sft", recipe, "-o", tmp_path / "run")
     assert code == 0, err
-    # Every scoring call saw at most 8 answers x 4 tokens; the SmolLM3 template's prompt alone is longer than that.
-    assert len(rows) >= 2 and all(0 < n <= 8 * 4 for n in rows), rows
+    assert len(rows) == 2 and rows == labelled, (rows, labelled)
+    assert all(0 < n < total for n, total in zip(labelled, positions, strict=True)), (labelled, positions)

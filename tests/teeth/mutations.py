@@ -210,7 +210,7 @@ MUTATIONS = [
     M("cpu_scored_positions", "on a CPU, TRL's fused LM head projects only the positions it scores",
       "checkpoints.md#precision", "smolalign/stages/lifecycle.py", "with (scored_positions_only(accelerator),",
       "with (scored_positions_only(\"cuda\"),",
-      ("tests/integration/test_scored_positions.py::test_a_grpo_run_from_the_cli_projects_only_completion_tokens",),
+      ("tests/integration/test_scored_positions.py::test_an_sft_run_from_the_cli_projects_only_the_tokens_it_trains",),
       "runs keep TRL's CPU choice: every position of the batch is projected"),
     M("grpo_shared_prompts", "on a CPU, GRPO runs each distinct prompt of a batch through the model once and its "
       "answers on that prompt's key/value cache: the same log-probabilities and gradients as TRL's pass over every "
