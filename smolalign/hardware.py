@@ -16,8 +16,8 @@ On a bf16 CPU, the matrix products of a model as wide as SmolLM2-135M (576) run 
 (benchmarks/RESULTS.md); training keeps float32 master weights and AdamW state, so small updates are not rounded
 away, and computes under autocast. Below `CPU_BF16_MIN_WIDTH` (the model's hidden size) float32 is the faster
 precision there, so it is the one used: oneDNN builds its bf16 kernels anew for each shape (packing makes a new
-length most steps) and the casts cost more than such small products save (a 64-wide model trained 6x slower under
-autocast, benchmarks/precision_width.py). Each model is judged by its own width (a teacher, a pair generator, the
+length most steps) and the casts cost more than such small products save (a 64-wide model trained 4-6x slower
+under autocast, benchmarks/precision_width.py). Each model is judged by its own width (a teacher, a pair generator, the
 policy); a width that cannot be read offline counts as wide. `model.dtype: float32` keeps every part float32
 anywhere; `bfloat16` on a bf16 CPU trains bf16 weights at any width (on other CPUs it falls back to float32 with a
 note). `SMOLALIGN_CPU_BF16=0` overrides the CPU's reading; `=1` does too and asks for bf16 at any width (how the
