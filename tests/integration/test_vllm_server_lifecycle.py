@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -48,8 +49,10 @@ def free_port() -> int:
 
 @pytest.fixture
 def standin(tmp_path, monkeypatch):
-    """The stand-in server first on the server's PYTHONPATH; returns the file it records its argv, environment and
-    stop into."""
+    """The stand-in server first on the server's PYTHONPATH, its log (a temporary file until a run directory takes
+    it) in the test's folder; returns the file it records its argv, environment and stop into."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # and in the runs a test starts as processes of their own
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(STANDIN), os.environ.get("PYTHONPATH")])))
     monkeypatch.delenv(SERVER_GPUS, raising=False)
     record = tmp_path / "vllm-record.jsonl"
