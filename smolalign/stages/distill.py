@@ -86,10 +86,15 @@ def pair_tokenizers(run: Run, student, teacher) -> Pairing:
     return Pairing("gold", uld, len(student_vocab), len(teacher_vocab), shared, same)
 
 
+def teacher_dtype(run: Run) -> str:
+    """The dtype the frozen teacher loads in: hardware.generation_dtype at the teacher's own width."""
+    return generation_dtype(run.recipe.teacher.dtype, run.hardware, model_width(run.source("teacher")))
+
+
 def check_teacher_memory(run: Run) -> tuple[int | None, str]:
     """(bytes of the teacher's weights or None, its dtype); refuses a teacher over teacher.max_memory_gb."""
     recipe = run.recipe
-    dtype = generation_dtype(recipe.teacher.dtype, run.hardware, model_width(run.source("teacher")))
+    dtype = teacher_dtype(run)
     count = source_parameter_count(run.source("teacher"))
     size = count * DTYPE_BYTES.get(dtype, 4) if count else None
     limit = recipe.teacher.max_memory_gb
@@ -109,7 +114,7 @@ def check_before_loading(run: Run):
     teacher = load_teacher_tokenizer(run)
     pairing = pair_tokenizers(run, student, teacher)
     check_config(run, lambda r, h, d, o, check: distill_config(r, pairing, h, d, o, teacher_dir=o, check=check))
-    size, teacher_dtype = check_teacher_memory(run)
+    size, loads_in = check_teacher_memory(run)
     rows = read_prompt_rows(run.data)
     checked = check_prompt_rows(run, rows.train, run.data.seed, recipe.template.kwargs)
     prompts = load_distill_data(run, rows)
@@ -133,7 +138,7 @@ def check_before_loading(run: Run):
                              f"temperature {settings['temperature']:g}")
     if recipe.generation is not None:
         plan.rows["generation"] = f"student samples: {describe_generation(recipe.generation)}"
-    plan.rows["teacher"] = (f"{recipe.teacher.source} in {teacher_dtype}"
+    plan.rows["teacher"] = (f"{recipe.teacher.source} in {loads_in}"
                             + (f", {describe_bytes(size)} of weights" if size else ""))
     plan.rows["learning rate"] = f"{learning_rate(run):g}" + ("" if settings.is_set("learning_rate") else " (smolalign default)")
     return plan, pairing, prompts, student, teacher
@@ -196,9 +201,8 @@ def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
         # the config first, as in sft and po
         config = distill_config(run, pairing, hardware, dtype, opened.run_dir, teacher_dir, generation.base_url)
         student = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
-        teacher_dtype = generation_dtype(recipe.teacher.dtype, hardware, model_width(run.source("teacher")))
-        teacher = load_model(teacher_section(recipe), teacher_dtype, hardware,
-                             teacher_tokenizer, run.source("teacher"))
+        teacher = load_model(teacher_section(recipe), teacher_dtype(run), hardware, teacher_tokenizer,
+                             run.source("teacher"))
         teacher.eval()
         teacher.requires_grad_(False)
         start_run(run, opened)
