@@ -40,6 +40,15 @@ def forward_dtypes(monkeypatch):
     return seen
 
 
+def two_step_sft(write_recipe, folder, model: dict):
+    """A recipe of two SFT steps of `model` (a model section) on eight chats, a checkpoint at the second."""
+    data = write_jsonl(folder / "chat.jsonl", chat_rows(8))
+    return write_recipe({"model": model, "template": {"name": "smollm3"}, "data": {"sources": [{"path": str(data)}]},
+                         "train": {"max_length": 256, "per_device_train_batch_size": 2, "max_steps": 2,
+                                   "learning_rate": 1e-3, "logging_steps": 1, "save_steps": 2,
+                                   "gradient_checkpointing": False}})
+
+
 def saved_dtypes(model_dir) -> set:
     with safe_open(str(model_dir / "model.safetensors"), "pt") as weights:
         return {weights.get_slice(name).get_dtype() for name in weights.keys()}
@@ -50,12 +59,7 @@ def saved_dtypes(model_dir) -> set:
 def test_sft_computes_in_the_precision_the_cpu_decides_and_saves_float32(
         cli, write_recipe, tiny_dir, tmp_path, monkeypatch, forward_dtypes, cpu_bf16, dtype, computes):
     monkeypatch.setenv(CPU_BF16_VARIABLE, cpu_bf16)
-    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
-    recipe = write_recipe({"model": {"source": str(tiny_dir), "dtype": dtype}, "template": {"name": "smollm3"},
-                           "data": {"sources": [{"path": str(data)}]},
-                           "train": {"max_length": 256, "per_device_train_batch_size": 2, "max_steps": 2,
-                                     "learning_rate": 1e-3, "logging_steps": 1, "save_steps": 2,
-                                     "gradient_checkpointing": False}})
+    recipe = two_step_sft(write_recipe, tmp_path, {"source": str(tiny_dir), "dtype": dtype})
     code, out, err = cli("sft", recipe, "--dry-run")
     assert code == 0, err
     expected_row = ("float32 weights, bf16 autocast" if computes == torch.bfloat16 else "float32 for training")
@@ -152,12 +156,7 @@ def bf16_cpu(monkeypatch):
 def test_on_a_bf16_cpu_a_model_narrower_than_384_trains_and_generates_in_float32(
         cli, write_recipe, tiny_dir, wide_dir, tmp_path, forward_dtypes, bf16_cpu, wide):
     source, computes = (wide_dir, torch.bfloat16) if wide else (tiny_dir, torch.float32)
-    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
-    recipe = write_recipe({"model": {"source": str(source)}, "template": {"name": "smollm3"},
-                           "data": {"sources": [{"path": str(data)}]},
-                           "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": 2,
-                                     "learning_rate": 1e-3, "logging_steps": 1, "save_steps": 2,
-                                     "gradient_checkpointing": False}})
+    recipe = two_step_sft(write_recipe, tmp_path, {"source": str(source)})
     code, out, err = cli("sft", recipe, "--dry-run")
     assert code == 0, err
     assert ("float32 weights, bf16 autocast" if wide else "the model is 64 wide: below 384, float32") in out
