@@ -94,7 +94,7 @@ def run_on_partition(argv: list[str], gpus) -> int:
     command = [sys.executable, "-m", "smolalign", *strip_launch_options(argv)]
     print(f"training on GPU(s) {','.join(gpus.training)}, the vLLM server on {','.join(gpus.server)}: "
           f"{' '.join(command[1:])}", file=sys.stderr)
-    return subprocess.run(command, env={**os.environ, **gpus.training_env()}).returncode
+    return run_child(command, {**os.environ, **gpus.training_env()})
 
 
 def planned_launch(argv: list[str], launch: str | None, num_processes: int | None) -> tuple[str | None, int]:
@@ -179,6 +179,11 @@ def launched_sharding() -> dict | None:
     if os.environ.get("ACCELERATE_USE_FSDP") == "true":
         return {"fsdp": os.environ.get("FSDP_VERSION", "1")}
     return None
+
+
+def run_child(command: list[str], env: dict[str, str]) -> int:
+    """Run a launcher or a training child to its end with `env` as its whole environment; returns its exit code."""
+    return subprocess.run(command, env=env).returncode
 
 
 def free_port() -> int:
@@ -274,7 +279,7 @@ def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
         print(f"launching {num_processes} process(es) on the CPU (gloo{', DeepSpeed ' + preset.stem if config_file else ''}): "
               f"{' '.join(command[1:])}", file=sys.stderr)
     try:
-        return subprocess.run(command, env=env).returncode
+        return run_child(command, env)
     finally:
         for written in (config_file, deepspeed_file):
             if written is not None:

@@ -69,9 +69,9 @@ def launched(preset: str, on_gpu: bool, monkeypatch) -> dict:
             from pathlib import Path
 
             seen["config"] = json.loads(Path(env[launch.DEEPSPEED_CONFIG]).read_text())
-        return SimpleNamespace(returncode=0)
+        return 0
 
-    monkeypatch.setattr(launch.subprocess, "run", run)
+    monkeypatch.setattr(launch, "run_child", run)
     assert launch.relaunch(preset, 2, ["sft", "recipe.yaml"]) == 0
     return seen
 

@@ -5,7 +5,6 @@ server in its own; the process that works it out keeps its environment as it was
 trains on its local rank's GPU, and is refused where that is one of the server's."""
 
 import os
-import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -34,11 +33,11 @@ def node(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     started = []
 
-    def run(command, env=None, **kwargs):
+    def run(command, env):
         started.append(SimpleNamespace(command=command, env=env))
-        return subprocess.CompletedProcess(command, 0)
+        return 0
 
-    monkeypatch.setattr(smolalign.launch.subprocess, "run", run)
+    monkeypatch.setattr(smolalign.launch, "run_child", run)
     monkeypatch.setattr(smolalign.hardware, "detect_hardware",
                         lambda: smolalign.hardware.Hardware("cuda", 8, "H100", True, 1, 16))
 

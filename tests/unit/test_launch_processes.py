@@ -5,7 +5,6 @@ or one process that sees several GPUs (torch's DataParallel, which TRL's trainer
 before anything loads. The launch is stopped where accelerate would start: the config file accelerate receives is
 read back with accelerate's own config loader."""
 
-import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -73,14 +72,14 @@ def launches(monkeypatch):
     gpu = smolalign.hardware.Hardware("cuda", 8, "H100", True, 1, 16)
     monkeypatch.setattr(smolalign.hardware, "detect_hardware", lambda: gpu)
 
-    def run(command, env=None, **kwargs):
+    def run(command, env):
         from accelerate.commands.config.config_args import load_config_from_file
 
         config = load_config_from_file(command[command.index("--config_file") + 1])
         started.append(SimpleNamespace(command=command, env=env, config=config))
-        return subprocess.CompletedProcess(command, 0)
+        return 0
 
-    monkeypatch.setattr(smolalign.launch.subprocess, "run", run)
+    monkeypatch.setattr(smolalign.launch, "run_child", run)
     return started
 
 
