@@ -6,11 +6,17 @@ without edits. `model.dtype: auto` (the default) gives:
 
 | machine | trained weights | training compute | generation, teachers, references |
 |---|---|---|---|
-| GPU with bf16 | bfloat16 | bf16 | bfloat16 |
-| GPU without | float16 | fp16 | float16 |
+| GPU with bf16 | bfloat16, AdamW with Kahan summation | bf16 | bfloat16 |
+| GPU without | float32 (master copy) | fp16 autocast | float16 |
 | CPU with AMX or AVX512-BF16, model at least 384 wide | float32 (master copy) | bf16 autocast | bfloat16 |
 | CPU with AMX or AVX512-BF16, narrower model | float32 | float32 | float32 |
 | CPU without | float32 | float32 | float32 |
+
+Trained bf16 weights lose most of AdamW's updates to rounding (an update of ~1e-5 on a weight of ~0.02 is below half
+of bf16's spacing there), so wherever they are trained without a launcher that keeps float32 masters (DeepSpeed's
+ZeRO, FSDP), the optimizer keeps the lost bits: optimi's AdamW with Kahan summation, 2 bytes a parameter
+(`compensates_updates`; stages/low_precision_updates.py has the measurements). `model.dtype: float32` on a GPU trains
+float32 masters under bf16 (fp16) autocast; pure float32 only with `train.bf16: false` as well.
 
 On a bf16 CPU, the matrix products of a model as wide as SmolLM2-135M (576) run several times faster in bf16
 (benchmarks/RESULTS.md); training keeps float32 master weights and AdamW state, so small updates are not rounded
@@ -121,12 +127,11 @@ def cpu_bf16_pays(hardware: Hardware, width: int | None) -> bool:
 
 
 def resolve_dtype(requested: str, hardware: Hardware) -> str:
-    """The dtype trained weights load in (the module's table): `auto` -> float32 on a CPU, bfloat16 on a GPU with
-    bf16, else float16; on a CPU, bfloat16 only where it computes in it, float16 never."""
+    """The dtype trained weights load in (the module's table): `auto` -> bfloat16 on a GPU with bf16, else float32
+    (a float32 master copy under fp16 autocast on an older GPU); on a CPU, bfloat16 only where it computes in it,
+    float16 never."""
     if requested == "auto":
-        if not hardware.on_gpu:
-            return "float32"
-        return "bfloat16" if hardware.bf16 else "float16"
+        return "bfloat16" if hardware.on_gpu and hardware.bf16 else "float32"
     if not hardware.on_gpu and requested in ("bfloat16", "float16"):
         return "bfloat16" if requested == "bfloat16" and hardware.bf16 else "float32"
     return requested
@@ -138,6 +143,8 @@ def generation_dtype(requested: str, hardware: Hardware, width: int | None) -> s
     updated, so nothing is rounded away)."""
     if requested == "auto" and cpu_bf16_pays(hardware, width):
         return "bfloat16"
+    if requested == "auto" and hardware.on_gpu:
+        return "bfloat16" if hardware.bf16 else "float16"
     return resolve_dtype(requested, hardware)
 
 
@@ -161,29 +168,66 @@ def autocast_attention(requested: str, hardware: Hardware, weights: str, width: 
 
 def precision_flags(requested: str, hardware: Hardware, width: int | None) -> dict:
     """TrainingArguments flags for this hardware, `model.dtype` and the trained model's width: CPU -> use_cpu, with
-    bf16 autocast where `cpu_autocast`; GPU -> bf16/fp16 by the weights' dtype."""
+    bf16 autocast where `cpu_autocast`; GPU -> bf16 (fp16 on a GPU without bf16) for 16-bit and float32 weights
+    alike: float32 weights are master weights under autocast there, never pure float32 unless the recipe sets
+    `train.bf16: false` (a recipe's own flags win on a GPU, stages/trainer_config.py)."""
     if not hardware.on_gpu:
         return {"use_cpu": True, "bf16": cpu_autocast(requested, hardware, width), "fp16": False}
     dtype = resolve_dtype(requested, hardware)
-    return {"bf16": dtype == "bfloat16", "fp16": dtype == "float16"}
+    if dtype == "float16":
+        return {"bf16": False, "fp16": True}
+    return {"bf16": hardware.bf16, "fp16": not hardware.bf16}
 
 
-def precision_description(requested: str, hardware: Hardware, width: int | None) -> str:
-    """One line for the plan: each part's precision and why (for a model `width` wide)."""
+LOW_PRECISION_DTYPES = ("bfloat16", "float16")
+
+DEFAULT_ADAMW = ("adamw_torch", "adamw_torch_fused")
+"""transformers' names for torch's AdamW: the default `train.optim` (fused where torch has it)."""
+
+
+def compensates_updates(weights: str, sharded: bool, optim: str = "adamw_torch") -> bool:
+    """Whether the optimizer keeps the bits AdamW's updates lose on trained weights of dtype `weights`: 16-bit
+    weights trained with AdamW (`train.optim`; another optimizer is kept as asked) without a launcher that keeps
+    float32 master weights itself (`sharded`: DeepSpeed's ZeRO or FSDP under mixed precision). Where it does, the run
+    trains with optimi's Kahan-summed AdamW (stages/low_precision_updates.py), 2 bytes a parameter more."""
+    return weights in LOW_PRECISION_DTYPES and not sharded and optim in DEFAULT_ADAMW
+
+
+def precision_description(requested: str, hardware: Hardware, width: int | None, *, sharded: bool = False,
+                          adapters: bool = False, autocast: bool | None = None) -> str:
+    """One line for the plan: each part's precision and why (for a model `width` wide; `sharded`: launched with
+    DeepSpeed's ZeRO or FSDP; `adapters`: LoRA trains float32 adapters; `autocast`: the recipe's own train.bf16 or
+    train.fp16 on a GPU, None when it sets neither)."""
     weights, generation = resolve_dtype(requested, hardware), generation_dtype(requested, hardware, width)
     if hardware.on_gpu:
-        return f"{weights} ({ {'bfloat16': 'bf16', 'float16': 'fp16'}.get(weights, weights) } on GPU)"
+        return _gpu_precision(weights, hardware, sharded=sharded, adapters=adapters, autocast=autocast)
     if cpu_autocast(requested, hardware, width):
         return ("float32 weights, bf16 autocast; generation bfloat16 (the CPU computes in bf16: AMX or "
                 "AVX512-BF16)")
     if weights == "bfloat16":
-        return "bfloat16 weights and generation (model.dtype bfloat16 on a bf16 CPU)"
+        kept = ("" if adapters or sharded else
+                "; AdamW with Kahan summation (optimi) keeps the updates bfloat16 rounds away, 2 bytes a parameter")
+        return f"bfloat16 weights and generation (model.dtype bfloat16 on a bf16 CPU){kept}"
     if requested == "auto" and hardware.bf16:
         return (f"float32 for training and generation (the model is {width} wide: below {CPU_BF16_MIN_WIDTH}, "
                 "float32 is faster than bf16 on this CPU)")
     why = {"float32": "model.dtype float32",
            "float16": "float16 is never used on a CPU"}.get(requested, "the CPU has no native bf16")
     return f"{generation} for training and generation ({why})"
+
+
+def _gpu_precision(weights: str, hardware: Hardware, *, sharded: bool, adapters: bool, autocast: bool | None) -> str:
+    compute = "bf16" if hardware.bf16 else "fp16"
+    if weights == "float32":
+        if autocast is False:
+            return "float32 weights and compute (train.bf16/fp16 false: pure float32, as asked)"
+        return f"float32 master weights, {compute} autocast"
+    if adapters:
+        return f"{weights} base weights, float32 LoRA adapters (peft), {compute} compute"
+    if sharded:
+        return f"{weights} weights, {compute} compute; the launcher keeps float32 master weights (DeepSpeed/FSDP)"
+    return (f"{weights} weights, {compute} compute; AdamW with Kahan summation (optimi) keeps the updates {weights} "
+            "rounds away, 2 bytes a parameter")
 
 
 def free_accelerator_memory() -> None:

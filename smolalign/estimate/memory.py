@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from smolalign.estimate.dims import ModelDims
+from smolalign.hardware import compensates_updates
 from smolalign.recipe.settings import lora_settings
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -145,6 +146,8 @@ def model_states(dims: ModelDims, settings: Mapping, setup: Setup) -> MemoryEsti
     parts["weights"] = dims.params * b
     parts["gradients"] = dims.params * b
     parts["optimizer states"] = int(optimizer_state_bytes(optim, b) * dims.params)
+    if compensates_updates(setup.dtype, False, optim):
+        parts["Kahan compensation"] = dims.params * b  # the bits bf16 rounds off each update, one per weight
     if setup.sharding == "ddp" and n > 1:
         parts["DDP gradient buckets"] = dims.params * b
     return est

@@ -34,6 +34,7 @@ from smolalign.runs.rundir import (
 from smolalign.runs.save_on_signal import SavedOnSignal, listening, save_on_signal_callback
 from smolalign.stages.generating import check_generating
 from smolalign.stages.generation_copy import bf16_generation_copy
+from smolalign.stages.low_precision_updates import keep_low_precision_updates
 from smolalign.stages.scored_positions import scored_positions_only
 from smolalign.stages.teardown import release_training_state
 
@@ -184,6 +185,7 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
     checkpoint at the next step end and raises SavedOnSignal instead (smolalign.runs.save_on_signal)."""
     if checkpoint is not None:
         _plain_cpu_device(trainer.args)
+    keep_low_precision_updates(trainer)
     on_signal = save_on_signal_callback()
     trainer.add_callback(on_signal)
     with listening():  # already listening when run through run_stage, from the stage's start

@@ -1,0 +1,114 @@
+"""The precision a run trains in on a stubbed GPU, for every `model.dtype` and launch preset: the flags of the TRL
+config the stage builds (TRL's own config classes, their checks run), the plan's dtype row, the memory estimate's
+parts. Expectations written out by hand from smolalign/hardware.py's table; the optimizer a real trainer is handed
+and the loss it reaches are tests/integration/test_update_precision.py's."""
+
+import pytest
+from tiny_models import chat_rows, pair_rows, write_jsonl
+
+from smolalign.hardware import Hardware, compensates_updates
+from smolalign.resolve import load_run
+from smolalign.stages.trainer_config import trl_config
+
+H100 = Hardware("cuda", 1, "H100", True, 1, 16)
+V100 = Hardware("cuda", 1, "V100", False, 1, 16)
+LAUNCHER_VARIABLES = ("SMOLALIGN_LAUNCHED", "SMOLALIGN_DEEPSPEED_CONFIG", "ACCELERATE_USE_DEEPSPEED",
+                      "ACCELERATE_USE_FSDP", "ACCELERATE_DEEPSPEED_CONFIG_FILE", "ACCELERATE_DEEPSPEED_ZERO_STAGE",
+                      "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+
+
+@pytest.fixture
+def stubbed_gpu(monkeypatch):
+    """transformers checks bf16 against the real device; here the device is the stubbed one."""
+    monkeypatch.setattr("transformers.training_args.is_torch_bf16_gpu_available", lambda: True)
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def recipes(write_recipe, tiny_dir, tmp_path):
+    chats = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", pair_rows(8))
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "1 plus 1", "solution": "2"}])
+    model = {"source": str(tiny_dir)}
+    return {
+        "sft": write_recipe({"model": model, "data": {"sources": [{"path": str(chats)}]}}, "sft.yaml"),
+        "po": write_recipe({"stage": "po", "method": "dpo", "model": model,
+                            "data": {"sources": [{"path": str(pairs)}]}}, "po.yaml"),
+        "rl": write_recipe({"stage": "rl", "method": "grpo", "model": model, "rewards": [{"name": "math_accuracy"}],
+                            "data": {"sources": [{"path": str(prompts)}]},
+                            "train": {"num_generations": 2, "per_device_train_batch_size": 2}}, "rl.yaml"),
+    }
+
+
+# (GPU, model.dtype, train overrides) -> (TrainingArguments bf16, fp16)
+FLAGS = [
+    pytest.param(H100, "auto", [], True, False, id="H100-auto"),  # bf16 weights (AdamW keeps the lost bits)
+    pytest.param(H100, "bfloat16", [], True, False, id="H100-bfloat16"),
+    pytest.param(H100, "float32", [], True, False, id="H100-float32"),  # float32 masters under bf16 autocast
+    pytest.param(H100, "float32", ["train.bf16=false"], False, False, id="H100-float32-asked-pure"),
+    pytest.param(V100, "auto", [], False, True, id="V100-auto"),  # float32 masters under fp16 autocast
+    pytest.param(V100, "float32", [], False, True, id="V100-float32"),
+]
+
+
+@pytest.mark.parametrize("stage", ["sft", "po", "rl"])
+@pytest.mark.parametrize(("hardware", "dtype", "overrides", "bf16", "fp16"), FLAGS)
+def test_the_trainer_config_on_a_gpu_carries_the_intended_precision(stubbed_gpu, recipes, tmp_path, stage, hardware,
+                                                                     dtype, overrides, bf16, fp16):
+    run = load_run(str(recipes[stage]), [f"model.dtype={dtype}", *overrides], stage, hardware=hardware)
+    config = trl_config(run, hardware, tmp_path / "run", check=True)
+    assert (config.bf16, config.fp16) == (bf16, fp16)
+
+
+# (model.dtype, preset, LoRA) -> what the plan's dtype row says about the updates
+ROWS = [
+    ("auto", None, False, "bfloat16 weights, bf16 compute; AdamW with Kahan summation (optimi)"),
+    ("auto", "ddp", False, "AdamW with Kahan summation (optimi)"),
+    ("auto", "zero2", False, "the launcher keeps float32 master weights (DeepSpeed/FSDP)"),
+    ("auto", "zero3", False, "the launcher keeps float32 master weights (DeepSpeed/FSDP)"),
+    ("auto", "fsdp2", False, "the launcher keeps float32 master weights (DeepSpeed/FSDP)"),
+    ("auto", None, True, "bfloat16 base weights, float32 LoRA adapters (peft), bf16 compute"),
+    ("float32", None, False, "float32 master weights, bf16 autocast"),
+    ("float32", "zero3", False, "float32 master weights, bf16 autocast"),
+]
+
+
+@pytest.mark.parametrize(("dtype", "preset", "lora", "row"), ROWS)
+def test_the_plan_says_how_updates_keep_their_precision(stubbed_gpu, recipes, dtype, preset, lora, row):
+    from smolalign.plan import make_plan
+
+    overrides = [f"model.dtype={dtype}"] + ([f"launch.preset={preset}"] if preset else [])
+    overrides += ["peft.r=8"] if lora else []
+    run = load_run(str(recipes["sft"]), overrides, "sft", hardware=H100)
+    assert row in make_plan(run, None, 8).rows["dtype"]
+
+
+def test_the_memory_estimate_counts_the_compensation_where_it_is_used():
+    from smolalign.estimate.dims import dims_from_config
+    from smolalign.estimate.memory import Setup, model_states
+
+    from transformers import LlamaConfig
+
+    dims = dims_from_config(LlamaConfig(vocab_size=49152, hidden_size=2048, intermediate_size=11008,
+                                        num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=4,
+                                        tie_word_embeddings=True))
+
+    def parts(sharding, dtype="bfloat16", optim="adamw_torch_fused", processes=1):
+        return model_states(dims, {"optim": optim}, Setup(sharding=sharding, processes=processes, dtype=dtype,
+                                                          gpu=True)).parts
+
+    alone = parts("none")
+    assert alone["Kahan compensation"] == 2 * dims.params  # one bf16 remainder a weight
+    assert alone["weights"] + alone["gradients"] + alone["optimizer states"] == 8 * dims.params
+    assert "Kahan compensation" in parts("ddp", processes=8)
+    for sharded in ("zero3", "fsdp"):
+        assert "Kahan compensation" not in parts(sharded, processes=8)
+    assert "Kahan compensation" not in parts("none", dtype="float32")
+    assert "Kahan compensation" not in parts("none", optim="adafactor")
+
+
+def test_the_rule_is_one_function():
+    assert compensates_updates("bfloat16", False) and compensates_updates("float16", False, "adamw_torch_fused")
+    assert not compensates_updates("bfloat16", True) and not compensates_updates("float32", False)
+    assert not compensates_updates("bfloat16", False, "adamw_8bit")
