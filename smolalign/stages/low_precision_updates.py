@@ -17,7 +17,7 @@ asked, with a note that its updates of bf16 weights are rounded.
 
 import sys
 
-from smolalign.hardware import DEFAULT_ADAMW, LOW_PRECISION_DTYPES, compensates_updates
+from smolalign.hardware import LOW_PRECISION_DTYPES, compensates_updates
 from smolalign.launch import launched_sharding
 
 

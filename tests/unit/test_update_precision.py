@@ -85,10 +85,10 @@ def test_the_plan_says_how_updates_keep_their_precision(stubbed_gpu, recipes, dt
 
 
 def test_the_memory_estimate_counts_the_compensation_where_it_is_used():
+    from transformers import LlamaConfig
+
     from smolalign.estimate.dims import dims_from_config
     from smolalign.estimate.memory import Setup, model_states
-
-    from transformers import LlamaConfig
 
     dims = dims_from_config(LlamaConfig(vocab_size=49152, hidden_size=2048, intermediate_size=11008,
                                         num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=4,
