@@ -71,9 +71,21 @@ def check_ranges(train: dict) -> None:
             raise SmolalignError(f"train.{key} must be {allowed.describe()}, got {value:g}")
 
 
+def refuse_contradictions(train: dict) -> None:
+    """Two keys that say different things about one setting, refused with both named (else one would silently win):
+    the `packing: STRATEGY` shorthand beside a different `packing_strategy`, bf16 beside fp16."""
+    packing, strategy = train.get("packing"), train.get("packing_strategy")
+    if isinstance(packing, str) and strategy is not None and strategy != packing:
+        raise SmolalignError(f"train.packing {packing!r} and train.packing_strategy {strategy!r} contradict each "
+                             "other: keep one (packing: STRATEGY is the shorthand for both)")
+    if train.get("bf16") is True and train.get("fp16") is True:
+        raise SmolalignError("train.bf16 and train.fp16 are both true: keep at most one")
+
+
 def normalize_train(train: dict, spec: MethodSpec) -> dict:
     """Recipe shorthands onto TRL's fields: `packing: bfd|bfd_split|wrapped|false`, legacy `ffd` -> `bfd`."""
     train = dict(train)
+    refuse_contradictions(train)
     packing = train.get("packing")
     if isinstance(packing, str):
         train["packing"], train["packing_strategy"] = True, packing

@@ -115,6 +115,22 @@ def test_packing_shorthand_and_legacy_ffd(tmp_path, capsys):
         run_of({**minimal(tmp_path), "train": {"packing": "greedy"}}, "sft", "t")
 
 
+@pytest.mark.parametrize(("train", "message"), [
+    ({"packing": "bfd", "packing_strategy": "nonsense"},
+     "train.packing 'bfd' and train.packing_strategy 'nonsense' contradict each other"),
+    ({"packing": "bfd", "packing_strategy": "wrapped"},
+     "train.packing 'bfd' and train.packing_strategy 'wrapped' contradict each other"),
+    ({"bf16": True, "fp16": True}, "train.bf16 and train.fp16 are both true"),
+])
+def test_keys_that_contradict_each_other_are_refused_with_both_named(tmp_path, cli, write_recipe, train, message):
+    with pytest.raises(SmolalignError, match=message):
+        run_of({**minimal(tmp_path), "train": train}, "sft", "t")
+    code, out, err = cli("recipes", "validate", write_recipe({**minimal(tmp_path), "train": train}))
+    assert code == 2 and err.strip().splitlines()[-1].startswith(f"error: {message}")
+    agreeing = {"packing": "bfd", "packing_strategy": "bfd"} if "packing" in train else {"bf16": True, "fp16": False}
+    assert run_of({**minimal(tmp_path), "train": agreeing}, "sft", "t")
+
+
 def test_stage_mismatch_and_required_sections(tmp_path):
     with pytest.raises(SmolalignError, match="not `smolalign sft`"):
         run_of({**minimal(tmp_path), "stage": "po"}, "sft", "t")
