@@ -63,8 +63,13 @@ quickstart-tools: $(STAMP)
 # use one core, so two processes on a 2-core runner take two thirds of the time of one (docs/tests.md).
 TEST_PROCESSES ?= 2
 PARALLEL := -n $(TEST_PROCESSES) --dist loadfile
+# The default tiers run their files, and the tests of each file, in an order shuffled from TEST_ORDER_SEED
+# (pytest-random-order; pytest prints the seed): a test that passes only after another has run fails here instead of
+# in someone's `pytest FILE`. `make test TEST_ORDER_SEED=N` tries another order.
+TEST_ORDER_SEED ?= 57
+SHUFFLED := -p random_order --random-order-bucket=module --random-order-seed=$(TEST_ORDER_SEED)
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest $(PARALLEL) tests/unit tests/integration
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest $(PARALLEL) $(SHUFFLED) tests/unit tests/integration
 
 test-unit: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest $(PARALLEL) tests/unit

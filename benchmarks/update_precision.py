@@ -2,6 +2,7 @@
 at each step of `smolalign sft` (the real CLI, one child process a configuration) against float32 master weights.
 
     python benchmarks/update_precision.py [--model wide|bundled|PATH] [--steps 30] [--lr 1e-5] [--threads 2]
+        [--configs NAME ...] [--tokens 256] [--batch 4]
 
 Configurations (every one from the same weights and data, in the same order):
 - `float32 masters`: `model.dtype: auto` on a bf16 CPU (float32 weights and AdamW, bf16 autocast), the reference.
@@ -14,7 +15,7 @@ Configurations (every one from the same weights and data, in the same order):
 
 Models: `wide` is tests/tiny_models.py's Llama at 384 wide (2 layers, the narrowest width a bf16 CPU computes in bf16),
 random; `bundled` is the bundled SmolLM2-135M-Instruct (trained weights); or a model directory. Data: the tests'
-chat rows (sums in think and no_think), packed (BFD) to 256 tokens, 4 rows a step. Prints one JSON line per
+chat rows (sums in think and no_think), packed (BFD) to `--tokens` (256), `--batch` (4) rows a step. Prints one JSON line per
 configuration (losses at steps 1, 10, 20, 30 and the last, seconds per step) and each one's last loss over the
 reference's; the issue's bar is within 2% on a CPU.
 """
@@ -55,7 +56,7 @@ def model_dir(name: str, folder: Path) -> str:
     return name
 
 
-def recipe(folder: Path, model: str, dtype: str, steps: int, lr: float) -> Path:
+def recipe(folder: Path, model: str, dtype: str, args) -> Path:
     import yaml
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -66,9 +67,9 @@ def recipe(folder: Path, model: str, dtype: str, steps: int, lr: float) -> Path:
     path.write_text(yaml.safe_dump({
         "model": {"source": model, "dtype": dtype}, "template": {"name": "smollm3"},
         "data": {"sources": [{"path": str(data)}]},
-        "train": {"max_length": 256, "packing": "bfd", "per_device_train_batch_size": 4, "max_steps": steps,
-                  "learning_rate": lr, "lr_scheduler_type": "constant", "logging_steps": 1, "save_strategy": "no",
-                  "gradient_checkpointing": False, "seed": 0}}))
+        "train": {"max_length": args.tokens, "packing": "bfd", "per_device_train_batch_size": args.batch,
+                  "max_steps": args.steps, "learning_rate": args.lr, "lr_scheduler_type": "constant",
+                  "logging_steps": 1, "save_strategy": "no", "gradient_checkpointing": False, "seed": 0}}))
     return path
 
 
@@ -97,6 +98,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS),
+                        help="a subset (the reference, float32 masters, is float32 itself where it is left out)")
+    parser.add_argument("--tokens", type=int, default=256, help="max_length of the packed rows")
+    parser.add_argument("--batch", type=int, default=4, help="packed rows a step")
     parser.add_argument("--child", nargs=3, metavar=("RECIPE", "RUN_DIR", "KAHAN"))
     args = parser.parse_args()
     if args.child:
@@ -109,10 +114,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         model = model_dir(args.model, folder)
-        for name, (dtype, kahan) in CONFIGS.items():
+        for name in args.configs:
+            dtype, kahan = CONFIGS[name]
             run_dir = folder / name.replace(" ", "_").replace(",", "").replace("+", "")
             start = time.perf_counter()
-            subprocess.run([sys.executable, __file__, "--child", str(recipe(folder, model, dtype, args.steps, args.lr)),
+            subprocess.run([sys.executable, __file__, "--child", str(recipe(folder, model, dtype, args)),
                             str(run_dir), "1" if kahan else "0"], env=env, check=True, capture_output=True)
             seconds = time.perf_counter() - start
             curve = losses(run_dir)
@@ -120,10 +126,10 @@ def main() -> None:
             print(json.dumps({"config": name, "model": args.model, "steps": len(curve), "lr": args.lr,
                               "loss": {str(i): round(curve[i - 1], 4) for i in (1, 10, 20, 30) if i <= len(curve)},
                               "last": round(curve[-1], 4), "wall_s": round(seconds, 1)}), flush=True)
-    reference = results["float32 masters"][-1]
+    reference = results.get("float32 masters", results.get("float32"))[-1]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {args.threads} threads")
     for name, curve in results.items():
-        print(f"{name:>24}: last loss {curve[-1]:.4f}, {curve[-1] / reference:.4f}x float32 masters'")
+        print(f"{name:>24}: last loss {curve[-1]:.4f}, {curve[-1] / reference:.4f}x the reference's")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,14 @@ from smolalign.estimate.dims import ModelDims, read_dims
 from smolalign.estimate.inference import reward_model_parts
 from smolalign.estimate.memory import DTYPE_BYTES, MemoryEstimate, Setup, estimate_memory
 from smolalign.estimate.settings import setup_for, target_device, workload
-from smolalign.estimate.time import DEFAULT_UTILIZATION, describe_seconds, step_time
+from smolalign.estimate.time import (
+    FLEX_FIRST_STEP,
+    TRANSFORMERS_DECODE,
+    VLLM_DECODE,
+    describe_seconds,
+    step_time,
+    training_utilization,
+)
 from smolalign.gpus import Gpu
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.config import read_config
@@ -159,19 +166,30 @@ def _time_rows(plan, run: Run, settings, setup: Setup, dims: ModelDims, gpu: Gpu
         seconds, how = calibrate(config, dims, settings, work, setup)
         label = f"{describe_seconds(seconds)} measured ({how})"
     elif gpu is not None and gpu.bf16_flops:
-        utilization = launch.utilization if launch is not None and launch.utilization else DEFAULT_UTILIZATION
+        attention = run.recipe.model.attn_implementation
+        stated = launch is not None and launch.utilization
+        utilization = launch.utilization if stated else training_utilization(attention)
         b = DTYPE_BYTES.get(setup.dtype, 4)
         _, scored = extra_parts(run, settings, setup, dims, None, work["tokens_per_micro_batch"])
-        timing = step_time(dims, {**settings, **work}, gpu, utilization, weight_bytes=dims.params * b,
-                           extra_forward_params=scored)
+        backend = run.recipe.generation.backend if run.recipe.generation is not None else ""
+        timing = step_time(dims, {**settings, **work, "generation_backend": backend}, gpu, utilization,
+                           weight_bytes=dims.params * b, extra_forward_params=scored)
         seconds = timing.total
         parts = [f"training {describe_seconds(timing.train)}"]
         if timing.generation:
-            parts.append(f"generation {describe_seconds(timing.generation)}")
+            rates = VLLM_DECODE if backend.startswith("vllm") else TRANSFORMERS_DECODE
+            parts.append(f"generation {describe_seconds(timing.generation)}, decoding by bandwidth plus a per-token "
+                         f"overhead {rates.where}")
         if timing.other:
             parts.append(f"reference/teacher {describe_seconds(timing.other)}")
-        label = (f"≈ {describe_seconds(seconds)} ({', '.join(parts)}; estimate from FLOPs at {utilization:.0%} of "
-                 f"the {gpu.name}'s bf16 peak)")
+        source = "launch.utilization" if stated else (
+            "assumed for flex attention" if attention == "flex_attention" else "measured with sdpa on an H200")
+        label = (f"≈ {describe_seconds(seconds)} ({'; '.join(parts)}; training FLOPs at {utilization:.0%} of the "
+                 f"{gpu.name}'s bf16 peak, {source})")
+        if attention == "flex_attention":
+            plan.notes.append(f"the first step compiles flex attention's block mask and kernels: {FLEX_FIRST_STEP} "
+                              "before step 1; later runs reuse torch's compile cache (TORCHINDUCTOR_CACHE_DIR) where "
+                              "it persists")
     else:
         plan.rows["time per step"] = "not estimated (no GPU target: set launch.gpu, or launch.calibrate: true)"
         return

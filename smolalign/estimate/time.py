@@ -1,6 +1,20 @@
-"""Time per optimizer step from FLOPs and a stated utilisation of the GPU's peak (an estimate, labelled as one),
-generation included for GRPO and distillation: a pure function of the model's dims, the effective settings and
-the GPU. A measured calibration (`estimate.calibrate`) replaces the training part when asked for."""
+"""Time per optimizer step (an estimate, labelled as one), generation included for GRPO and distillation: a pure
+function of the model's dims, the effective settings and the GPU. Training is FLOPs at a utilisation of the GPU's
+peak; decoding is bound by memory bandwidth (the weights and the KV cache read once a token) plus a per-token
+overhead that grows with the layers (kernel launches, Python), which dominates at small batches. A measured
+calibration (`estimate.calibrate`) replaces the training part when asked for.
+
+Where the rates come from (`MEASURED`): one H200 (issue 52's run, 2026-11-28; benchmarks/RESULTS.md), a random
+SmolLM3-3B (3.08 B parameters, 36 layers) in bf16 with gradient checkpointing:
+- training with sdpa: plain TRL's SFT ran 4,096-token rows in 0.436 s a step and 16,384-token rows in 2.37-2.6 s,
+  25.7% and 22-24% of the bf16 peak in this module's counting (recomputation and causal attention over the whole
+  row counted): 0.25. The first-cut 0.4 had the 4k step at 258 ms, 1.7x optimistic.
+- decoding with transformers' `generate`: a GRPO step of 32 answers of 256 tokens took 7.5 s at steady state; less
+  its training (1.1 s at the rate above) that is 25 ms a token, of which reading the weights at the bandwidth is
+  1.3 ms: 0.65 ms a layer a token of overhead. The first cut modelled decoding as bandwidth alone (2.2 s a step).
+Not measured: flex attention's rate at equal counting (it skips the blocks between packed documents; 0.4 assumed),
+vLLM's decoding (CUDA graphs: bandwidth bound, its overhead assumed a tenth of transformers'), other GPU kinds (the
+H200's rates are used for every GPU, and the plan says so)."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -8,9 +22,35 @@ from dataclasses import dataclass
 from smolalign.estimate.dims import ModelDims
 from smolalign.gpus import Gpu
 
-DEFAULT_UTILIZATION = 0.4
-"""Model FLOPs utilisation assumed when the recipe states none (launch.utilization): typical of a well-fed
-bf16 run on H100s; decoding reaches a similar share of the memory bandwidth."""
+DEFAULT_UTILIZATION = 0.25
+"""Share of the bf16 peak a training step reaches when the recipe states none (launch.utilization): measured with
+sdpa on an H200 (`MEASURED`)."""
+
+FLEX_UTILIZATION = 0.4
+"""The same for flex attention, assumed (not measured at equal counting): it skips the blocks between packed
+documents, which this module counts as computed."""
+
+FLEX_FIRST_STEP = "247 s measured on an H200 (3B, 16,384-token rows; loading included)"
+"""What flex attention's first step costs, stated in the plan apart from the step time."""
+
+BANDWIDTH_SHARE = 0.9
+"""Share of the memory bandwidth a decoding step's reads reach."""
+
+
+@dataclass(frozen=True)
+class DecodeRates:
+    per_layer_token: float
+    """Seconds of overhead per layer per decoded token (kernel launches, Python), whatever the batch."""
+    where: str
+
+
+TRANSFORMERS_DECODE = DecodeRates(0.65e-3, "measured on an H200: transformers' generate, 3B, 32 answers x 256 tokens")
+VLLM_DECODE = DecodeRates(0.065e-3, "assumed: vLLM's CUDA graphs, a tenth of transformers' overhead (not measured)")
+
+
+def training_utilization(attention: str | None) -> float:
+    """The utilisation a training step reaches with this attention implementation (the recipe's, None: sdpa)."""
+    return FLEX_UTILIZATION if attention == "flex_attention" else DEFAULT_UTILIZATION
 
 
 @dataclass(frozen=True)
@@ -49,12 +89,16 @@ def forward_flops_per_token(dims: ModelDims, sequence: int) -> float:
 
 
 def decode_seconds(dims: ModelDims, gpu: Gpu, utilization: float, sequences: int, new_tokens: int,
-                   weight_bytes: float) -> float:
-    """Generating `new_tokens` for `sequences` at once: each decoding step reads the weights once (bandwidth bound)
-    or, for a large batch, is bound by its FLOPs."""
-    per_step = max(weight_bytes / (gpu.bandwidth * utilization),
+                   weight_bytes: float, *, context: int = 0, rates: DecodeRates = TRANSFORMERS_DECODE) -> float:
+    """Generating `new_tokens` for `sequences` at once after a prompt of `context` tokens: each decoding step reads
+    the weights and the KV cache once (bandwidth bound) or, for a large batch, is bound by its FLOPs, plus the
+    backend's per-layer overhead."""
+    kv_bytes_per_token = 2 * dims.layers * dims.kv_heads * dims.head_dim * 2  # keys and values, 16-bit
+    mean_context = context + new_tokens / 2
+    reads = weight_bytes + sequences * mean_context * kv_bytes_per_token
+    per_step = max(reads / (gpu.bandwidth * BANDWIDTH_SHARE),
                    sequences * 2 * matmul_params(dims) / (gpu.bf16_flops * utilization))
-    return new_tokens * per_step
+    return new_tokens * (per_step + dims.layers * rates.per_layer_token)
 
 
 def step_time(dims: ModelDims, settings: Mapping, gpu: Gpu, utilization: float = DEFAULT_UTILIZATION, *,
@@ -72,8 +116,10 @@ def step_time(dims: ModelDims, settings: Mapping, gpu: Gpu, utilization: float =
     generated = int(settings.get("generated_sequences") or 0)
     generation = 0.0
     if generated:
-        generation = decode_seconds(dims, gpu, utilization, generated, int(settings.get("max_completion_length") or 0),
-                                    weight_bytes)
+        completion = int(settings.get("max_completion_length") or 0)
+        rates = VLLM_DECODE if settings.get("generation_backend", "").startswith("vllm") else TRANSFORMERS_DECODE
+        generation = decode_seconds(dims, gpu, utilization, generated, completion, weight_bytes,
+                                    context=max(length - completion, 0), rates=rates)
     return StepTime(train=train, generation=generation, other=other)
 
 
