@@ -35,7 +35,24 @@ def test_the_nucleus_is_transformers_top_p_mask(sharpness, widest, top_p, comput
         assert torch.equal(lowest_kept_logit(logits, top_p)[1], kept > VOCABULARY // 4)
     with sampler.fast_sampling("cpu"):
         assert TopPLogitsWarper.__call__ is sampler.top_p_call
-        assert torch.equal(warper(None, logits.clone()), expected)
+        got = warper(None, logits.clone())
+    differing = (got != expected).any(dim=-1)
+    assert torch.equal(got[~differing], expected[~differing])
+    for row in differing.nonzero().flatten().tolist():  # only where the row's mass ties with top_p in float32
+        assert on_the_edge(logits[row], got[row], expected[row], top_p), f"row {row} differs away from the edge"
+
+
+def on_the_edge(logits: torch.Tensor, got: torch.Tensor, expected: torch.Tensor, top_p: float) -> bool:
+    """The one exception nucleus.py states: the two nuclei differ by the single token at the edge, and the mass of
+    the tokens more likely than it is top_p within float32 error (the library sums ascending, smolalign descending,
+    and the order of a float sum decides which side of top_p such a row lands on; which it does is the CPU's)."""
+    kept_got, kept_expected = got > -float("inf"), expected > -float("inf")
+    if (kept_got ^ kept_expected).sum() != 1:
+        return False
+    token = (kept_got ^ kept_expected).nonzero().item()
+    probs = logits.double().softmax(dim=-1)
+    above = probs[probs > probs[token]].sum().item()
+    return abs(above - top_p) < 1e-6
 
 
 def by_hand(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
