@@ -775,7 +775,9 @@ FIGURES = [
            "before; the tests' 64-wide models now compute in float32)", "python benchmarks/suite_phases.py",
            "The generating and training tests, float32 against the CPU's precision",
            "cpu_bf16_narrow_float32, cpu_attention_sdpa_when_long above"),
-    Figure("SFT on one H200: 19,010 tokens/s, 39.5% MFU, 3.07x plain TRL's tokens/s after a 247 s first step",
+    Figure("SFT on one H200, unequal settings (smolalign: flex attention keeping packed documents apart and Liger; "
+           "TRL: sdpa, no Liger), 16k rows: 19,010 tokens/s, 39.5% MFU, 3.07x plain TRL's tokens/s after a 247 s "
+           "first step; at equal settings (sdpa, Liger, 4k rows, issue 52) 0.63x TRL's, level without Liger",
            "python benchmarks/gpu_sft.py", "SFT on one NVIDIA H200: `smolalign sft` against plain TRL",
            "tests/gpu/test_cuda_sft.py (SFT with sdpa and flex attention on CUDA, bf16 weights on disk)"),
 ]
