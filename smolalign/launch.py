@@ -109,10 +109,22 @@ def planned_launch(argv: list[str], launch: str | None, num_processes: int | Non
     gpus = training_gpus(generation)
     preset = launch or section.get("preset") or ("ddp" if gpus > 1 else None)
     if preset is None:
+        refuse_processes_without_launcher(num_processes, section.get("num_processes"))
         return None, 1
     if num_processes is None:
         num_processes = int(section.get("num_processes") or max(gpus, 1))
     return str(preset), num_processes
+
+
+def refuse_processes_without_launcher(asked: int | None, recipe_processes) -> None:
+    """More than one process asked for (--num-processes, the recipe's launch.num_processes) where nothing would
+    start them (no --launch, no launch.preset, not several GPUs): refused with what to add, never run as one."""
+    if asked is not None and asked > 1:
+        raise SmolalignError(f"--num-processes {asked} needs a launcher to start them: add --launch ddp (or zero2, "
+                             f"zero3, fsdp2), or set launch.preset")
+    if asked is None and isinstance(recipe_processes, int) and recipe_processes > 1:
+        raise SmolalignError(f"launch.num_processes {recipe_processes} needs a launcher to start them: set "
+                             "launch.preset (ddp, zero2, zero3, fsdp2) or add --launch ddp")
 
 
 def check_not_data_parallel(recipe, argv: list[str]) -> None:

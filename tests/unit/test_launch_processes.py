@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 from tiny_models import chat_rows, write_jsonl
 
+from smolalign.errors import SmolalignError
 from smolalign.launch import planned_launch
 
 
@@ -117,3 +118,24 @@ def test_one_process_that_sees_several_gpus_is_refused_with_the_command(cli, nod
     node(1)  # one GPU: nothing to refuse
     code, out, err = cli("sft", sft_recipe, "-o", tmp_path / "run", "--dry-run")
     assert "DataParallel" not in err
+
+
+def test_processes_asked_for_without_a_launcher_are_refused_not_run_as_one(cli, node, launches, sft_recipe, tmp_path):
+    """On a CPU (or one GPU) nothing starts more processes without --launch or launch.preset: --num-processes 4, or the
+    recipe's launch.num_processes 2, is refused with exit 2 naming what to add, before anything starts; one process
+    asked for is what runs anyway."""
+    node(0)
+    code, out, err = cli("sft", sft_recipe, "-o", tmp_path / "run", "--num-processes", "4", "--dry-run")
+    assert code == 2 and err.strip().splitlines()[-1] == (
+        "error: --num-processes 4 needs a launcher to start them: add --launch ddp (or zero2, zero3, fsdp2), or set "
+        "launch.preset")
+    code, out, err = cli("sft", sft_recipe, "-o", tmp_path / "run", "--set", "launch.num_processes=2", "--dry-run")
+    assert code == 2 and err.strip().splitlines()[-1].startswith(
+        "error: launch.num_processes 2 needs a launcher to start them: set launch.preset")
+    assert launches == [] and not (tmp_path / "run").exists()
+    assert planned_launch(["sft", sft_recipe], None, 1) == (None, 1)
+    node(1)
+    assert planned_launch(["sft", sft_recipe], None, 1) == (None, 1)
+    with pytest.raises(SmolalignError, match="--num-processes 2 needs a launcher"):
+        planned_launch(["sft", sft_recipe], None, 2)
+    assert planned_launch(["sft", sft_recipe], "ddp", 2) == ("ddp", 2)  # with a launcher: used
