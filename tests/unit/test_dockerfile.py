@@ -47,7 +47,8 @@ def dockerfile_pins() -> dict[str, str]:
 
 def test_installed_extras_exist_in_pyproject():
     extras = re.search(r'pip install "\.\[([^\]]+)\]"', DOCKERFILE).group(1).split(",")
-    assert set(extras) == {"vllm", "deepspeed", "liger", "plot", "reasoning-gym"}  # plot: matplotlib for `eval --chart`
+    # plot: matplotlib for `eval --chart`; the trackers recipes report to
+    assert set(extras) == {"vllm", "deepspeed", "liger", "plot", "reasoning-gym", "wandb", "trackio", "tensorboard"}
     assert set(extras) <= set(PYPROJECT["project"]["optional-dependencies"])
 
 

@@ -24,8 +24,14 @@ def test_a_cluster_recipe_validates_for_its_machine(cli):
         assert code == 2 and "train.use_liger_kernel" in err
 
 
+@pytest.mark.parametrize("tracker", ["wandb", "trackio", "tensorboard", "[wandb,tensorboard]"])
+def test_the_trackers_recipes_report_to_are_in_the_image(cli, tracker):
+    code, out, err = validate(cli, "smollm3/sft", "--set", f"train.report_to={tracker}", "--for", "8xH100")
+    assert code == 0 and "ok for 8×H100 (the smolalign image)" in out, err
+
+
 @pytest.mark.parametrize(("override", "key"), [
-    ("train.report_to=wandb", "train.report_to wandb"),  # the image has no tracker
+    ("train.report_to=mlflow", "train.report_to mlflow"),  # a tracker the image does not carry
     ("model.attn_implementation=flash_attention_2", "model.attn_implementation flash_attention_2"),  # no flash-attn
     ("train.no_such_key=1", "train.no_such_key"),  # a recipe error
 ])
