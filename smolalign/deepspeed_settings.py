@@ -24,15 +24,16 @@ def accelerate_settings(settings: dict, num_processes: int, deepspeed_file: Path
     return out
 
 
-def deepspeed_config(settings: dict) -> dict:
+def deepspeed_config(settings: dict, on_gpu: bool = False) -> dict:
     """The DeepSpeed JSON config an accelerate DeepSpeed preset (its parsed `settings`) stands for, with the batch
     sizes, clipping and precision left to the trainer ("auto"), so the recipe's `train:` stays the one source of
-    them."""
+    them. `on_gpu`: communication overlapped with computation (DeepSpeed's GPU default, on CUDA streams); a CPU
+    over gloo has no streams to overlap on."""
     section = settings.get("deepspeed_config") or {}
     if section.get("deepspeed_config_file"):
         return json.loads(Path(section["deepspeed_config_file"]).expanduser().read_text())
     stage = int(section.get("zero_stage", 2))
-    zero: dict = {"stage": stage, "overlap_comm": False, "contiguous_gradients": True}
+    zero: dict = {"stage": stage, "overlap_comm": on_gpu, "contiguous_gradients": True}
     for kind in ("param", "optimizer"):
         device = section.get(f"offload_{kind}_device", "none")
         if device not in (None, "none") and (kind == "optimizer" or stage == 3):

@@ -227,7 +227,8 @@ def written_accelerate_config(preset: Path, num_processes: int) -> tuple[Path, P
     settings = read_preset(preset)
     deepspeed_file = None
     if str(settings.get("distributed_type", "NO")) == "DEEPSPEED":
-        deepspeed_file = temporary_config(preset, json.dumps(deepspeed_config(settings), indent=2), ".json")
+        deepspeed_file = temporary_config(preset, json.dumps(deepspeed_config(settings, on_gpu=True), indent=2),
+                                          ".json")
     config = temporary_config(preset, yaml.safe_dump(accelerate_settings(settings, num_processes, deepspeed_file)),
                               ".yaml")
     return config, deepspeed_file

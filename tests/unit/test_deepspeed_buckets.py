@@ -91,6 +91,7 @@ def test_gpus_and_the_cpu_get_the_same_buckets_sized_from_the_model(preset, monk
         return (zero.get(f"offload_{kind}") or {}).get("device") or "none"
 
     assert gpu["stage"] == cpu["stage"] == stage
+    assert (gpu["overlap_comm"], cpu["overlap_comm"]) == (True, False)  # CUDA streams on GPUs; gloo has none
     assert [offload(gpu, k) for k in ("optimizer", "param")] == [offload(cpu, k) for k in ("optimizer", "param")]
     assert on_gpu["sharding"]["zero"]["stage"] == stage  # the plan inside the launched process reads the same file
 

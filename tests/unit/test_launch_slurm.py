@@ -202,8 +202,9 @@ def assert_runs_the_deepspeed_config_of_launch(config_file: str, preset: str) ->
     config = yaml.safe_load(Path(config_file).read_text())
     assert config["distributed_type"] == "DEEPSPEED"
     written = json.loads(Path(config["deepspeed_config"]["deepspeed_config_file"]).read_text())
-    assert written == deepspeed_config(read_preset(preset_path(preset)))
+    assert written == deepspeed_config(read_preset(preset_path(preset)), on_gpu=True)
     assert written["zero_optimization"]["reduce_bucket_size"] == "auto"
+    assert written["zero_optimization"]["overlap_comm"] is True  # DeepSpeed's GPU default: NCCL beside compute
 
 
 def torchrun_settings(accelerate_args: list[str]) -> dict:
