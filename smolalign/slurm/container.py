@@ -31,6 +31,48 @@ class Container:
 
 
 
+SCHEMES = ("docker://", "oras://", "library://", "docker-archive://", "shub://")
+"""apptainer's image URI schemes (a `.sif` path needs none)."""
+
+
+def registry_and_name(image: str) -> tuple[str, str]:
+    """(registry, repository[:tag]) of a registry image written as Docker writes it (`ghcr.io/org/x:1`,
+    `nvcr.io/nvidia/pytorch:25.01-py3`, `org/x:1`), as enroot writes it (`ghcr.io#org/x:1`), with or without
+    `docker://`. The registry is "" for Docker Hub: Docker's rule, a first component with a dot or a port, or
+    `localhost`, names a registry; `docker.io` is Docker Hub itself."""
+    rest = image.removeprefix("docker://")
+    if "#" in rest:
+        registry, _, name = rest.partition("#")
+        return registry.rpartition("@")[2], name
+    first, _, remainder = rest.partition("/")
+    if remainder and ("." in first or ":" in first or first == "localhost"):
+        return ("" if first in ("docker.io", "index.docker.io", "registry-1.docker.io") else first), remainder
+    return "", rest
+
+
+def image_reference(image: str, runtime: str) -> str:
+    """`--container IMAGE` as the runtime reads it. pyxis (enroot) takes `REGISTRY#IMAGE[:TAG]`, a Docker Hub name as
+    it is, or a squashfs file's path (`.sqsh`): `ghcr.io/org/x:1` would be looked up on Docker Hub. apptainer takes
+    a `.sif` file's path or a URI: `docker://REGISTRY/IMAGE[:TAG]`, `oras://`, `library://`. A local image file is
+    made absolute (the step's working directory is the job's); one of the other runtime's kind is refused."""
+    if image.endswith((".sqsh", ".sif")) and not image.startswith(SCHEMES):
+        wanted = ".sqsh" if runtime == "pyxis" else ".sif"
+        if not image.endswith(wanted):
+            raise SmolalignError(f"--container {image}: a {image.rsplit('.', 1)[1]} file is not an image {runtime} "
+                                 f"runs; give a {wanted} file or a registry image")
+        return str(Path(image).expanduser().resolve())
+    if runtime == "apptainer":
+        if image.startswith(SCHEMES) and not image.startswith("docker://"):
+            return image
+        registry, name = registry_and_name(image)
+        return f"docker://{registry + '/' if registry else ''}{name}"
+    if image.startswith(SCHEMES) and not image.startswith("docker://"):
+        raise SmolalignError(f"--container {image}: pyxis pulls registry images (REGISTRY#IMAGE:TAG) or runs a .sqsh "
+                             "file; use --container-runtime apptainer for this one")
+    registry, name = registry_and_name(image)
+    return f"{registry}#{name}" if registry else name
+
+
 def container_of(request: SlurmRequest, run: Run, recipe_file: Path, preset: Path,
                  served_model: str | None) -> Container | None:
     """The image's settings for --container: the paths mounted in it (this directory, the run directory, the
@@ -45,7 +87,8 @@ def container_of(request: SlurmRequest, run: Run, recipe_file: Path, preset: Pat
     for file in map(Path, files):
         if file.is_absolute() and file.exists():
             paths.append(file.parent if file.is_file() else file)
-    return Container(image=request.container, runtime=request.container_runtime or CONTAINER_RUNTIMES[0],
+    runtime = request.container_runtime or CONTAINER_RUNTIMES[0]
+    return Container(image=image_reference(request.container, runtime), runtime=runtime,
                      mounts=outermost(paths), made=(str(run_dir),), preset=shipped_preset)
 
 

@@ -114,7 +114,10 @@ elif name == "apptainer":
     assert args[:2] == ["exec", "--nv"], args
     bind, pwd, image, command = option(args, "--bind"), option(args, "--pwd"), args[6], args[7:]
     assert args[2] == "--bind" and args[4] == "--pwd", args
-    os.execvpe(command[0], command, enter_image(image, bind, pwd, command))
+    # apptainer reads a name without a scheme as a local image file; a registry image needs docker:// (its docs)
+    if "://" not in image and not image.endswith(".sif"):
+        sys.exit(f"fake container runtime: apptainer reads {{image!r}} as a local file, and there is none")
+    os.execvpe(command[0], command, enter_image(image.removeprefix("docker://"), bind, pwd, command))
 elif name == "trl":
     if os.environ.get("FAKE_VLLM_FAILS"):
         sys.exit(1)
