@@ -124,22 +124,33 @@ def outermost(paths: list) -> tuple[str, ...]:
     return tuple(map(str, mounts))
 
 
+HOST_CACHES = ("HF_HOME", "SMOLALIGN_CACHE")
+"""The host's caches a step uses in the image, at the host's paths: models, datasets and the `hf auth login` token
+(HF_HOME), and the data smolalign prepared (SMOLALIGN_CACHE), so every node of every requeue reads what the first
+wrote. The image sets HOME and HF_HOME itself (Dockerfile), and pyxis and apptainer keep an image's ENV over the
+host's environment unless a step states otherwise, so each step states them."""
+
+
 def container_mounts(container: Container) -> list[str]:
-    mounts = [f"{path}:{path}" for path in container.mounts] + ["$HF_HOME:$HF_HOME"]
+    mounts = [f"{path}:{path}" for path in container.mounts] + [f"${name}:${name}" for name in HOST_CACHES]
     return [
-        "# The image sees these host paths at the same place: the run directory, the recipe, the HF cache.",
+        "# The image sees these host paths at the same place: the run directory, the recipe, the caches.",
         'export HF_HOME="${HF_HOME:-$HOME/.cache/huggingface}"',
-        'mkdir -p "$HF_HOME"' + "".join(f" {shlex.quote(path)}" for path in container.made),
+        'export SMOLALIGN_CACHE="${SMOLALIGN_CACHE:-$HOME/.cache/smolalign}"',
+        'mkdir -p "$HF_HOME" "$SMOLALIGN_CACHE"' + "".join(f" {shlex.quote(path)}" for path in container.made),
         "CONTAINER_MOUNTS=" + '"' + ",".join(mounts) + '"',
     ]
 
 
 def in_container(job) -> tuple[str, str]:
-    """(srun options, words before the command) that run a step in the job's image; empty without one."""
+    """(srun options, words before the command) that run a step in the job's image, with the host's caches
+    (`HOST_CACHES`) over the image's own variables; empty without one."""
     container = job.container
     if container is None:
         return "", ""
     image, workdir = shlex.quote(container.image), shlex.quote(job.workdir)
     if container.runtime == "apptainer":
-        return "", f'apptainer exec --nv --bind "$CONTAINER_MOUNTS" --pwd {workdir} {image} '
-    return f'--container-image={image} --container-mounts="$CONTAINER_MOUNTS" --container-workdir={workdir} ', ""
+        stated = ",".join(f"{name}=${name}" for name in HOST_CACHES)
+        return "", f'apptainer exec --nv --bind "$CONTAINER_MOUNTS" --env "{stated}" --pwd {workdir} {image} '
+    return (f'--container-image={image} --container-mounts="$CONTAINER_MOUNTS" --container-workdir={workdir} '
+            f'--container-env={",".join(HOST_CACHES)} '), ""

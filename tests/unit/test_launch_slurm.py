@@ -25,7 +25,7 @@ name, args = Path(sys.argv[0]).name, sys.argv[1:]
 fake = Path(os.environ["FAKE_DIR"])
 keep = ("SLURM_PROCID", "SLURMD_NODENAME", "SMOLALIGN_LAUNCHED", "OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
         "NCCL_ASYNC_ERROR_HANDLING", "MAIN_PROCESS_IP", "MAIN_PROCESS_PORT", "VLLM_URL", "RUN_MODE", "FAKE_IN_IMAGE",
-        "HF_HOME")
+        "HF_HOME", "SMOLALIGN_CACHE", "HOME")
 
 
 def option(args, name):
@@ -48,21 +48,28 @@ def descendants(pid):
     return found
 
 
-def enter_image(image, mounts, workdir, command):
+def enter_image(image, mounts, workdir, command, host_wins=(), stated=None):
     # What a container runtime does, checked: the image exists on the cluster, each mount is a host path at the same
-    # place, the HF cache and the working directory are mounted, every host path the command names is visible through
-    # a mount, and nothing activates a host environment. The step then sees the image's PATH, not the host's.
+    # place, the HF cache and smolalign's cache (as the step sees them) and the working directory are mounted, every
+    # host path the command names is visible through a mount, and nothing activates a host environment. The step's
+    # environment is built as the runtimes document it: the host's, then the image's ENV (the Dockerfile's) over it,
+    # then what the step's options state: pyxis's --container-env names (the host's value wins again),
+    # apptainer's --env values. The step sees the image's PATH, not the host's.
     def fail(why):
         sys.exit(f"fake container runtime: {{why}}")
     if image != os.environ.get("FAKE_IMAGE"):
         fail(f"no image {{image!r}} on this cluster")
+    env = {{**os.environ, **json.loads((fake / "image" / "env.json").read_text())}}
+    env.update({{name: os.environ[name] for name in host_wins if name in os.environ}})
+    env.update(stated or {{}})
     pairs = [m.split(":") for m in mounts.split(",") if m]
     if any(len(p) != 2 or p[0] != p[1] or not Path(p[0]).exists() for p in pairs):
         fail(f"mounts {{mounts!r}}: each must be an existing host path at the same path")
     mounted = [Path(p[0]) for p in pairs]
     seen = lambda path: any(Path(path).is_relative_to(m) for m in mounted)
-    if not seen(os.environ["HF_HOME"]):
-        fail(f"the HF cache {{os.environ['HF_HOME']}} is not mounted")
+    for cache in ("HF_HOME", "SMOLALIGN_CACHE"):
+        if cache not in env or not seen(env[cache]):
+            fail(f"{{cache}} {{env.get(cache)}} is not mounted: the step would download and prepare on its own")
     if not workdir or not seen(workdir):
         fail(f"the working directory {{workdir}} is not mounted")
     text = " ".join(command)
@@ -77,7 +84,7 @@ def enter_image(image, mounts, workdir, command):
     record = dict(image=image, mounts=[str(m) for m in mounted], workdir=workdir, command=command)
     with open(fake / "containers.jsonl", "a") as log:
         log.write(json.dumps(record) + "\\n")
-    return {{**os.environ, "PATH": f"{{fake / 'image' / 'bin'}}:/usr/bin:/bin", "FAKE_IN_IMAGE": image}}
+    return {{**env, "PATH": f"{{fake / 'image' / 'bin'}}:/usr/bin:/bin", "FAKE_IN_IMAGE": image}}
 
 
 with open(fake / "calls.jsonl", "a") as log:
@@ -95,7 +102,8 @@ elif name == "srun":
     env = dict(os.environ)
     if "container-image" in options:  # pyxis
         env = enter_image(options["container-image"], options.get("container-mounts", ""),
-                          options.get("container-workdir"), command)
+                          options.get("container-workdir"), command,
+                          host_wins=[n for n in options.get("container-env", "").split(",") if n])
     envs = [{{**env, "SLURM_PROCID": str(rank), "SLURMD_NODENAME": node}} for rank, node in enumerate(nodes)]
     tasks = [subprocess.Popen(command, env=env) for env in envs]
 
@@ -112,12 +120,16 @@ elif name == "srun":
     sys.exit(max(task.wait() for task in tasks))
 elif name == "apptainer":
     assert args[:2] == ["exec", "--nv"], args
-    bind, pwd, image, command = option(args, "--bind"), option(args, "--pwd"), args[6], args[7:]
-    assert args[2] == "--bind" and args[4] == "--pwd", args
+    rest, flags = args[2:], {{}}
+    while rest[0] in ("--bind", "--pwd", "--env"):
+        flags[rest[0]], rest = rest[1], rest[2:]
+    image, command = rest[0], rest[1:]
     # apptainer reads a name without a scheme as a local image file; a registry image needs docker:// (its docs)
     if "://" not in image and not image.endswith(".sif"):
         sys.exit(f"fake container runtime: apptainer reads {{image!r}} as a local file, and there is none")
-    os.execvpe(command[0], command, enter_image(image.removeprefix("docker://"), bind, pwd, command))
+    stated = dict(pair.split("=", 1) for pair in flags.get("--env", "").split(",") if pair)
+    os.execvpe(command[0], command, enter_image(image.removeprefix("docker://"), flags["--bind"], flags["--pwd"],
+                                                command, stated=stated))
 elif name == "trl":
     if os.environ.get("FAKE_VLLM_FAILS"):
         sys.exit(1)
@@ -138,6 +150,19 @@ elif name == "accelerate" and os.environ.get("FAKE_TRAIN_UNTIL_REQUEUED"):
 elif name == "sbatch":
     print("Submitted batch job 4242")
 """
+
+
+def dockerfile_env() -> dict[str, str]:
+    """The variables the image's Dockerfile sets with ENV (PATH aside: the fake image has its own)."""
+    import shlex as shell_words
+
+    env = {}
+    for line in (REPO / "Dockerfile").read_text().splitlines():
+        if line.startswith("ENV "):
+            env.update(word.split("=", 1) for word in shell_words.split(line[4:]) if "=" in word)
+    env.pop("PATH", None)
+    assert {"HOME", "HF_HOME"} <= set(env), env
+    return env
 
 
 @pytest.fixture
@@ -165,6 +190,8 @@ def cluster(tmp_path, monkeypatch):
     for directory in (fake / "image" / "bin", bin_dir):  # the image's python and this environment's hold smolalign
         (directory / "python").write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} "$@"\n')
         (directory / "python").chmod(0o755)
+    # The image's ENV, as the Dockerfile sets it (HOME, HF_HOME, ...), which the fake runtimes apply over the host's.
+    (fake / "image" / "env.json").write_text(json.dumps(dockerfile_env()))
     (bin_dir / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
     monkeypatch.setattr("smolalign.slurm.job.environment_activation",
                         lambda: f"set +u; source {bin_dir / 'activate'}; set -u")
@@ -428,7 +455,7 @@ def test_overwrite_applies_to_the_first_run_only(cli, cluster, sft_recipe, tmp_p
 def run_in_container(script: Path, fake: Path, nodes: str, tmp_path: Path, **env):
     """The script on a host without smolalign (only Slurm's tools, curl and apptainer on PATH)."""
     return run_script(script, fake, nodes, PATH=f"{fake / 'host' / 'bin'}:/usr/bin:/bin", FAKE_IMAGE="smolalign:1.0",
-                      HF_HOME=str(tmp_path / "hf"), **env)
+                      HF_HOME=str(tmp_path / "hf"), HOME=str(tmp_path / "home"), **env)
 
 
 def test_with_pyxis_every_training_node_runs_smolalign_in_the_image(cli, cluster, sft_recipe, tmp_path):
@@ -447,6 +474,9 @@ def test_with_pyxis_every_training_node_runs_smolalign_in_the_image(cli, cluster
     for launch in launches:
         args = launch["args"]
         assert launch["env"]["FAKE_IN_IMAGE"] == "smolalign:1.0" and launch["env"]["HF_HOME"] == str(tmp_path / "hf")
+        # the host's caches over the image's own ENV; HOME stays the image's
+        assert launch["env"]["SMOLALIGN_CACHE"] == str(tmp_path / "home" / ".cache" / "smolalign")
+        assert launch["env"]["HOME"] == dockerfile_env()["HOME"]
         # the shipped preset, found and written out by the image's smolalign (here: this checkout)
         assert_runs_the_deepspeed_config_of_launch(option(args, "--config_file"), "zero3")
         assert args[args.index("-m"):] == ["-m", "smolalign", "sft", sft_recipe, "--output-dir", str(run_dir),
@@ -469,6 +499,7 @@ def test_with_apptainer_the_vllm_server_and_training_run_in_the_image(cli, clust
     assert done.returncode == 0, done.stderr
     [served] = calls(cluster, "trl")
     assert served["env"]["FAKE_IN_IMAGE"] == "smolalign:1.0" and served["env"]["SLURMD_NODENAME"] == "n2"
+    assert served["env"]["HF_HOME"] == str(tmp_path / "hf")  # the server reads the host's models too
     [launch] = calls(cluster, "accelerate")
     assert launch["env"]["FAKE_IN_IMAGE"] == "smolalign:1.0" and launch["env"]["SLURMD_NODENAME"] == "n1"
     assert "generation.server.base_url=http://n2:8123" in launch["args"]
