@@ -75,7 +75,7 @@ def enter_image(image, mounts, workdir, command, host_wins=(), stated=None):
     text = " ".join(command)
     if "activate" in text or "source " in text:
         fail(f"the step activates a host environment: {{text}}")
-    if "-m smolalign " not in text and command[:2] != ["trl", "vllm-serve"]:
+    if "-m smolalign " not in text and "trl vllm-serve" not in text:
         fail(f"the step does not run smolalign (or the vLLM server) in the image: {{text}}")
     for word in shlex.split(text.replace(";", " ")):
         for part in word.split("="):
@@ -105,7 +105,10 @@ elif name == "srun":
                           options.get("container-workdir"), command,
                           host_wins=[n for n in options.get("container-env", "").split(",") if n])
     envs = [{{**env, "SLURM_PROCID": str(rank), "SLURMD_NODENAME": node}} for rank, node in enumerate(nodes)]
-    tasks = [subprocess.Popen(command, env=env) for env in envs]
+    if "container-image" in options or command[:1] == ["apptainer"]:  # the node pulls the image first
+        time.sleep(float(os.environ.get("FAKE_PULL_SECONDS", "0")))
+    output = open(options["output"], "a") if "output" in options else None  # slurmstepd writes the step's log
+    tasks = [subprocess.Popen(command, env=env, stdout=output, stderr=output) for env in envs]
 
     def forward(signum, frame):  # as slurmstepd does: to every process of the step, launchers and their children
         for task in tasks:
@@ -506,6 +509,21 @@ def test_with_apptainer_the_vllm_server_and_training_run_in_the_image(cli, clust
     assert [c["args"][:2] for c in calls(cluster, "apptainer")] == [["exec", "--nv"]] * 2
     steps = [json.loads(line) for line in (cluster / "containers.jsonl").read_text().splitlines()]
     assert len(steps) == 2 and all(str(elsewhere) in step["mounts"] for step in steps) and elsewhere.is_dir()
+
+
+def test_the_servers_startup_deadline_starts_after_the_image_is_pulled(cli, cluster, rl_recipe, tmp_path):
+    """The node pulls the image for 4 s (the fake srun) and the server answers as soon as it runs; a startup deadline
+    of 2 s counts from the server's start, not from the srun line, so the job trains. Counted from the srun line (as
+    it was), the pull alone ran it out."""
+    code, out, err = cli("launch", "slurm", rl_recipe(startup_timeout=2), "--nodes", "1", "--vllm-nodes", "1", "-G",
+                         "2", "--script", "job.sbatch", "--container", "smolalign:1.0")
+    assert code == 0, err
+    (tmp_path / "hf").mkdir()
+    done = run_in_container(tmp_path / "job.sbatch", cluster, "n1 n2", tmp_path, FAKE_PULL_SECONDS="4")
+    assert done.returncode == 0, done.stderr
+    assert len(calls(cluster, "accelerate")) == 1
+    [log] = (tmp_path / "logs").glob("*-vllm.log")
+    assert "smolalign: the vLLM server process started on" in log.read_text()
 
 
 def test_in_a_container_template_and_reward_files_elsewhere_are_mounted(cli, cluster, write_recipe, tmp_path,
