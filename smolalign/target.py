@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from smolalign import hardware
 from smolalign.errors import SmolalignError
-from smolalign.generation.gpu_partition import handed_partition
+from smolalign.generation.gpu_partition import handed_partition, training_device_count
 from smolalign.gpus import gpu_named
 
 THIS_MACHINE = "this machine"
@@ -65,10 +65,12 @@ def this_machine() -> Target:
     return Target(gpus, THIS_MACHINE, bf16=None, processes=hardware.processes_on_this_node())
 
 
-def described_target(spec: str, launch=None) -> Target:
+def described_target(spec: str, launch=None, generation=None, stated_processes: int | None = None) -> Target:
     """The machine `recipes validate --for SPEC` checks against: `NxGPU` (8xH100, 2xA100-80GB: N GPUs of a type in
     the GPU table on one node), or `launch` (the recipe's launch.num_processes × launch.gpu), running the smolalign
-    GPU image (its packages: IMAGE_PACKAGES). One training process per GPU, or the recipe's launch.num_processes."""
+    GPU image (its packages: IMAGE_PACKAGES). Its training processes are the ones the launch would start there
+    (launch.planned_launch): the recipe's launch.num_processes where it states one (`stated_processes`), else one
+    per GPU left once a vLLM server the run starts (`generation`) has its own."""
 
     if spec == "launch":
         if launch is None or not launch.gpu:
@@ -79,6 +81,7 @@ def described_target(spec: str, launch=None) -> Target:
         if match is None or int(match[1]) < 1:
             raise SmolalignError(f"--for {spec}: not a machine description; use NxGPU (8xH100, 1xA100-80GB) or launch")
         count, gpu = int(match[1]), gpu_named(match[2], "--for")
-    processes = launch.num_processes if launch is not None and spec != "launch" and launch.preset else count
+    processes = stated_processes if stated_processes is not None and spec != "launch" else \
+        max(training_device_count(count, generation), 1)
     return Target(count, f"{count}×{gpu.name} (the smolalign image)", bf16=True, processes=processes,
                   packages=IMAGE_PACKAGES)

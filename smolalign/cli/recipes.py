@@ -56,7 +56,8 @@ def validate(recipe: RecipeArg, set_: SetOption = None,
         preflight(resolve(parsed))
         typer.echo(f"{path}: ok")
         return
-    target = described_target(for_, parsed.launch)
+    stated = (raw.get("launch") or {}).get("num_processes") if isinstance(raw.get("launch"), dict) else None
+    target = described_target(for_, parsed.launch, parsed.generation, stated)
     # the target's processes and GPUs divide the global batch; its caches are not this machine's
     preflight(resolve(parsed, Hardware("cuda", target.gpus, target.where, True, target.processes, 1), target))
     typer.echo(f"{path}: ok for {target.where}")
