@@ -6,7 +6,7 @@ without edits. `model.dtype: auto` (the default) gives:
 
 | machine | trained weights | training compute | generation, teachers, references |
 |---|---|---|---|
-| GPU with bf16 | bfloat16, AdamW with Kahan summation | bf16 | bfloat16 |
+| GPU with bf16 | bfloat16, AdamW with stochastic rounding | bf16 | bfloat16 |
 | GPU without | float32 (master copy) | fp16 autocast | float16 |
 | CPU with AMX or AVX512-BF16, model at least 384 wide | float32 (master copy) | bf16 autocast | bfloat16 |
 | CPU with AMX or AVX512-BF16, narrower model | float32 | float32 | float32 |
@@ -14,8 +14,8 @@ without edits. `model.dtype: auto` (the default) gives:
 
 Trained bf16 weights lose most of AdamW's updates to rounding (an update of ~1e-5 on a weight of ~0.02 is below half
 of bf16's spacing there), so wherever they are trained without a launcher that keeps float32 masters (DeepSpeed's
-ZeRO, FSDP), the optimizer keeps the lost bits: optimi's AdamW with Kahan summation, 2 bytes a parameter
-(`compensates_updates`; stages/low_precision_updates.py has the measurements). `model.dtype: float32` on a GPU trains
+ZeRO, FSDP), AdamW computes each update in float32 and writes the weight back by stochastic rounding, with float32
+moments (`compensates_updates`; stages/low_precision_updates.py has the measurements). `model.dtype: float32` on a GPU trains
 float32 masters under bf16 (fp16) autocast; pure float32 only with `train.bf16: false` as well.
 
 On a bf16 CPU, the matrix products of a model as wide as SmolLM2-135M (576) run several times faster in bf16
@@ -186,11 +186,11 @@ DEFAULT_ADAMW = ("adamw_torch", "adamw_torch_fused")
 
 
 def compensates_updates(weights: str, sharded: bool, optim: str = "adamw_torch") -> bool:
-    """Whether the optimizer keeps the bits AdamW's updates lose on trained weights of dtype `weights`: 16-bit
-    weights trained with AdamW (`train.optim`; another optimizer is kept as asked) without a launcher that keeps
-    float32 master weights itself (`sharded`: DeepSpeed's ZeRO or FSDP under mixed precision). Where it does, the run
-    trains with optimi's Kahan-summed AdamW (stages/low_precision_updates.py), 2 bytes a parameter more."""
-    return weights in LOW_PRECISION_DTYPES and not sharded and optim in DEFAULT_ADAMW
+    """Whether the optimizer keeps the updates AdamW's small steps would lose on trained weights of dtype `weights`:
+    bfloat16 weights trained with AdamW (`train.optim`; another optimizer is kept as asked) without a launcher that
+    keeps float32 master weights itself (`sharded`: DeepSpeed's ZeRO or FSDP under mixed precision). Where it does,
+    the run trains with AdamW that rounds stochastically (stages/low_precision_updates.py), its moments float32."""
+    return weights == "bfloat16" and not sharded and optim in DEFAULT_ADAMW
 
 
 def precision_description(requested: str, hardware: Hardware, width: int | None, *, sharded: bool = False,
@@ -206,7 +206,7 @@ def precision_description(requested: str, hardware: Hardware, width: int | None,
                 "AVX512-BF16)")
     if weights == "bfloat16":
         kept = ("" if adapters or sharded else
-                "; AdamW with Kahan summation (optimi) keeps the updates bfloat16 rounds away, 2 bytes a parameter")
+                "; AdamW rounds each update into them stochastically (float32 moments)")
         return f"bfloat16 weights and generation (model.dtype bfloat16 on a bf16 CPU){kept}"
     if requested == "auto" and hardware.bf16:
         return (f"float32 for training and generation (the model is {width} wide: below {CPU_BF16_MIN_WIDTH}, "
@@ -226,8 +226,9 @@ def _gpu_precision(weights: str, hardware: Hardware, *, sharded: bool, adapters:
         return f"{weights} base weights, float32 LoRA adapters (peft), {compute} compute"
     if sharded:
         return f"{weights} weights, {compute} compute; the launcher keeps float32 master weights (DeepSpeed/FSDP)"
-    return (f"{weights} weights, {compute} compute; AdamW with Kahan summation (optimi) keeps the updates {weights} "
-            "rounds away, 2 bytes a parameter")
+    if weights != "bfloat16":
+        return f"{weights} weights, {compute} compute"
+    return f"{weights} weights, {compute} compute; AdamW rounds each update into them stochastically (float32 moments)"
 
 
 def free_accelerator_memory() -> None:

@@ -145,9 +145,9 @@ def model_states(dims: ModelDims, settings: Mapping, setup: Setup) -> MemoryEsti
         return est
     parts["weights"] = dims.params * b
     parts["gradients"] = dims.params * b
-    parts["optimizer states"] = int(optimizer_state_bytes(optim, b) * dims.params)
-    if compensates_updates(setup.dtype, False, optim):
-        parts["Kahan compensation"] = dims.params * b  # the bits bf16 rounds off each update, one per weight
+    # bf16 weights train with AdamW that rounds stochastically, its moments float32 (stages/low_precision_updates.py)
+    state_bytes = 4 if compensates_updates(setup.dtype, False, optim) else b
+    parts["optimizer states"] = int(optimizer_state_bytes(optim, state_bytes) * dims.params)
     if setup.sharding == "ddp" and n > 1:
         parts["DDP gradient buckets"] = dims.params * b
     return est

@@ -175,24 +175,32 @@ MUTATIONS = [
        "test_on_a_bf16_cpu_a_model_narrower_than_384_trains_and_generates_in_float32[64 wide]",),
       "every width computes in bf16 on a bf16 CPU"),
     M("bf16_updates_kept", "bf16 weights trained without a launcher's float32 masters (a GPU's default, "
-      "model.dtype bfloat16) learn at float32's pace: AdamW with Kahan summation keeps the updates bf16 rounds away "
-      "(30 SFT steps of a 384-wide model end within 2% of float32's loss)", "checkpoints.md#precision",
-      "smolalign/stages/lifecycle.py", "    keep_low_precision_updates(trainer)\n", "",
+      "model.dtype bfloat16) learn at float32's pace: AdamW computes each update in float32 and rounds it into the "
+      "weights stochastically (30 SFT steps of a 384-wide model end within 2% of float32's loss)",
+      "checkpoints.md#precision", "smolalign/stages/lifecycle.py", "    keep_low_precision_updates(trainer)\n", "",
       ("tests/integration/test_update_precision.py::test_bf16_weights_learn_at_the_pace_of_float32",),
       "plain AdamW on bf16 weights: the loss ends 14% above float32's (5.93 against 5.20)"),
+    M("bf16_stochastic_rounding", "an AdamW update far below bf16's spacing reaches bf16 weights on average (stochastic "
+      "rounding, not rounding to the nearest)", "checkpoints.md#precision", "smolalign/stages/stochastic_rounding.py",
+      "                    p.copy_(round_stochastically(weight, self._generator(p.device)))",
+      "                    p.copy_(weight)",
+      ("tests/integration/test_update_precision.py::"
+       "test_an_update_far_below_bf16s_spacing_reaches_the_weights_on_average",
+       "tests/integration/test_update_precision.py::test_bf16_weights_learn_at_the_pace_of_float32"),
+      "the float32 update is rounded to the nearest bf16: weights of 1.0 never move by 1e-4 steps"),
     M("gpu_float32_masters", "model.dtype float32 on a GPU trains float32 master weights under bf16 (fp16) autocast; "
       "pure float32 only with train.bf16: false", "checkpoints.md#precision", "smolalign/hardware.py",
       '    return {"bf16": hardware.bf16, "fp16": not hardware.bf16}', '    return {"bf16": dtype == "bfloat16", '
       '"fp16": False}',
-      tuple(f"tests/unit/test_update_precision.py::test_the_trainer_config_on_a_gpu_carries_the_intended_precision"
+      tuple(f"tests/unit/test_precision_on_a_gpu.py::test_the_trainer_config_on_a_gpu_carries_the_intended_precision"
             f"[{case}-{stage}]" for case in ("H100-float32", "V100-auto") for stage in ("sft", "po", "rl")),
       "float32 weights train in pure float32 on a GPU, 2.9x slower than under autocast on an H200"),
-    M("kahan_memory_counted", "the plan's memory estimate counts the Kahan remainders, 2 bytes a bf16 weight, where "
-      "they are kept", "checkpoints.md#precision", "smolalign/estimate/memory.py",
-      '        parts["Kahan compensation"] = dims.params * b', "        pass",
-      ("tests/unit/test_update_precision.py::test_the_memory_estimate_counts_the_compensation_where_it_is_used",
+    M("bf16_moments_counted", "the plan's memory estimate counts the float32 moments of bf16 weights (8 bytes a "
+      "parameter, not 4)", "checkpoints.md#precision", "smolalign/estimate/memory.py",
+      "    state_bytes = 4 if compensates_updates(setup.dtype, False, optim) else b", "    state_bytes = b",
+      ("tests/unit/test_precision_on_a_gpu.py::test_the_memory_estimate_counts_float32_moments_where_they_are_kept",
        "tests/integration/test_estimate.py::test_plain_and_ddp_states_in_bf16"),
-      "the estimate leaves out 2 bytes a parameter that the optimizer holds"),
+      "the estimate counts bf16 moments, half what the optimizer holds"),
     M("cpu_bf16_generation", "on a CPU with AMX or AVX512-BF16, eval and chat generate with bfloat16 weights",
       "checkpoints.md#precision", "smolalign/hardware.py",
       '    if requested == "auto" and cpu_bf16_pays(hardware, width):\n        return "bfloat16"\n',

@@ -127,14 +127,13 @@ def test_the_plan_says_which_precision_each_part_uses_and_why():
     assert precision_description("float16", BF16_CPU, WIDE) == (
         "float32 for training and generation (float16 is never used on a CPU)")
     assert precision_description("auto", BF16_GPU, 64) == (
-        "bfloat16 weights, bf16 compute; AdamW with Kahan summation (optimi) keeps the updates bfloat16 rounds away, "
-        "2 bytes a parameter")
+        "bfloat16 weights, bf16 compute; AdamW rounds each update into them stochastically (float32 moments)")
     assert precision_description("auto", OLD_GPU, 64) == "float32 master weights, fp16 autocast"
     assert precision_description("float32", BF16_GPU, 64, autocast=False) == (
         "float32 weights and compute (train.bf16/fp16 false: pure float32, as asked)")
     assert precision_description("bfloat16", BF16_CPU, WIDE) == (
-        "bfloat16 weights and generation (model.dtype bfloat16 on a bf16 CPU); AdamW with Kahan summation (optimi) "
-        "keeps the updates bfloat16 rounds away, 2 bytes a parameter")
+        "bfloat16 weights and generation (model.dtype bfloat16 on a bf16 CPU); AdamW rounds each update into them "
+        "stochastically (float32 moments)")
 
 
 def test_smolaligns_attention_only_for_float32_weights_under_cpu_autocast():
