@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from tiny_models import chat_rows, write_jsonl
+from tiny_models import addition_prompts, chat_rows, grpo_recipe, pair_rows, write_jsonl
 
 from smolalign.hardware import CPU_BF16_VARIABLE
 from smolalign.stages.low_precision_updates import keep_low_precision_updates, low_precision_trainable
@@ -128,3 +128,26 @@ def test_float32_weights_lora_and_launchers_masters_keep_torchs_adamw(unlaunched
             assert not keep_low_precision_updates(tiny_trainer(tiny_dir, tmp_path, torch.bfloat16))
     assert not keep_low_precision_updates(tiny_trainer(tiny_dir, tmp_path, torch.bfloat16, optim="adafactor"))
     assert "train.optim adafactor updates" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stage", ["po", "rl"])
+def test_preference_and_grpo_runs_train_bf16_weights_with_it_too(cli, write_recipe, tiny_dir, tmp_path, monkeypatch,
+                                                                 stage):
+    """APO-zero (po) and GRPO (rl) from the CLI with bf16 weights: the checkpointed optimizer state is this AdamW's
+    (float32 moments beside bf16 weights; torch's AdamW keeps them in the weights' dtype)."""
+    monkeypatch.setenv(CPU_BF16_VARIABLE, "1")
+    if stage == "po":
+        data = write_jsonl(tmp_path / "pairs.jsonl", pair_rows(8))
+        recipe = {"stage": "po", "method": "apo_zero", "model": {"source": str(tiny_dir)},
+                  "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]},
+                  "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": 2,
+                            "logging_steps": 1, "gradient_checkpointing": False}}
+    else:
+        data = write_jsonl(tmp_path / "prompts.jsonl", addition_prompts(8))
+        recipe = {"stage": "rl", **grpo_recipe(tiny_dir, data, "chatml", max_completion_length=8)}
+    recipe["model"]["dtype"] = "bfloat16"
+    recipe["train"]["save_steps"] = 2
+    code, _, err = cli(stage, write_recipe(recipe), "-o", tmp_path / "run")
+    assert code == 0, err
+    state = torch.load(tmp_path / "run" / "checkpoint-2" / "optimizer.pt", weights_only=False)["state"]
+    assert state and all(s["exp_avg"].dtype == torch.float32 for s in state.values())

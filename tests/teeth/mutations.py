@@ -178,8 +178,10 @@ MUTATIONS = [
       "model.dtype bfloat16) learn at float32's pace: AdamW computes each update in float32 and rounds it into the "
       "weights stochastically (30 SFT steps of a 384-wide model end within 2% of float32's loss)",
       "checkpoints.md#precision", "smolalign/stages/lifecycle.py", "    keep_low_precision_updates(trainer)\n", "",
-      ("tests/integration/test_update_precision.py::test_bf16_weights_learn_at_the_pace_of_float32",),
-      "plain AdamW on bf16 weights: the loss ends 14% above float32's (5.93 against 5.20)"),
+      ("tests/integration/test_update_precision.py::test_bf16_weights_learn_at_the_pace_of_float32",
+       "tests/integration/test_update_precision.py::test_preference_and_grpo_runs_train_bf16_weights_with_it_too"),
+      "plain AdamW on bf16 weights: the loss ends 14% above float32's (5.93 against 5.20), and po and rl keep bf16 "
+      "moments"),
     M("bf16_stochastic_rounding", "an AdamW update far below bf16's spacing reaches bf16 weights on average (stochastic "
       "rounding, not rounding to the nearest)", "checkpoints.md#precision", "smolalign/stages/stochastic_rounding.py",
       "                    p.copy_(round_stochastically(weight, self._generator(p.device)))",
