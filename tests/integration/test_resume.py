@@ -31,26 +31,39 @@ def teacher(tiny_tokenizer, folder):
     return build_teacher(folder, tiny_tokenizer)
 
 
-@pytest.fixture(scope="module", params=list(VERBS))
-def stage(request, folder, tiny_dir, tiny_tokenizer, teacher):
-    """The stage's recipe and its uninterrupted 4-step run."""
+@pytest.fixture(scope="module")
+def uninterrupted(folder, tiny_dir, tiny_tokenizer, teacher):
+    """stage name -> its recipe and its uninterrupted 4-step run, each run once for the module whatever order its
+    tests come in (pytest sets a parametrized fixture up again each time the parameter changes)."""
     import yaml
 
     from smolalign.cli import main
 
-    name = request.param
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(stage_recipe(name, folder, tiny_dir, teacher)))
+    runs = {}
 
-    def run(*args) -> None:
-        try:
-            main([VERBS[name], str(path), *map(str, args)])
-        except SystemExit as exc:
-            assert not exc.code, f"{name} {args}: exit {exc.code}"
+    def of(name: str) -> dict:
+        if name not in runs:
+            path = folder / f"{name}.yaml"
+            path.write_text(yaml.safe_dump(stage_recipe(name, folder, tiny_dir, teacher)))
 
-    full = folder / f"{name}-full"
-    run("-o", full)
-    return {"name": name, "run": run, "full": full}
+            def run(*args) -> None:
+                try:
+                    main([VERBS[name], str(path), *map(str, args)])
+                except SystemExit as exc:
+                    assert not exc.code, f"{name} {args}: exit {exc.code}"
+
+            full = folder / f"{name}-full"
+            run("-o", full)
+            runs[name] = {"name": name, "run": run, "full": full}
+        return runs[name]
+
+    return of
+
+
+@pytest.fixture(params=list(VERBS))
+def stage(request, uninterrupted):
+    """The stage's recipe and its uninterrupted 4-step run."""
+    return uninterrupted(request.param)
 
 
 def test_resume_continues_from_the_checkpoint(stage, tmp_path):
