@@ -11,8 +11,7 @@ from smolalign.estimate.memory import DTYPE_BYTES, MemoryEstimate, Setup, estima
 from smolalign.estimate.settings import setup_for, target_device, workload
 from smolalign.estimate.time import (
     FLEX_FIRST_STEP,
-    TRANSFORMERS_DECODE,
-    VLLM_DECODE,
+    decode_rates,
     describe_seconds,
     step_time,
     training_utilization,
@@ -177,9 +176,8 @@ def _time_rows(plan, run: Run, settings, setup: Setup, dims: ModelDims, gpu: Gpu
         seconds = timing.total
         parts = [f"training {describe_seconds(timing.train)}"]
         if timing.generation:
-            rates = VLLM_DECODE if backend.startswith("vllm") else TRANSFORMERS_DECODE
             parts.append(f"generation {describe_seconds(timing.generation)}, decoding by bandwidth plus a per-token "
-                         f"overhead {rates.where}")
+                         f"overhead {decode_rates(backend).where}")
         if timing.other:
             parts.append(f"reference/teacher {describe_seconds(timing.other)}")
         source = "launch.utilization" if stated else (

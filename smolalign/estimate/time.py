@@ -4,7 +4,7 @@ peak; decoding is bound by memory bandwidth (the weights and the KV cache read o
 overhead that grows with the layers (kernel launches, Python), which dominates at small batches. A measured
 calibration (`estimate.calibrate`) replaces the training part when asked for.
 
-Where the rates come from (`MEASURED`): one H200 (issue 52's run, 2026-11-28; benchmarks/RESULTS.md), a random
+Where the rates come from (the constants below): one H200 (issue 52's run, 2026-11-28; benchmarks/RESULTS.md), a random
 SmolLM3-3B (3.08 B parameters, 36 layers) in bf16 with gradient checkpointing:
 - training with sdpa: plain TRL's SFT ran 4,096-token rows in 0.436 s a step and 16,384-token rows in 2.37-2.6 s,
   25.7% and 22-24% of the bf16 peak in this module's counting (recomputation and causal attention over the whole
@@ -24,7 +24,7 @@ from smolalign.gpus import Gpu
 
 DEFAULT_UTILIZATION = 0.25
 """Share of the bf16 peak a training step reaches when the recipe states none (launch.utilization): measured with
-sdpa on an H200 (`MEASURED`)."""
+sdpa on an H200 (the module's docstring)."""
 
 FLEX_UTILIZATION = 0.4
 """The same for flex attention, assumed (not measured at equal counting): it skips the blocks between packed
@@ -46,6 +46,11 @@ class DecodeRates:
 
 TRANSFORMERS_DECODE = DecodeRates(0.65e-3, "measured on an H200: transformers' generate, 3B, 32 answers x 256 tokens")
 VLLM_DECODE = DecodeRates(0.065e-3, "assumed: vLLM's CUDA graphs, a tenth of transformers' overhead (not measured)")
+
+
+def decode_rates(backend: str) -> DecodeRates:
+    """The decoding overhead of a `generation.backend` ("" or transformers: transformers' generate; vllm_*)."""
+    return VLLM_DECODE if backend.startswith("vllm") else TRANSFORMERS_DECODE
 
 
 def training_utilization(attention: str | None) -> float:
@@ -117,9 +122,9 @@ def step_time(dims: ModelDims, settings: Mapping, gpu: Gpu, utilization: float =
     generation = 0.0
     if generated:
         completion = int(settings.get("max_completion_length") or 0)
-        rates = VLLM_DECODE if settings.get("generation_backend", "").startswith("vllm") else TRANSFORMERS_DECODE
         generation = decode_seconds(dims, gpu, utilization, generated, completion, weight_bytes,
-                                    context=max(length - completion, 0), rates=rates)
+                                    context=max(length - completion, 0),
+                                    rates=decode_rates(settings.get("generation_backend", "")))
     return StepTime(train=train, generation=generation, other=other)
 
 

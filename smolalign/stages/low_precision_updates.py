@@ -6,13 +6,13 @@ An AdamW update is about the learning rate (1e-5 for SFT, 1e-6 for GRPO) while a
 times slower than on float32 masters, silently (a random SmolLM3-3B on an H200: loss 12.39 -> 10.45 in 10 steps
 against 6.57 with float32 masters). Here each update is computed in float32 and the new weight is written back to
 bf16 by stochastic rounding: up or down with the probabilities that make its expected value the float32 result, so
-across the millions of weights of a layer the model moves as a float32 one does, at no memory beyond bf16's.
+across the millions of weights of a layer the model moves as a float32 one does.
 
 Chosen by measurement (benchmarks/update_precision.py, RESULTS.md): Kahan summation (optimi's AdamW, a bf16
 remainder beside each weight) tracked float32 on a random 384-wide model (1.007x its loss at step 30) but not on
 the bundled pretrained SmolLM2-135M, whose larger trained weights hold each update back for many steps until the
 remainder reaches half a spacing (loss 0.385 against float32's 0.028 at step 30; three steps on one batch moved
-the loss 0.05 where float32 moved it 1.10). Stochastic rounding moved it 1.07 there. The moments stay float32
+the loss 0.05 where float32 moved it 1.10). Stochastic rounding moved it 1.09 there, and reached 0.027 at step 30. The moments stay float32
 (their 0.999 decay is below bf16's resolution: rounded, the second moment never decays), 8 bytes a parameter as
 float32 AdamW's, so a bf16 run holds 12 bytes a parameter against float32 masters' 16.
 
