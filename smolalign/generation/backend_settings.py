@@ -7,6 +7,18 @@ DEFAULT_VLLM_STALL_TIMEOUT = 1800.0
 """Seconds without a finished step before a run that generates with vLLM is failed (a hung engine or server)."""
 
 
+DEFAULT_SYNC_TIMEOUT = 600.0
+"""Seconds one weight sync into vLLM may take before the run is failed (a 70B model over NCCL takes tens of
+seconds; a hung transfer never ends)."""
+
+
+def sync_timeout(generation: GenerationSection | None) -> float | None:
+    """generation.sync_timeout, else DEFAULT_SYNC_TIMEOUT when a vLLM backend generates (none with transformers)."""
+    if generation is None or generation.backend == "transformers":
+        return None
+    return DEFAULT_SYNC_TIMEOUT if generation.sync_timeout is None else generation.sync_timeout
+
+
 def stall_timeout(generation: GenerationSection | None) -> float | None:
     """generation.stall_timeout, else DEFAULT_VLLM_STALL_TIMEOUT when a vLLM backend generates (none with
     transformers)."""

@@ -116,3 +116,12 @@ class GenerationSection:
     stall_timeout: float | None = None
     """Fail the run when no training step finishes for this many seconds (a stalled generation or weight sync);
     default: none with transformers, 1800 with vLLM."""
+    sync_timeout: float | None = None
+    """Fail the run when one weight sync into vLLM (the policy's weights copied into the engine or server) takes
+    longer than this many seconds, naming the server's log; default 600 with vLLM (none with transformers)."""
+
+    def __post_init__(self) -> None:
+        for name in ("stall_timeout", "sync_timeout"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds (or null for the default), got {value}")

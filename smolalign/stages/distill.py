@@ -211,6 +211,7 @@ def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
                 model=student, teacher_model=teacher, args=config, train_dataset=prompts, processing_class=tokenizer,
                 peft_config=peft_config(run),
                 callbacks=[metrics_callback(opened.run_dir), generation.watchdog.callback()])
+        generation.check_syncs(trainer)
         del student, teacher  # the trainer holds them; finish() frees them before evaluating
         yield trainer, tokenizer
 

@@ -1,7 +1,7 @@
 """What a stage whose policy generates while it trains (GRPO, online DPO, distillation) adds to its run: the
 server's port and vLLM's engine checked before anything loads; the server (one smolalign starts, on the GPUs kept for
-it, or one that runs) and the stall watchdog held from the config to the end of training; and TRL's engines built for
-the CPU while the trainer is built.
+it, or one that runs) and the stall watchdog held from the config to the end of training; TRL's engines built for
+the CPU while the trainer is built; and every weight sync into vLLM timed and checked (stages.weight_sync).
 `smolalign rl recipes/quickstart/rl.yaml --dry-run`
 """
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
-from smolalign.generation.backend_settings import stall_timeout
+from smolalign.generation.backend_settings import stall_timeout, sync_timeout
 from smolalign.generation.server import check_port, served_generation
 from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
 from smolalign.generation.vllm_engine import check_generation, generated_tokens
@@ -17,12 +17,19 @@ from smolalign.hardware import generation_dtype
 from smolalign.models.config import model_width
 from smolalign.resolve import Run
 from smolalign.runs.watchdog import Watchdog, stall_watchdog
+from smolalign.stages.weight_sync import check_weight_syncs, describe_sync_check
 
 
 def check_generating(run: Run) -> None:
     """A server smolalign is to start needs its port free, and a vLLM engine must be able to load the model here."""
     check_port(run.recipe)
     check_generation(run)
+
+
+def add_sync_row(plan, run: Run) -> None:
+    """The plan's `weight sync` row, where the policy generates with vLLM."""
+    if (row := describe_sync_check(run.recipe.generation)) is not None:
+        plan.rows["weight sync"] = row
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,11 @@ class Generation:
     base_url: str | None
     """The vLLM server's (None: the policy generates in the training process)."""
     watchdog: Watchdog
-    """Its `callback()` tells it of every step."""
+    """Its `callback()` tells it of every step; it times the weight syncs into vLLM."""
+
+    def check_syncs(self, trainer) -> None:
+        """Every weight sync of `trainer` into vLLM timed and checked (stages.weight_sync)."""
+        check_weight_syncs(trainer, self.watchdog)
 
 
 def policy_generation_dtype(run: Run) -> str:
@@ -48,7 +59,7 @@ def generating(run: Run, opened) -> Iterator[Generation]:
     stall = stall_timeout(run.recipe.generation)
     dtype = policy_generation_dtype(run)
     with (served_generation(run, opened.state, dtype, opened.gpus, run_dir=opened.run_dir) as server,
-          stall_watchdog(stall, server) as watchdog):
+          stall_watchdog(stall, server, sync_timeout(run.recipe.generation)) as watchdog):
         yield Generation(server.base_url if server else None, watchdog)
 
 

@@ -32,7 +32,7 @@ from smolalign.runs.rundir import (
     write_recipe,
 )
 from smolalign.runs.save_on_signal import SavedOnSignal, listening, save_on_signal_callback
-from smolalign.stages.generating import check_generating
+from smolalign.stages.generating import add_sync_row, check_generating
 from smolalign.stages.generation_copy import bf16_generation_copy
 from smolalign.stages.low_precision_updates import keep_low_precision_updates
 from smolalign.stages.scored_positions import scored_positions_only
@@ -89,6 +89,7 @@ def run(stage: Stage, run: Run, *, output_dir: Path | None = None, dry_run: bool
     checked = stage.check(run)
     if stage.generates:
         check_generating(run)
+        add_sync_row(checked[0], run)
     evaluation = announce(run, checked[0], dry_run)
     if dry_run:
         return None

@@ -181,6 +181,7 @@ def load_generating(run: Run, opened: OpenRun, checked: tuple, make_config, tool
                     model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train,
                     eval_dataset=prompts.eval, processing_class=tokenizer, peft_config=peft_config(run),
                     callbacks=[metrics_callback(opened.run_dir), generation.watchdog.callback()], **with_tools)
+            generation.check_syncs(trainer)
             del model  # the trainer holds it; finish() frees it before an evaluation
             yield trainer, tokenizer
     finally:

@@ -131,7 +131,12 @@ def test_grpo_in_server_mode_syncs_its_weights_into_the_server(cli_fd, write_rec
     code, out, err = cli_fd("rl", recipe, "-o", tmp_path / "run")
     assert code == 0, err[-3000:]
     assert "starting the vLLM server on this CPU" in out
-    assert len([m for m in read_metrics(tmp_path / "run") if "loss" in m]) == 3
+    trained = [m for m in read_metrics(tmp_path / "run") if "loss" in m]
+    assert len(trained) == 3
+    # smolalign's own check of each sync (stages/weight_sync.py), logged every step: the server scores its probe as
+    # the policy does, and after an update no longer as the previous policy did.
+    assert all(m["sync/engine_gap"] < TOLERANCE and m["sync/verified"] == 1 for m in trained), trained
+    assert all(m["sync/reference_gap"] > 1e-2 for m in trained[1:]), trained
     # The server's own output is kept with the run once it stops, and its temporary file is gone.
     log = (tmp_path / "run" / "vllm-server.log").read_text()
     assert log.startswith("=== ") and str(vllm_tiny_dir) in log and "Application startup complete" in log, log[-2000:]

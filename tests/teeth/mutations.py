@@ -30,6 +30,8 @@ M = Mutation
 RESUME = "tests/integration/test_resume.py::"
 SANDBOX = "tests/unit/test_sandbox.py::"
 RG = "tests/unit/test_reasoning_gym.py::"
+WS = "tests/integration/test_weight_sync_check.py::"
+WSV = "tests/unit/test_weight_sync_verdicts.py::"
 
 MUTATIONS = [
     # ---------------------------------------------------------------------------------------------- resume
@@ -321,6 +323,41 @@ MUTATIONS = [
       "        with inspected_here(hardware):\n", "        with contextlib.nullcontext():\n",
       ("tests/integration/test_vllm_rl.py::test_grpo_generates_with_the_current_policy",),
       "TRL's colocated engine is built with vLLM's registry as it comes: its inspection starts a Python"),
+    M("weight_sync_checked", "after every weight sync into vLLM (colocated or server; full weights or LoRA; GRPO, "
+      "online DPO, distillation) the engine's log-probs of a probe are compared with the policy's, logged as sync/* "
+      "every step, and a stale engine stops the run (exit 1) at the first check after an update",
+      "scaling/vllm.md#checked-weight-syncs", "smolalign/stages/generating.py",
+      "        check_weight_syncs(trainer, self.watchdog)\n", "        pass\n",
+      (f"{WS}test_grpo_whose_weights_reach_the_engine_passes_every_check[full]",
+       f"{WS}test_grpo_whose_weights_reach_the_engine_passes_every_check[lora]",
+       f"{WS}test_a_sync_that_never_reaches_the_engine_stops_the_run_at_the_first_check[grpo]",
+       f"{WS}test_a_sync_that_never_reaches_the_engine_stops_the_run_at_the_first_check[online_dpo]",
+       f"{WS}test_a_sync_that_never_reaches_the_engine_stops_the_run_at_the_first_check[distill]",
+       f"{WS}test_a_lora_adapter_that_never_merges_into_the_engine_stops_the_run"),
+      "no check: nothing sync/* is logged, and runs whose engine never receives the weights train on to the end"),
+    M("weight_sync_stale_verdict", "an engine that scores the probe like an earlier policy, or like neither, and not "
+      "within the tolerance of the current one, is stale", "scaling/vllm.md#checked-weight-syncs",
+      "smolalign/stages/weight_sync.py",
+      "        if gap <= self.tolerance:\n            return {**values, \"sync/verified\": 0}",
+      "        if True:\n            return {**values, \"sync/verified\": 0}",
+      (f"{WS}test_a_sync_that_never_reaches_the_engine_stops_the_run_at_the_first_check[grpo]",
+       f"{WS}test_a_lora_adapter_that_never_merges_into_the_engine_stops_the_run",
+       f"{WSV}test_an_engine_left_on_the_old_policy_is_stale",
+       f"{WSV}test_an_engine_like_neither_policy_stops_the_run"),
+      "every sync outside the tolerance counts as not yet decidable: a stale engine is never reported"),
+    M("weight_sync_timeout", "a weight sync into vLLM longer than generation.sync_timeout fails the run with exit 1, "
+      "naming the server's log", "scaling/vllm.md#checked-weight-syncs", "smolalign/runs/watchdog.py",
+      "        if self.sync_timeout and syncing is not None and",
+      "        if False and self.sync_timeout and syncing is not None and",
+      (f"{WS}test_a_sync_that_hangs_fails_the_run_after_the_sync_timeout",
+       "tests/unit/test_watchdog_interrupts.py::"
+       "test_a_weight_sync_longer_than_the_sync_timeout_fails_the_run_naming_the_servers_log"),
+      "the sync is not timed: a hung sync waits out its hang (or the 30-minute stall timeout)"),
+    M("watchdog_interrupts_blocking_calls", "the watchdog's interrupt ends a blocking call the main thread waits in "
+      "(a sleep, a socket read), at once", "scaling/vllm.md#checked-weight-syncs", "smolalign/runs/watchdog.py",
+      "    if callable(signal.getsignal(signal.SIGINT)):\n", "    if False:\n",
+      ("tests/unit/test_watchdog_interrupts.py::test_a_main_thread_blocked_in_a_call_is_interrupted_at_once",),
+      "only `_thread.interrupt_main`'s flag is set, which the blocked thread reads once its call returns"),
     M("one_number_draw", "a token drawn from one uniform number is the first whose cumulative probability exceeds it "
       "(times the row's total); a token of probability 0 never comes out",
       "vllm-cpu.md", "smolalign/generation/draw.py",

@@ -103,3 +103,27 @@ def test_the_interrupt_reaches_a_run_started_with_sigint_ignored(monkeypatch):
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_main_thread_blocked_in_a_call_is_interrupted_at_once(monkeypatch):
+    """A step stuck in one long blocking call (a sleep here; a socket read, a lock) is interrupted when the watchdog
+    fires, not when the call returns: the interrupt is a signal to the main thread, which ends the call."""
+    monkeypatch.setattr(watchdog_module, "CHECK_EVERY", 0.1)
+    started = time.monotonic()
+    with pytest.raises(RunFailure, match="no training step finished for 0.3 s"):
+        with stall_watchdog(0.3):
+            time.sleep(20)
+    assert time.monotonic() - started < 5
+
+
+def test_a_weight_sync_longer_than_the_sync_timeout_fails_the_run_naming_the_servers_log(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(watchdog_module, "CHECK_EVERY", 0.1)
+    server = SimpleNamespace(alive=lambda: True, log=tmp_path / "vllm.log")
+    with pytest.raises(RunFailure, match=r"the weight sync into the vLLM server at step 4 did not finish within 0.5 s "
+                                         r"\(generation.sync_timeout\); the server's log: .*vllm.log"):
+        with stall_watchdog(60, server, sync_timeout=0.5) as watchdog:
+            time.sleep(0.8)  # a step longer than the sync timeout, outside a sync: nothing to say
+            with watchdog.timing_sync("the weight sync into the vLLM server at step 4"):
+                time.sleep(20)
