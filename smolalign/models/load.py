@@ -200,9 +200,20 @@ def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer,
         kwargs["num_labels"] = 1
     with _source_errors(source):
         model = auto_class.from_pretrained(local_dir(source), **kwargs)
+    if source.kind == "hub" and source.revision:
+        # TRL builds its colocated vLLM engine from `model.name_or_path` alone, which for a hub id loads `main`: the
+        # revision's snapshot folder, where the files just loaded are, names the same files.
+        model.name_or_path = model.config.name_or_path = revision_folder(source)
     sync_special_tokens(model, tokenizer)
     report_zero3_sharding(model)
     return model
+
+
+def revision_folder(source: ModelSource) -> str:
+    """The local folder of a hub model's revision (its snapshot in the hub cache), once its files are there."""
+    from transformers.utils import cached_file
+
+    return str(Path(cached_file(source.location, "config.json", revision=source.revision)).parent)
 
 
 def report_zero3_sharding(model) -> None:

@@ -149,3 +149,31 @@ def test_a_server_that_never_receives_the_weights_stops_the_run(cli_fd, write_re
     assert re.search(r"the vLLM server is stale at step 1: .* like the policy of step 0", err), err[-3000:]
     assert len(trained_entries(tmp_path / "run")) == 1
 
+
+@pytest.mark.slow
+def test_the_colocated_engine_loads_the_recipes_revision(write_recipe, vllm_tiny_dir, tmp_path):
+    """A hub model at `model.revision: v2` whose `main` vLLM cannot load (an architecture it does not know): the run
+    succeeds only if TRL's colocated engine loads v2 too. A hub cache made here, read offline, by a fresh process (the
+    hub's cache folder is read when huggingface_hub is imported)."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    repo = tmp_path / "hub" / "models--some-org--tiny"
+    for ref, commit, architecture in (("main", "a" * 40, "NoSuchModelForCausalLM"), ("v2", "b" * 40, None)):
+        snapshot = repo / "snapshots" / commit
+        shutil.copytree(vllm_tiny_dir, snapshot)
+        if architecture:
+            config = json.loads((snapshot / "config.json").read_text())
+            (snapshot / "config.json").write_text(json.dumps({**config, "architectures": [architecture]}))
+        (repo / "refs").mkdir(parents=True, exist_ok=True)
+        (repo / "refs" / ref).write_text(commit)
+    recipe = rl_recipe(write_recipe, vllm_tiny_dir, tmp_path, "grpo", {**GRPO, "max_steps": 1})
+    edited(recipe, model={"source": "some-org/tiny", "revision": "v2", "dtype": "float32"})
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "smolalign", "rl", recipe, "-o", str(tmp_path / "run")], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert trained_entries(tmp_path / "run")[0]["sync/verified"] == 1
