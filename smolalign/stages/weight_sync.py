@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 
 from smolalign.errors import RunFailure
+from smolalign.generation.backend_settings import sync_timeout
 
 PROBE_ANSWER_TOKENS = 16
 """Tokens of the engine's greedy answer appended to the probe's prompt: where the policy puts its mass, the part of
@@ -111,8 +112,6 @@ class SyncCheck:
 
 def describe_sync_check(generation) -> str | None:
     """The plan's `weight sync` row (None without vLLM)."""
-    from smolalign.generation.backend_settings import sync_timeout
-
     if generation is None or generation.backend == "transformers":
         return None
     return (f"every sync checked: the engine and the policy score a {PROBE_PROMPT_TOKENS + PROBE_ANSWER_TOKENS}-token "

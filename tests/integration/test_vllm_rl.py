@@ -91,6 +91,13 @@ def assert_engine_follows_the_policy(seen, start: torch.Tensor) -> None:
     assert moved > 1e-3, f"the engine's log-probs moved only {moved} from the starting model's"
 
 
+def assert_checked_by_smolalign(run_dir) -> None:
+    """smolalign's own check of every sync (stages/weight_sync.py) logged each step, and each one verified."""
+    trained = [m for m in read_metrics(run_dir) if "loss" in m]
+    assert len(trained) == 3
+    assert all(m["sync/verified"] == 1 and m["sync/engine_gap"] <= TOLERANCE for m in trained), trained
+
+
 def rl_recipe(write_recipe, model_dir, tmp_path, method: str, train: dict) -> str:
     (tmp_path / "reward.py").write_text(REWARD)
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(16)])
@@ -136,7 +143,7 @@ def test_online_dpo_generates_with_the_current_policy(cli_fd, write_recipe, vllm
     assert code == 0, err[-3000:]
     start = log_probs(AutoModelForCausalLM.from_pretrained(vllm_tiny_dir).eval(), fixed_sequence)
     assert_engine_follows_the_policy(syncs, start)
-    assert len([m for m in read_metrics(tmp_path / "run") if "loss" in m]) == 3
+    assert_checked_by_smolalign(tmp_path / "run")
 
 
 def test_distillation_samples_with_the_current_student(cli_fd, write_recipe, vllm_tiny_dir, tmp_path, syncs,
@@ -160,3 +167,4 @@ def test_distillation_samples_with_the_current_student(cli_fd, write_recipe, vll
     assert code == 0, err[-3000:]
     start = log_probs(AutoModelForCausalLM.from_pretrained(vllm_tiny_dir).eval(), fixed_sequence)
     assert_engine_follows_the_policy(syncs, start)
+    assert_checked_by_smolalign(tmp_path / "run")
