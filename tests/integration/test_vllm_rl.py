@@ -109,6 +109,26 @@ def rl_recipe(write_recipe, model_dir, tmp_path, method: str, train: dict) -> st
                   "gradient_checkpointing": False, **train}}))
 
 
+def distill_recipe(write_recipe, model_dir, tmp_path) -> str:
+    """On-policy distillation of `model_dir` from a teacher of the same tokenizer (another random model), with vLLM
+    colocated."""
+    from tiny_models import build_model
+    from transformers import AutoTokenizer
+
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.save_pretrained(teacher)
+    build_model(teacher, tokenizer, seed=7, heads=2, kv_heads=1)
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(16)])
+    return str(write_recipe({
+        "model": {"source": str(model_dir), "dtype": "float32"}, "template": {"name": "chatml"}, "method": "distill",
+        "teacher": {"source": str(teacher)}, "data": {"sources": [{"path": str(prompts)}]},
+        "generation": {"backend": "vllm_colocate"},
+        "train": {"max_steps": 3, "learning_rate": 5e-2, "logging_steps": 1, "save_strategy": "no",
+                  "gradient_checkpointing": False, "per_device_train_batch_size": 4, "max_completion_length": 8}}))
+
+
 def test_grpo_generates_with_the_current_policy(cli_fd, write_recipe, vllm_tiny_dir, tmp_path, syncs,
                                                 fixed_sequence, empty_inspection_cache):
     from transformers import AutoModelForCausalLM
@@ -148,21 +168,9 @@ def test_online_dpo_generates_with_the_current_policy(cli_fd, write_recipe, vllm
 
 def test_distillation_samples_with_the_current_student(cli_fd, write_recipe, vllm_tiny_dir, tmp_path, syncs,
                                                         fixed_sequence):
-    from tiny_models import build_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    teacher = tmp_path / "teacher"
-    teacher.mkdir()
-    tokenizer = AutoTokenizer.from_pretrained(vllm_tiny_dir)
-    tokenizer.save_pretrained(teacher)
-    build_model(teacher, tokenizer, seed=7, heads=2, kv_heads=1)
-    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(16)])
-    recipe = str(write_recipe({
-        "model": {"source": str(vllm_tiny_dir), "dtype": "float32"}, "template": {"name": "chatml"}, "method": "distill",
-        "teacher": {"source": str(teacher)}, "data": {"sources": [{"path": str(prompts)}]},
-        "generation": {"backend": "vllm_colocate"},
-        "train": {"max_steps": 3, "learning_rate": 5e-2, "logging_steps": 1, "save_strategy": "no",
-                  "gradient_checkpointing": False, "per_device_train_batch_size": 4, "max_completion_length": 8}}))
+    recipe = distill_recipe(write_recipe, vllm_tiny_dir, tmp_path)
     code, out, err = cli_fd("rl", recipe, "-o", tmp_path / "run")
     assert code == 0, err[-3000:]
     start = log_probs(AutoModelForCausalLM.from_pretrained(vllm_tiny_dir).eval(), fixed_sequence)

@@ -12,9 +12,8 @@ import re
 import time
 
 import pytest
-from test_vllm_rl import rl_recipe
+from test_vllm_rl import distill_recipe, rl_recipe
 from test_vllm_server import free_port, server_recipe
-from tiny_models import build_model, write_jsonl
 
 from smolalign.runs.metrics import read_metrics
 
@@ -43,23 +42,6 @@ def switch_sync_off(monkeypatch):
 
     monkeypatch.setattr(VLLMGeneration, "sync_weights", lambda self: None)
     monkeypatch.setattr(OnlineDPOTrainer, "_move_model_to_vllm", lambda self: None)
-
-
-def distill_recipe(write_recipe, model_dir, tmp_path) -> str:
-    from transformers import AutoTokenizer
-
-    teacher = tmp_path / "teacher"
-    teacher.mkdir()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    tokenizer.save_pretrained(teacher)
-    build_model(teacher, tokenizer, seed=7, heads=2, kv_heads=1)
-    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(16)])
-    return str(write_recipe({
-        "model": {"source": str(model_dir), "dtype": "float32"}, "template": {"name": "chatml"}, "method": "distill",
-        "teacher": {"source": str(teacher)}, "data": {"sources": [{"path": str(prompts)}]},
-        "generation": {"backend": "vllm_colocate"},
-        "train": {"max_steps": 3, "learning_rate": 5e-2, "logging_steps": 1, "save_strategy": "no",
-                  "gradient_checkpointing": False, "per_device_train_batch_size": 4, "max_completion_length": 8}}))
 
 
 def assert_checked_every_step(run_dir, steps: int) -> None:
