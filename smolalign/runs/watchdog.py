@@ -3,8 +3,9 @@ server, when there is one) and interrupts the main thread when a step takes long
 sync into vLLM longer than the sync timeout, or the server dies.
 
 The interrupt (SIGINT to the main thread) surfaces as `RunFailure` with the reason. If the main thread is stuck where
-Python cannot deliver it (a C loop that never returns to Python, as a hung NCCL collective), the process exits with code 1 after a grace period, printing the reason: the
-same code as a `RunFailure`, since it is the same failure (the exit-code contract, docs/verbs/index.md).
+Python cannot deliver it (a C loop that never returns to Python, as a hung NCCL collective), the process exits with
+code 1 after a grace period, printing the reason: the same code as a `RunFailure`, since it is the same failure (the
+exit-code contract, docs/verbs/index.md).
 """
 
 import _thread

@@ -58,8 +58,8 @@ TOLERANCE_FLOOR = 0.01
 class SyncCheck:
     """The state of one run's checks: its probe, the policy's log-probs the engine was last shown to match."""
 
-    backend: str
-    """"the colocated vLLM engine" / "the vLLM server": how messages name the engine."""
+    mode: str
+    """TRL's vllm_mode: "colocate" or "server"."""
     probe: tuple[list[int], int] | None = None
     """The probe's tokens and the position its answer starts at: the answer's tokens are the ones scored."""
     reference: object = None
@@ -101,8 +101,13 @@ class SyncCheck:
             f"{self.tolerance:.4f}). Rollouts from it would not come from the policy being trained, so the run stops "
             f"before training on them. Check {self._what_to_check()}.")
 
+    @property
+    def backend(self) -> str:
+        """How messages name the engine."""
+        return "the vLLM server" if self.mode == "server" else "the colocated vLLM engine"
+
     def _what_to_check(self) -> str:
-        if "server" in self.backend:
+        if self.mode == "server":
             return ("the server's log for weight-update errors, that the server serves the model being trained, and "
                     "the weight-transfer group (generation.server.port, TRL's vllm_group_port, VLLM_HOST_IP across "
                     "nodes)")
@@ -126,7 +131,7 @@ def check_weight_syncs(trainer, watchdog) -> SyncCheck | None:
     if target is None:
         return None
     owner, method, mode = target
-    check = SyncCheck("the vLLM server" if mode == "server" else "the colocated vLLM engine")
+    check = SyncCheck(mode)
     sync = getattr(owner, method)
 
     def checked_sync():
@@ -135,7 +140,7 @@ def check_weight_syncs(trainer, watchdog) -> SyncCheck | None:
         with watchdog.timing_sync(f"the weight sync into {check.backend} at step {step}"):
             sync()
         synced = time.monotonic()
-        values = _check_once(check, trainer, owner, mode, step)
+        values = _check_once(check, trainer, owner, step)
         check.logged = {**values, "sync/seconds": synced - started, "sync/check_seconds": time.monotonic() - synced}
 
     setattr(owner, method, checked_sync)
@@ -161,14 +166,16 @@ def _sync_target(trainer):
     return None
 
 
-def _check_once(check: SyncCheck, trainer, owner, mode: str, step: int) -> dict:
+def _check_once(check: SyncCheck, trainer, owner, step: int) -> dict:
     from accelerate.utils import broadcast_object_list, gather_object
 
-    accelerator = trainer.accelerator
+    accelerator, mode = trainer.accelerator, check.mode
     engine = _engine(owner, mode)
     scores_here = mode == "colocate" or accelerator.is_main_process
     if check.probe is None:
-        probe = [_make_probe(trainer, engine, mode) if accelerator.is_main_process else None]
+        # Every colocated engine answers (engines split by tensor parallelism generate together); the main
+        # process's probe is the one every process keeps.
+        probe = [_make_probe(trainer, engine, mode) if scores_here else None]
         if accelerator.num_processes > 1:
             broadcast_object_list(probe)
         check.probe = probe[0]

@@ -19,7 +19,7 @@ def shifted(by: float) -> torch.Tensor:
 
 
 def first_checked(gap: float = 0.02) -> SyncCheck:
-    check = SyncCheck("the colocated vLLM engine")
+    check = SyncCheck("colocate")
     assert check.judge(0, shifted(gap), START)["sync/verified"] == 1
     return check
 
@@ -32,7 +32,7 @@ def test_the_first_sync_sets_the_tolerance_from_the_precision_gap():
 
 def test_a_first_sync_far_from_the_policy_is_another_model():
     with pytest.raises(RunFailure, match=r"does not hold the weights being trained at step 0.*0\.3000 nats.*revision"):
-        SyncCheck("the vLLM server").judge(0, shifted(0.3), START)
+        SyncCheck("server").judge(0, shifted(0.3), START)
 
 
 def test_an_engine_that_follows_the_policy_is_verified_and_becomes_the_reference():
@@ -65,5 +65,5 @@ def test_an_engine_like_neither_policy_stops_the_run():
     check = first_checked()
     with pytest.raises(RunFailure, match=r"vLLM server is stale at step 1: .*like neither the policy being trained nor "
                                          r"that of step 0.*VLLM_HOST_IP"):
-        check.backend = "the vLLM server"
+        check.mode = "server"
         check.judge(1, START - 2.0, START + 0.5)
