@@ -42,6 +42,9 @@ ENV HOME=/home/smolalign HF_HOME=/cache/huggingface
 RUN mkdir -p /home/smolalign /cache/huggingface /workspace \
     && chmod 1777 /home/smolalign /cache /cache/huggingface /workspace
 
+# The entrypoint runs smolalign's verbs (`docker run IMAGE sft RECIPE`) and any program as given, so the image also
+# runs under pyxis sites that execute an image's entrypoint before a step's command (bash -c ...).
+COPY --chmod=755 docker/entrypoint /usr/local/bin/smolalign-entrypoint
 WORKDIR /workspace
-ENTRYPOINT ["smolalign"]
+ENTRYPOINT ["smolalign-entrypoint"]
 CMD ["--help"]

@@ -114,11 +114,11 @@ def _header(job: SlurmJob) -> str:
 def _environment(job: SlurmJob) -> str:
     g = job.gpus_per_node
     if job.container is None:
-        tools = ["scontrol", "srun", "accelerate"] + (["trl", "curl"] if job.vllm else [])
+        tools = ["scontrol", "srun", "accelerate"] + (["trl", "curl", "getent"] if job.vllm else [])
         environment = [job.activate]
     else:  # accelerate and trl are the image's; only Slurm's tools (and apptainer, curl) are the host's
         tools = ["scontrol", "srun"] + (["apptainer"] if job.container.runtime == "apptainer" else []) + \
-            (["curl"] if job.vllm else [])
+            (["curl", "getent"] if job.vllm else [])
         environment = container_mounts(job.container)
     return "\n".join([
         "set -euo pipefail",
@@ -154,9 +154,22 @@ def _roles(job: SlurmJob) -> str:
         f"export MAIN_PROCESS_PORT={job.main_process_port}",
     ]
     if job.vllm is not None:
-        lines += [f'VLLM_NODE="${{NODES[{job.nodes}]}}"', f'export VLLM_URL="http://$VLLM_NODE:{job.vllm.port}"']
+        lines += [
+            f'VLLM_NODE="${{NODES[{job.nodes}]}}"', f'export VLLM_URL="http://$VLLM_NODE:{job.vllm.port}"',
+            "# Weight sync: training's main process hosts the transfer group, which the server joins at the address",
+            "# vLLM reads from VLLM_HOST_IP (else its guess: the interface of the default route, which may not be the",
+            "# one the vLLM node reaches). Given to the training step only: the server's own engine keeps its own.",
+            'TRAIN_HOST_IP=$(getent ahostsv4 "${TRAIN_NODES[0]}" | awk \'NR == 1 { print $1 }\')',
+            'if [[ -z $TRAIN_HOST_IP ]]; then',
+            '  echo "error: ${TRAIN_NODES[0]} does not resolve to an IPv4 address (getent ahostsv4); the vLLM server '
+            'could not reach training to sync weights" >&2',
+            "  exit 1",
+            "fi",
+            "export TRAIN_HOST_IP",
+        ]
     lines.append('echo "smolalign: job $SLURM_JOB_ID (run ${SLURM_RESTART_COUNT:-0}): training on $TRAIN_NODELIST, '
-                 'rendezvous $MAIN_PROCESS_IP:$MAIN_PROCESS_PORT' + (', vLLM on $VLLM_NODE' if job.vllm else '')
+                 'rendezvous $MAIN_PROCESS_IP:$MAIN_PROCESS_PORT'
+                 + (', vLLM on $VLLM_NODE, weight sync from $TRAIN_HOST_IP' if job.vllm else '')
                  + '"')
     return "\n".join(lines)
 
@@ -170,8 +183,9 @@ def _requeue(job: SlurmJob) -> str:
         '    echo "smolalign: scontrol requeue failed; the job runs until its time limit" >&2',
         "  fi",
         "}",
-        "# srun passes USR1 on to its step, whose every process gets it: the training ranks save a checkpoint at their",
-        "# next step end and stop (exit 75); the launchers ignore it (trap '' USR1 below). The requeue follows.",
+        "# srun passes USR1 on to its step (to every process, or to each task's process group, as Slurm tracks them);",
+        "# each node's relay hands it to the training ranks, which save a checkpoint at their next step end and stop",
+        "# (exit 75); the launchers ignore it (trap '' USR1 below). The requeue follows.",
         "time_limit_near() {",
         "  SIGNALLED=1",
         '  if [[ -n ${TRAIN_PID:-} ]]; then',
@@ -272,8 +286,12 @@ def _training(job: SlurmJob) -> str:
     stage.append('"$RUN_MODE"' if job.overwrite else "--resume")
     launcher.append(stage)
     # Expanded by each task's own shell: SLURM_PROCID is the task's rank within this step, 0 .. nodes-1.
-    # USR1 is for the training processes (they set their own handler); ignored here, it stays ignored in the launchers.
-    per_node = "trap '' USR1; exec " + " \\\n    ".join(" ".join(words) for words in launcher)
+    # USR1 is for the training processes (they set their own handler); ignored here, it stays ignored in the
+    # launchers. The relay passes it on to the ranks, which torchrun starts in sessions of their own: where Slurm
+    # tracks processes by process group, the step's signal reaches only the task's group (smolalign.slurm.signal_relay).
+    launcher[0] = ["python", "-m", "smolalign.slurm.signal_relay", *launcher[0]]
+    host_ip = 'export VLLM_HOST_IP="$TRAIN_HOST_IP"; ' if job.vllm is not None else ""
+    per_node = f"trap '' USR1; {host_ip}exec " + " \\\n    ".join(" ".join(words) for words in launcher)
     srun_options, command_prefix = in_container(job)
     return "\n".join([
         f"srun --nodes={job.nodes} --ntasks={job.nodes} --ntasks-per-node=1 --nodelist=\"$TRAIN_NODELIST\" "

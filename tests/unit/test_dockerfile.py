@@ -85,7 +85,28 @@ def test_the_image_cuda_is_the_one_torch_is_built_for():
 def test_the_image_python_is_the_tested_one():
     assert "python3.11" in DOCKERFILE and sys.version_info[:2] == (3, 11)
     assert PYPROJECT["project"]["requires-python"].startswith(">=3.11")
-    assert 'ENTRYPOINT ["smolalign"]' in DOCKERFILE
+    assert 'ENTRYPOINT ["smolalign-entrypoint"]' in DOCKERFILE
+    assert "COPY --chmod=755 docker/entrypoint /usr/local/bin/smolalign-entrypoint" in DOCKERFILE
+
+
+@pytest.mark.parametrize(("argv", "runs"), [
+    (["sft", "recipe.yaml"], "smolalign sft recipe.yaml"),
+    (["--help"], "smolalign --help"),
+    ([], "smolalign"),
+    (["eval", "run"], "smolalign eval run"),  # a shell builtin is not a program
+    (["bash", "-c", "echo as given"], "as given"),  # a pyxis step's command, entrypoint executed first
+    (["python", "-c", "print('as given')"], "as given"),
+])
+def test_the_entrypoint_runs_smolalign_verbs_and_programs_as_given(tmp_path, argv, runs):
+    image_bin = tmp_path / "bin"
+    image_bin.mkdir()
+    (image_bin / "smolalign").write_text('#!/bin/sh\necho "smolalign $*"\n')
+    (image_bin / "smolalign").chmod(0o755)
+    (image_bin / "python").symlink_to(sys.executable)
+    done = subprocess.run(["/bin/sh", str(REPO / "docker" / "entrypoint"), *argv], capture_output=True, text=True,
+                          env={"PATH": f"{image_bin}:/usr/bin:/bin"}, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == runs
 
 
 def test_hadolint_finds_nothing():

@@ -6,6 +6,7 @@ signal on to training and requeues once it has stopped; bad input exits 2 before
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ name, args = Path(sys.argv[0]).name, sys.argv[1:]
 fake = Path(os.environ["FAKE_DIR"])
 keep = ("SLURM_PROCID", "SLURMD_NODENAME", "SMOLALIGN_LAUNCHED", "OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
         "NCCL_ASYNC_ERROR_HANDLING", "MAIN_PROCESS_IP", "MAIN_PROCESS_PORT", "VLLM_URL", "RUN_MODE", "FAKE_IN_IMAGE",
-        "HF_HOME", "SMOLALIGN_CACHE", "HOME")
+        "HF_HOME", "SMOLALIGN_CACHE", "HOME", "VLLM_HOST_IP")
 
 
 def option(args, name):
@@ -104,14 +105,23 @@ elif name == "srun":
         env = enter_image(options["container-image"], options.get("container-mounts", ""),
                           options.get("container-workdir"), command,
                           host_wins=[n for n in options.get("container-env", "").split(",") if n])
+        if os.environ.get("FAKE_PYXIS_ENTRYPOINT"):  # a site whose pyxis executes the image's ENTRYPOINT first
+            command = json.loads((fake / "image" / "entrypoint.json").read_text()) + command
     envs = [{{**env, "SLURM_PROCID": str(rank), "SLURMD_NODENAME": node}} for rank, node in enumerate(nodes)]
     if "container-image" in options or command[:1] == ["apptainer"]:  # the node pulls the image first
         time.sleep(float(os.environ.get("FAKE_PULL_SECONDS", "0")))
     output = open(options["output"], "a") if "output" in options else None  # slurmstepd writes the step's log
-    tasks = [subprocess.Popen(command, env=env, stdout=output, stderr=output) for env in envs]
+    # slurmstepd makes each task the leader of a process group of its own
+    tasks = [subprocess.Popen(command, env=env, stdout=output, stderr=output, process_group=0) for env in envs]
 
-    def forward(signum, frame):  # as slurmstepd does: to every process of the step, launchers and their children
-        for task in tasks:
+    def forward(signum, frame):  # as slurmstepd signals a step, by its process tracking (slurm.conf ProctrackType):
+        for task in tasks:  # proctrack/pgid: each task's process group; proctrack/cgroup: every process of the step
+            if os.environ.get("FAKE_PROCTRACK") == "pgid":
+                try:
+                    os.killpg(task.pid, signum)
+                except ProcessLookupError:
+                    pass
+                continue
             for pid in [task.pid, *descendants(task.pid)]:
                 try:
                     os.kill(pid, signum)
@@ -138,18 +148,27 @@ elif name == "trl":
         sys.exit(1)
     (fake / "vllm-up").touch()
     time.sleep(60)
+elif name == "getent" and args[0] == "ahostsv4":  # the cluster's names: node N at 10.0.0.N (streams, as glibc lists)
+    number = "".join(c for c in args[1] if c.isdigit()) or "9"
+    for kind in ("STREAM", "DGRAM", "RAW"):
+        print(f"10.0.0.{{number}}    {{kind}} {{args[1] if kind == 'STREAM' else ''}}".rstrip())
 elif name == "curl":  # as `curl -s -o /dev/null -w HTTP_CODE` answers: the status, 000 when unreachable
     print("200" if (fake / "vllm-up").exists() else "000", end="")
     sys.exit(0 if (fake / "vllm-up").exists() else 7)
 elif name == "accelerate" and os.environ.get("FAKE_TRAIN_UNTIL_REQUEUED"):
-    import signal
-    # The training process: the launcher ignores USR1 (the script's trap), training sets its own handler.
-    signal.signal(signal.SIGUSR1, lambda signum, frame: (fake / f"saved-{{os.environ['SLURM_PROCID']}}").touch())
-    (fake / "training").touch()
-    deadline = time.monotonic() + 30
-    while not (fake / f"saved-{{os.environ['SLURM_PROCID']}}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    sys.exit(75 if time.monotonic() < deadline else 1)  # saved on the signal and stopped
+    import signal, subprocess
+    # As torchrun does: the launcher (which inherits the script's ignored USR1) starts the training rank in a session of
+    # its own and exits 1 when the rank fails. The rank sets its own handler, saves (a file) only on USR1, and exits 75
+    # then; without the signal it runs into its deadline.
+    rank = (
+        "import os, signal, sys, time; from pathlib import Path; fake = Path(os.environ['FAKE_DIR']); "
+        "saved = fake / ('saved-' + os.environ['SLURM_PROCID']); "
+        "signal.signal(signal.SIGUSR1, lambda signum, frame: saved.touch()); "
+        "(fake / ('training-' + os.environ['SLURM_PROCID'])).touch(); deadline = time.monotonic() + 20\\n"
+        "while not saved.exists() and time.monotonic() < deadline: time.sleep(0.05)\\n"
+        "sys.exit(75 if saved.exists() else 1)")
+    worker = subprocess.Popen([sys.executable, "-c", rank], start_new_session=True)
+    sys.exit(1 if worker.wait() else 0)
 elif name == "sbatch":
     print("Submitted batch job 4242")
 """
@@ -168,6 +187,12 @@ def dockerfile_env() -> dict[str, str]:
     return env
 
 
+def dockerfile_entrypoint() -> list[str]:
+    """The image's ENTRYPOINT, as the Dockerfile sets it (exec form)."""
+    [line] = [line for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("ENTRYPOINT ")]
+    return json.loads(line.removeprefix("ENTRYPOINT "))
+
+
 @pytest.fixture
 def cluster(tmp_path, monkeypatch):
     """A fake environment whose `activate` puts the Slurm, accelerate, trl and curl shims first on PATH; the
@@ -178,8 +203,8 @@ def cluster(tmp_path, monkeypatch):
     bin_dir.mkdir(parents=True)
     # venv/bin: this environment, all tools and python with smolalign; host/bin: a cluster's login and compute nodes (Slurm, curl, apptainer,
     # no smolalign); image/bin: the container image (accelerate, trl, python with smolalign).
-    tools = {bin_dir: ("scontrol", "srun", "accelerate", "trl", "curl", "sbatch"),
-             fake / "host" / "bin": ("scontrol", "srun", "curl", "sbatch", "apptainer"),
+    tools = {bin_dir: ("scontrol", "srun", "accelerate", "trl", "curl", "sbatch", "getent"),
+             fake / "host" / "bin": ("scontrol", "srun", "curl", "sbatch", "apptainer", "getent"),
              fake / "image" / "bin": ("accelerate", "trl")}
     for directory, names in tools.items():
         directory.mkdir(parents=True, exist_ok=True)
@@ -193,8 +218,13 @@ def cluster(tmp_path, monkeypatch):
     for directory in (fake / "image" / "bin", bin_dir):  # the image's python and this environment's hold smolalign
         (directory / "python").write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} "$@"\n')
         (directory / "python").chmod(0o755)
-    # The image's ENV, as the Dockerfile sets it (HOME, HF_HOME, ...), which the fake runtimes apply over the host's.
+    # The image's ENV, as the Dockerfile sets it (HOME, HF_HOME, ...), which the fake runtimes apply over the host's,
+    # and its ENTRYPOINT, the file the Dockerfile copies, which pyxis runs first where a site asks it to.
     (fake / "image" / "env.json").write_text(json.dumps(dockerfile_env()))
+    (fake / "image" / "entrypoint.json").write_text(json.dumps(dockerfile_entrypoint()))
+    shutil.copy(REPO / "docker" / "entrypoint", fake / "image" / "bin" / "smolalign-entrypoint")
+    (fake / "image" / "bin" / "smolalign").write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m smolalign "$@"\n')
+    (fake / "image" / "bin" / "smolalign").chmod(0o755)
     (bin_dir / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
     monkeypatch.setattr("smolalign.slurm.job.environment_activation",
                         lambda: f"set +u; source {bin_dir / 'activate'}; set -u")
@@ -375,7 +405,7 @@ def test_rl_with_a_vllm_node_serves_on_the_last_node_and_training_waits_for_it(c
                          "--vllm-set", "max_model_len=4096", "--script", "job.sbatch")
     assert code == 0, err
     assert "#SBATCH --nodes=3" in (tmp_path / "job.sbatch").read_text()
-    assert "vLLM server (http://VLLM_NODE:8123)" in out  # the plan
+    assert "vLLM server (http://VLLM_NODE:8123; weight-sync group port free, chosen at start)" in out  # the plan
     done = run_script(tmp_path / "job.sbatch", cluster, "n1 n2 n3")
     assert done.returncode == 0, done.stderr
     vllm_srun, train_srun = calls(cluster, "srun")
@@ -399,6 +429,9 @@ def test_rl_with_a_vllm_node_serves_on_the_last_node_and_training_waits_for_it(c
         assert option(args, "--num_machines") == "2" and option(args, "--num_processes") == "4"
         assert option(args, "--main_process_ip") == "n1"
         assert "generation.server.base_url=http://n3:8123" in args and args[-1] == "--resume"
+        # the server joins training's weight-transfer group at the first training node's address, stated
+        assert launch["env"]["VLLM_HOST_IP"] == "10.0.0.1"
+    assert served["env"]["VLLM_HOST_IP"] is None  # the server's engine keeps its own address
 
 
 def test_online_dpo_with_a_vllm_node_trains_against_the_served_model(cli, cluster, write_recipe, tmp_path):
@@ -429,19 +462,23 @@ def test_a_vllm_server_that_dies_fails_the_job_before_training(cli, cluster, rl_
     assert calls(cluster, "accelerate") == []
 
 
-def test_usr1_reaches_training_then_the_job_requeues_and_the_next_run_resumes(cli, cluster, sft_recipe, tmp_path):
-    """The fake training processes save (a file per rank) only on USR1 and exit 75 then: without the signal
-    passed on to them, they run into their deadline and the job fails unrequeued."""
+@pytest.mark.parametrize("tracking", ["cgroup", "pgid"])
+def test_usr1_reaches_training_then_the_job_requeues_and_the_next_run_resumes(cli, cluster, sft_recipe, tmp_path,
+                                                                             tracking):
+    """The fake training ranks (started in sessions of their own, as torchrun starts them) save (a file per rank)
+    only on USR1 and exit 75 then: without the signal passed on to them, they run into their deadline and no rank
+    saves. Under process-group tracking, srun's signal reaches only each task's group: the launchers, not the ranks."""
     assert cli("launch", "slurm", sft_recipe, "--nodes", "2", "--script", "job.sbatch")[0] == 0
-    job = run_script(tmp_path / "job.sbatch", cluster, "a b", background=True, FAKE_TRAIN_UNTIL_REQUEUED="1")
+    job = run_script(tmp_path / "job.sbatch", cluster, "a b", background=True, FAKE_TRAIN_UNTIL_REQUEUED="1",
+                     FAKE_PROCTRACK=tracking)
     deadline = time.monotonic() + 30
-    while not (cluster / "training").exists() and time.monotonic() < deadline:
+    while not all((cluster / f"training-{rank}").exists() for rank in (0, 1)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.5)  # both ranks have set their handlers
+    time.sleep(0.3)  # both ranks have set their handlers
     job.send_signal(signal.SIGUSR1)  # what --signal=B:USR1@300 delivers to the batch shell
     out, err = job.communicate(timeout=60)
-    assert job.returncode == 0, err  # a requeued job is not a failed one
     assert (cluster / "saved-0").exists() and (cluster / "saved-1").exists()  # every rank got the signal
+    assert job.returncode == 0, err  # a requeued job is not a failed one
     assert [c["args"] for c in calls(cluster, "scontrol") if c["args"][0] == "requeue"] == [["requeue", "4242"]]
     assert all(c["args"][-1] == "--resume" for c in calls(cluster, "accelerate"))
 
@@ -461,15 +498,17 @@ def run_in_container(script: Path, fake: Path, nodes: str, tmp_path: Path, **env
                       HF_HOME=str(tmp_path / "hf"), HOME=str(tmp_path / "home"), **env)
 
 
-def test_with_pyxis_every_training_node_runs_smolalign_in_the_image(cli, cluster, sft_recipe, tmp_path):
+@pytest.mark.parametrize("entrypoint", ["", "executed"])
+def test_with_pyxis_every_training_node_runs_smolalign_in_the_image(cli, cluster, sft_recipe, tmp_path, entrypoint):
     """The fake srun enters the image only through --container-image/--container-mounts, and refuses a step that
     names a host path not mounted or activates a host environment: with the container arguments left out, accelerate
-    is not on the host's PATH and the job fails."""
+    is not on the host's PATH and the job fails. Some sites' pyxis runs the image's ENTRYPOINT before the step's
+    command (`bash -c ...`): the job runs the same."""
     code, out, err = cli("launch", "slurm", sft_recipe, "--nodes", "2", "-G", "4", "-o", "runs/x", "--script",
                          "job.sbatch", "--container", "smolalign:1.0")
     assert code == 0, err
     (tmp_path / "hf").mkdir()
-    done = run_in_container(tmp_path / "job.sbatch", cluster, "gpu-a gpu-b", tmp_path)
+    done = run_in_container(tmp_path / "job.sbatch", cluster, "gpu-a gpu-b", tmp_path, FAKE_PYXIS_ENTRYPOINT=entrypoint)
     assert done.returncode == 0, done.stderr
     launches = calls(cluster, "accelerate")
     assert sorted(c["env"]["SLURMD_NODENAME"] for c in launches) == ["gpu-a", "gpu-b"]
