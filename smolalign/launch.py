@@ -19,7 +19,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from smolalign.deepspeed_settings import accelerate_settings, deepspeed_config
 from smolalign.errors import SmolalignError
 from smolalign.generation.gpu_partition import handed_partition, partition_for_children, training_device_count
 from smolalign.hardware import processes_on_this_node
+from smolalign.ports import free_port
 from smolalign.preflight.gpus import processes_problem
 from smolalign.recipe.generation_schema import GenerationSection
 from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
@@ -196,12 +196,6 @@ def launched_sharding() -> dict | None:
 def run_child(command: list[str], env: dict[str, str]) -> int:
     """Run a launcher or a training child to its end with `env` as its whole environment; returns its exit code."""
     return subprocess.run(command, env=env).returncode
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def read_preset(preset: Path) -> dict:

@@ -4,7 +4,7 @@ a port is free again (for the vLLM server smolalign starts and its engine proces
 import time
 from pathlib import Path
 
-from smolalign.generation.server import port_in_use
+from smolalign.ports import port_in_use
 
 
 def group_members(group: int) -> list[int]:

@@ -1,6 +1,8 @@
 """What a run's `generation:` section means for TRL's config and the plan: the vLLM fields of the trainer's config,
 the plan's `generation` row, and how long a generating run may go without a finished step."""
 
+from dataclasses import dataclass
+
 from smolalign.recipe.generation_schema import GenerationSection
 
 DEFAULT_VLLM_STALL_TIMEOUT = 1800.0
@@ -29,13 +31,22 @@ def stall_timeout(generation: GenerationSection | None) -> float | None:
     return generation.stall_timeout
 
 
-def vllm_fields(generation: GenerationSection | None, base_url: str | None) -> dict:
-    """The TRL config fields (GRPO, distillation, GOLD) for the generation backend."""
+@dataclass(frozen=True)
+class ServerAddress:
+    """Where a run's vLLM server is reached, and where training hosts the weight sync it joins."""
+
+    base_url: str
+    group_port: int
+    """TRL's vllm_group_port."""
+
+
+def vllm_fields(generation: GenerationSection | None, server: ServerAddress | None) -> dict:
+    """The TRL config fields (GRPO, online DPO, distillation, GOLD) for the generation backend."""
     if generation is None or generation.backend == "transformers":
         return {}
     fields: dict = {"use_vllm": True, "vllm_mode": "colocate" if generation.backend == "vllm_colocate" else "server"}
-    if base_url:
-        fields["vllm_server_base_url"] = base_url
+    if server is not None:
+        fields.update(vllm_server_base_url=server.base_url, vllm_group_port=server.group_port)
     return fields
 
 
@@ -45,7 +56,8 @@ def describe_generation(generation: GenerationSection) -> str:
         return {"transformers": "transformers generate", "vllm_colocate": "vLLM colocated"}[generation.backend]
     server = generation.server
     gpus = ",".join(map(str, server.gpus)) if server.gpus else f"the last {server.tensor_parallel} visible"
-    where = server.base_url or f"started by smolalign on GPU(s) {gpus}, training on the others, port {server.port}"
-    return f"vLLM server ({where})"
+    port = server.port or "free, chosen at start"
+    where = server.base_url or f"started by smolalign on GPU(s) {gpus}, training on the others, port {port}"
+    return f"vLLM server ({where}; weight-sync group port {server.group_port or 'free, chosen at start'})"
 
 

@@ -8,8 +8,11 @@ with the development endpoints the trainer's client uses for weight sync. On GPU
 generation.gpu_partition, handed to the server and to the training processes in their environments). On a CPU it
 shares the machine, with a KV cache sized for the work. Health is vLLM's `/health` answering 200, as TRL's client
 probes it (a redirect is not an answer), and the server must then name the model smolalign gave it
-(`--served-model-name`, unique per start): a server smolalign did not start, on the same port, is never used. The
-port must be free before it starts. Its output goes to a temporary file (named in every message about the server)
+(`--served-model-name`, unique per start): a server smolalign did not start, on the same port, is never used. Its port
+is `generation.server.port`, which must be free before it starts, else a free one chosen at the start of the run;
+training's main process hosts the weight-transfer group the server joins (TRL's `vllm_group_port`) on
+`generation.server.group_port`, else a free one; both are chosen on the main process, told to every rank and stated,
+so two runs on one machine never meet on a port. Its output goes to a temporary file (named in every message about the server)
 that is kept in the run directory as `vllm-server.log` once the server stops, appended to on a resumed run; a run
 that ends before its directory is made (a server that never starts, a model that fails to load) leaves it where the
 message named it. The server dies with the process that started it, its whole process group with it (vLLM's engine core and workers are child processes that
@@ -24,7 +27,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -39,6 +41,8 @@ from smolalign.generation.gpu_partition import SERVER_GPUS, GpuPartition, server
 from smolalign.generation.server_command import server_command
 from smolalign.generation.server_process import Reaper, die_with_parent, stop_server
 from smolalign.hardware import Hardware
+from smolalign.ports import free_port, port_in_use
+from smolalign.recipe.generation_schema import VllmServerSection
 from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
 
@@ -48,8 +52,10 @@ SERVER_LOG = "vllm-server.log"
 
 class ServerHandle:
     def __init__(self, base_url: str, process: subprocess.Popen | None = None, log: Path | None = None,
-                 reaper: "Reaper | None" = None):
+                 reaper: "Reaper | None" = None, group_port: int | None = None):
         self.base_url, self.process, self.log, self.reaper = base_url, process, log, reaper
+        self.group_port = group_port
+        """The port training's main process hosts the weight-transfer group on (TRL's vllm_group_port)."""
 
     def alive(self) -> bool:
         return self.process is None or self.process.poll() is None
@@ -85,25 +91,36 @@ def server_env(hardware: Hardware) -> dict[str, str]:
     return env
 
 
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
 def check_port(recipe: Recipe) -> None:
-    """A server smolalign is to start needs its port free: refused (exit 2, naming the port) before anything loads."""
+    """The ports a recipe sets for a server run must be free: the port of a server smolalign is to start, and the
+    weight-transfer group's; refused (exit 2, naming the port) before anything loads. Ports left unset are chosen
+    free when the run starts (`agreed_ports`)."""
     generation = recipe.generation
-    if generation is None or generation.backend != "vllm_server" or generation.server.base_url:
+    if generation is None or generation.backend != "vllm_server":
         return
     port = generation.server.port
-    if port_in_use(port):
+    if port is not None and not generation.server.base_url and port_in_use(port):
         raise SmolalignError(f"generation.server.port {port}: the port is in use (another server, or a vLLM server "
-                             "left running); free it, or set generation.server.port to a free one")
+                             "left running); free it, set generation.server.port to a free one, or leave it unset "
+                             "for a free one")
+    group_port = generation.server.group_port
+    if group_port is not None and port_in_use(group_port, ""):
+        raise SmolalignError(f"generation.server.group_port {group_port}: the port is in use (another run's weight "
+                             "sync); leave it unset for a free one per run")
+
+
+def agreed_ports(server: VllmServerSection) -> tuple[int | None, int]:
+    """(the port of a server smolalign starts, None for a running one; the weight-transfer group's port): the
+    recipe's, else free ones chosen on the main process, the same on every rank."""
+    import torch.distributed as dist
+
+    chosen = [None if server.base_url else server.port or free_port(),
+              server.group_port or free_port("")]
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        from accelerate.utils import broadcast_object_list
+
+        broadcast_object_list(chosen, from_process=0)
+    return chosen[0], chosen[1]
 
 
 def serves(base_url: str, served_name: str, timeout: float = 5.0) -> bool:
@@ -127,17 +144,22 @@ def served_generation(run: Run, state, dtype: str = "auto", gpus: GpuPartition |
         yield None
         return
     server = generation.server
+    port, group_port = agreed_ports(server)
+    if state.is_main_process and run.hardware.on_gpu:
+        print(f"weight sync: training hosts the transfer group the vLLM server joins on port {group_port} "
+              f"({'generation.server.group_port' if server.group_port else 'free, chosen for this run'})")
     if server.base_url:
         if not healthy(server.base_url, timeout=10):
             raise SmolalignError(f"generation.server.base_url {server.base_url}: no vLLM server answers {HEALTH} "
                                  "there (start one with `vllm serve MODEL`, or leave base_url unset to let smolalign "
                                  "start it)")
-        yield ServerHandle(server.base_url)
+        yield ServerHandle(server.base_url, group_port=group_port)
         return
     if not state.is_main_process:  # one server per run: rank 0 starts it, the others connect to it
-        yield ServerHandle(f"http://127.0.0.1:{server.port}")
+        yield ServerHandle(f"http://127.0.0.1:{port}", group_port=group_port)
         return
-    handle = start_server(run, dtype, gpus)
+    handle = start_server(run, dtype, gpus, port)
+    handle.group_port = group_port
     try:
         with _stopped_on_sigterm():
             yield handle
@@ -178,16 +200,18 @@ def _stopped_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def start_server(run: Run, dtype: str, gpus: GpuPartition | None) -> ServerHandle:
+def start_server(run: Run, dtype: str, gpus: GpuPartition | None, port: int) -> ServerHandle:
+    """The server on `port` (the recipe's, checked free, or one chosen free), once it answers as the one started."""
     server, hardware = run.recipe.generation.server, run.hardware
     check_port(run.recipe)
     served_name = f"smolalign-{secrets.token_hex(6)}"
-    command = server_command(run, dtype, hardware, served_name)
+    command = server_command(run, dtype, hardware, served_name, port)
     env = {**server_env(hardware), **server_devices(server, gpus)}
     env.pop(SERVER_GPUS, None)  # the partition this process was started on, if any, is not the server's to read
     log = Path(tempfile.mkstemp(prefix="smolalign-vllm-", suffix=".log")[1])
     where = f"GPU(s) {env.get('CUDA_VISIBLE_DEVICES', 'all')}" if hardware.on_gpu else "this CPU"
-    print(f"starting the vLLM server on {where}: {' '.join(command)} (log {log})")
+    chosen = "generation.server.port" if server.port else "free, chosen for this run"
+    print(f"starting the vLLM server on {where}, port {port} ({chosen}): {' '.join(command)} (log {log})")
     with log.open("w") as out:
         out.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} started by smolalign: {' '.join(command)}\n")
         out.flush()
@@ -198,7 +222,7 @@ def start_server(run: Run, dtype: str, gpus: GpuPartition | None) -> ServerHandl
     except BaseException:
         stop_server(ServerHandle("", process))
         raise
-    handle = ServerHandle(f"http://127.0.0.1:{server.port}", process, log, reaper)
+    handle = ServerHandle(f"http://127.0.0.1:{port}", process, log, reaper)
     deadline = time.monotonic() + server.startup_timeout
     try:
         while time.monotonic() < deadline:
@@ -206,8 +230,8 @@ def start_server(run: Run, dtype: str, gpus: GpuPartition | None) -> ServerHandl
                 raise SmolalignError(f"the vLLM server did not start ({handle.describe_exit()})")
             if healthy(handle.base_url, timeout=2):
                 if not serves(handle.base_url, served_name):
-                    raise SmolalignError(f"generation.server.port {server.port}: the server answering there is not "
-                                         "the one smolalign started; free the port, or set generation.server.port")
+                    raise SmolalignError(f"port {port}: the server answering there is not the one smolalign started "
+                                         "(another took the port first); free it, or set generation.server.port")
                 return handle
             time.sleep(min(2.0, max(deadline - time.monotonic(), 0.0)))
         raise SmolalignError(f"the vLLM server did not answer {HEALTH} within {server.startup_timeout:g} s "

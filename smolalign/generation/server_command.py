@@ -22,13 +22,17 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 docs/vllm-cpu.md)."""
 
 
-def serve_options(run: Run, *, host: str, dtype: str = "auto", enforce_eager: bool = False) -> dict:
-    """`trl vllm-serve`'s options (its ScriptArguments fields) for this run's server: those always given, then
-    those the recipe sets; True is a flag."""
+SERVER_NODE_PORT = 8000
+"""The port of a Slurm job's server node when the recipe sets none (the node is the job's alone)."""
+
+
+def serve_options(run: Run, *, host: str, port: int, dtype: str = "auto", enforce_eager: bool = False) -> dict:
+    """`trl vllm-serve`'s options (its ScriptArguments fields) for this run's server on `port`: those always given,
+    then those the recipe sets; True is a flag."""
     recipe = run.recipe
     server, source = recipe.generation.server, run.source()
     options: dict = {"model": local_dir(source), "tensor_parallel_size": server.tensor_parallel, "host": host,
-                     "port": server.port}
+                     "port": port}
     if source.kind == "hub" and source.revision:
         options["revision"] = source.revision
     if recipe.model.trust_remote_code:
@@ -50,12 +54,12 @@ def trl_serve_command(options: dict) -> list[str]:
     return words
 
 
-def server_command(run: Run, dtype: str, hardware: Hardware, served_name: str) -> list[str]:
-    """vLLM's OpenAI server for this recipe's model, with the options TRL 1.16 builds for `vllm serve` (and on a
-    CPU: the trainer's precision and a KV cache for the work), serving the model as `served_name`."""
+def server_command(run: Run, dtype: str, hardware: Hardware, served_name: str, port: int) -> list[str]:
+    """vLLM's OpenAI server for this recipe's model on `port`, with the options TRL 1.16 builds for `vllm serve` (and
+    on a CPU: the trainer's precision and a KV cache for the work), serving the model as `served_name`."""
     from trl.scripts.vllm_serve import ScriptArguments, build_command
 
-    options = serve_options(run, host="127.0.0.1", dtype=dtype, enforce_eager=not hardware.on_gpu)
+    options = serve_options(run, host="127.0.0.1", port=port, dtype=dtype, enforce_eager=not hardware.on_gpu)
     model_dir = options["model"]
     command = build_command(ScriptArguments(**options))
     after_model = command[command.index("serve") + 2:]  # after `serve MODEL`

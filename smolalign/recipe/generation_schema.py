@@ -96,12 +96,22 @@ class VllmServerSection:
     """A running server (http://host:8000); unset: smolalign starts `vllm serve` itself."""
     gpus: list[int] = field(default_factory=list)
     """GPUs the started server uses (CUDA_VISIBLE_DEVICES); training keeps the others."""
-    port: int = 8000
-    """The port a started server listens on (it must be free: a port in use is refused, naming it)."""
+    port: int | None = None
+    """The port a started server listens on (it must be free: a port in use is refused, naming it); unset: a free
+    one chosen when the run starts, stated (on a Slurm job's server node: 8000)."""
+    group_port: int | None = None
+    """The port training's main process hosts the weight-transfer group on, which the server joins (TRL's
+    vllm_group_port); unset: a free one chosen when the run starts, stated, so runs sharing a node never meet."""
     tensor_parallel: int = 1
     """GPUs a started server splits the model across (without `gpus`, the last ones visible)."""
     startup_timeout: float = 600.0
     """Seconds to wait for a started server to answer /health."""
+
+    def __post_init__(self) -> None:
+        for name in ("port", "group_port"):
+            value = getattr(self, name)
+            if value is not None and not 1 <= value <= 65535:
+                raise ValueError(f"{name} must be a TCP port (1-65535), or null for a free one, got {value}")
 
 
 @dataclass(frozen=True)

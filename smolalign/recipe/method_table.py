@@ -26,6 +26,10 @@ RL_KEYS_OWNED = {
     "chat_template_kwargs": "set them in template.kwargs",
     "use_vllm": "choose the backend in generation.backend",
     "vllm_mode": "choose the backend in generation.backend",
+    "vllm_server_base_url": "name a running server in generation.server.base_url",
+    "vllm_server_host": "name a running server in generation.server.base_url",
+    "vllm_server_port": "set generation.server.port (a started server) or generation.server.base_url",
+    "vllm_group_port": "set generation.server.group_port, or leave it unset for a free port per run",
 }
 ONLINE_DPO_KEYS_OWNED = {
     **RL_KEYS_OWNED,

@@ -16,7 +16,7 @@ from smolalign.atomic import write_atomically
 from smolalign.errors import SmolalignError
 from smolalign.estimate.plan_rows import add_memory_and_time_rows
 from smolalign.estimate.time import describe_seconds
-from smolalign.generation.server_command import serve_options, trl_serve_command
+from smolalign.generation.server_command import SERVER_NODE_PORT, serve_options, trl_serve_command
 from smolalign.hardware import Hardware
 from smolalign.launch import distributed_type, preset_path
 from smolalign.preflight import preflight
@@ -215,9 +215,9 @@ def vllm_server(run: Run, request: SlurmRequest) -> tuple[VllmServer | None, lis
         notes.append(f"the vLLM node uses {server.tensor_parallel} of its {request.gpus_per_node} GPUs "
                      "(generation.server.tensor_parallel)")
     # every interface: the training nodes reach it by the node's name
-    options = serve_options(run, host="0.0.0.0", dtype=recipe.model.dtype)
+    options = serve_options(run, host="0.0.0.0", port=server.port or SERVER_NODE_PORT, dtype=recipe.model.dtype)
     command = trl_serve_command(options) + vllm_serve_options(request.vllm_set)
-    return VllmServer(command=tuple(command), model=options["model"], port=server.port,
+    return VllmServer(command=tuple(command), model=options["model"], port=options["port"],
                       startup_timeout=server.startup_timeout), notes
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from smolalign.data.check import check_prompt_rows
 from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 from smolalign.errors import SmolalignError
-from smolalign.generation.backend_settings import describe_generation, vllm_fields
+from smolalign.generation.backend_settings import ServerAddress, describe_generation, vllm_fields
 from smolalign.hardware import Hardware, generation_dtype
 from smolalign.models.config import model_width
 from smolalign.models.load import load_model, load_tokenizer, local_dir
@@ -176,11 +176,11 @@ def load_distill_data(run: Run, rows=None):
 
 
 def distill_config(run: Run, pairing: Pairing, hardware: Hardware, dtype: str, run_dir: Path, teacher_dir: str,
-                   base_url: str | None = None, *, check: bool = False):
+                   server: ServerAddress | None = None, *, check: bool = False):
     """The trainer's config; `generation:` picks how the student samples (TRL's use_vllm / vllm_mode)."""
     recipe = run.recipe
     train = {**run.settings.train, "learning_rate": learning_rate(run)}
-    sampling = vllm_fields(recipe.generation, base_url)
+    sampling = vllm_fields(recipe.generation, server)
     if not run.method_spec.cross_tokenizer:
         fixed = {"chat_template_kwargs": dict(recipe.template.kwargs)} if recipe.template.kwargs else {}
         return trl_config(run, hardware, run_dir, train, check=check, **fixed, **sampling)
@@ -199,7 +199,7 @@ def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
     teacher_dir = local_dir(run.source("teacher"))
     with generating(run, opened) as generation:
         # the config first, as in sft and po
-        config = distill_config(run, pairing, hardware, dtype, opened.run_dir, teacher_dir, generation.base_url)
+        config = distill_config(run, pairing, hardware, dtype, opened.run_dir, teacher_dir, generation.server)
         student = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
         teacher = load_model(teacher_section(recipe), teacher_dtype(run), hardware, teacher_tokenizer,
                              run.source("teacher"))

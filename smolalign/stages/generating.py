@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
-from smolalign.generation.backend_settings import stall_timeout, sync_timeout
+from smolalign.generation.backend_settings import ServerAddress, stall_timeout, sync_timeout
 from smolalign.generation.server import check_port, served_generation
 from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
 from smolalign.generation.vllm_engine import check_generation, generated_tokens
@@ -36,8 +36,8 @@ def add_sync_row(plan, run: Run) -> None:
 class Generation:
     """Where the policy's generation is served while it trains."""
 
-    base_url: str | None
-    """The vLLM server's (None: the policy generates in the training process)."""
+    server: ServerAddress | None
+    """The vLLM server's address and weight-sync port (None: the policy generates in the training process)."""
     watchdog: Watchdog
     """Its `callback()` tells it of every step; it times the weight syncs into vLLM."""
 
@@ -60,7 +60,8 @@ def generating(run: Run, opened) -> Iterator[Generation]:
     dtype = policy_generation_dtype(run)
     with (served_generation(run, opened.state, dtype, opened.gpus, run_dir=opened.run_dir) as server,
           stall_watchdog(stall, server, sync_timeout(run.recipe.generation)) as watchdog):
-        yield Generation(server.base_url if server else None, watchdog)
+        address = ServerAddress(server.base_url, server.group_port) if server else None
+        yield Generation(address, watchdog)
 
 
 def building_trainer(run: Run, opened) -> AbstractContextManager:

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.generation.backend_settings import describe_generation, vllm_fields
+from smolalign.generation.backend_settings import ServerAddress, describe_generation, vllm_fields
 from smolalign.hardware import Hardware
 from smolalign.plan import make_plan
 from smolalign.resolve import Run
@@ -81,10 +81,10 @@ def add_online_rows(plan, run: Run) -> None:
         rows["rewards"] += f", minus {settings['missing_eos_penalty']:g} for an answer that never ends"
 
 
-def online_dpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None, *,
+def online_dpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, server: ServerAddress | None, *,
                       check: bool = False):
     recipe = run.recipe
-    fixed = {"reward_weights": [r.weight for r in recipe.rewards], **vllm_fields(recipe.generation, base_url)}
+    fixed = {"reward_weights": [r.weight for r in recipe.rewards], **vllm_fields(recipe.generation, server)}
     return trl_config(run, hardware, run_dir, check=check, **fixed)
 
 

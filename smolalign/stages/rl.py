@@ -16,7 +16,7 @@ from smolalign.data.check import check_prompt_rows, check_reward_rows
 from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 from smolalign.data.rows import unknown_tool_problem
 from smolalign.errors import SmolalignError
-from smolalign.generation.backend_settings import describe_generation, vllm_fields
+from smolalign.generation.backend_settings import ServerAddress, describe_generation, vllm_fields
 from smolalign.hardware import Hardware
 from smolalign.models.load import load_model, load_tokenizer, preflight_tokenizer
 from smolalign.plan import make_plan
@@ -137,7 +137,7 @@ def add_sandbox_row(plan, rewards) -> None:
         plan.rows["sandbox"] = f"{pool.level}, {pool.workers} workers{hint}"
 
 
-def grpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, base_url: str | None, *,
+def grpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, server: ServerAddress | None, *,
                 check: bool = False):
     recipe = run.recipe
     fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}
@@ -145,7 +145,7 @@ def grpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, base_ur
         fixed["max_tool_calling_iterations"] = recipe.tools.max_turns
     if recipe.template.kwargs:
         fixed["chat_template_kwargs"] = dict(recipe.template.kwargs)
-    fixed.update(vllm_fields(recipe.generation, base_url))
+    fixed.update(vllm_fields(recipe.generation, server))
     return trl_config(run, hardware, run_dir, check=check, **fixed)
 
 
@@ -159,7 +159,7 @@ def load(run: Run, opened: OpenRun, checked: tuple) -> AbstractContextManager:
 def load_generating(run: Run, opened: OpenRun, checked: tuple, make_config, tools: Tools | None = None
                     ) -> Iterator[tuple]:
     """What an rl method whose policy generates while it trains (GRPO, online DPO) loads: the tokenizer, then, with
-    the generation served (`stages.generating`), the config (`make_config(run, hardware, dtype, run_dir, base_url)`)
+    the generation served (`stages.generating`), the config (`make_config(run, hardware, dtype, run_dir, server)`)
     and the model; yields the trainer (on those, and the prompts and rewards `check` built, and GRPO's tools) and
     the tokenizer. The tools' sandbox stops when the run does."""
     recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
@@ -173,7 +173,7 @@ def load_generating(run: Run, opened: OpenRun, checked: tuple, make_config, tool
     try:
         with generating(run, opened) as generation:
             # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
-            args = make_config(run, hardware, dtype, opened.run_dir, generation.base_url)
+            args = make_config(run, hardware, dtype, opened.run_dir, generation.server)
             model = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
             start_run(run, opened)
             with building_trainer(run, opened):

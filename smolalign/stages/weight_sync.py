@@ -109,8 +109,8 @@ class SyncCheck:
     def _what_to_check(self) -> str:
         if self.mode == "server":
             return ("the server's log for weight-update errors, that the server serves the model being trained, and "
-                    "the weight-transfer group (generation.server.port, TRL's vllm_group_port, VLLM_HOST_IP across "
-                    "nodes)")
+                    "the weight-transfer group (its port, stated at the start: generation.server.group_port; "
+                    "VLLM_HOST_IP across nodes)")
         return ("that TRL's weight sync reaches the engine: with LoRA, that the adapter merges into the base weights "
                 "(peft's merge_adapter); a model whose parameter names vLLM does not map")
 

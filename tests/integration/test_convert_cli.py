@@ -115,6 +115,6 @@ def test_a_slurm_vllm_node_serves_the_converted_checkpoint(write_recipe, nanotro
     loaded = loaded_run(sft_recipe(write_recipe, tmp_path, {"source": str(run), "tokenizer": str(tiny_dir)}), [], "sft")
     loaded = dataclasses.replace(loaded, recipe=dataclasses.replace(loaded.recipe,
                                                                     generation=GenerationSection(backend="vllm_server")))
-    served = serve_options(loaded, host="0.0.0.0")["model"]
+    served = serve_options(loaded, host="0.0.0.0", port=8000)["model"]
     assert served == local_dir(resolve_model(loaded.recipe.model))  # the cache entry the stage trains from
     assert (Path(served) / "config.json").is_file() and not (Path(served) / "checkpoint_metadata.json").exists()

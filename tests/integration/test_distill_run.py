@@ -123,6 +123,7 @@ def test_the_student_samples_with_the_generation_backend(trainer, backend, mode,
     """`generation:` reaches TRL's distillation configs (use_vllm, vllm_mode, the server's URL)."""
     from recipe_runs import run_of
 
+    from smolalign.generation.backend_settings import ServerAddress
     from smolalign.hardware import Hardware
     from smolalign.stages.distill import Pairing, distill_config
     from smolalign.target import Target
@@ -133,10 +134,11 @@ def test_the_student_samples_with_the_generation_backend(trainer, backend, mode,
            "generation": {"backend": backend, "server": {"base_url": "http://gpu-node:8000"}}}
     recipe = run_of(raw, "rl", "test", target=Target(8, "an 8-GPU node"))
     cpu = Hardware("cpu", 0, "cpu", False, 1, 2)
+    server = ServerAddress("http://gpu-node:8000", 41234) if backend == "vllm_server" else None
     config = distill_config(recipe, Pairing(trainer, False, 1, 1, 1, True), cpu, "float32", tmp_path, "org/teacher",
-                            "http://gpu-node:8000" if backend == "vllm_server" else None)
+                            server)
     assert config.use_vllm == (mode is not None)
     if mode:
         assert config.vllm_mode == mode
     if backend == "vllm_server":
-        assert config.vllm_server_base_url == "http://gpu-node:8000"
+        assert config.vllm_server_base_url == "http://gpu-node:8000" and config.vllm_group_port == 41234

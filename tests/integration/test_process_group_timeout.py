@@ -8,7 +8,7 @@ import sys
 
 from tiny_models import chat_rows, write_jsonl
 
-from smolalign.launch import free_port
+from smolalign.ports import free_port
 
 OPEN_AND_READ = """
 import sys

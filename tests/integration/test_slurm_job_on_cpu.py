@@ -15,7 +15,7 @@ import pytest
 import torch
 from tiny_models import chat_rows, write_jsonl
 
-from smolalign.launch import free_port
+from smolalign.ports import free_port
 from smolalign.runs.metrics import read_metrics
 
 REPO = Path(__file__).resolve().parents[2]

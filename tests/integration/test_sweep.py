@@ -98,7 +98,7 @@ def test_slurm_array_task_trains_its_cell(cli, sweep_recipe, tmp_path, monkeypat
 
     from test_slurm_job_on_cpu import REPO, SRUN
 
-    from smolalign.launch import free_port
+    from smolalign.ports import free_port
 
     monkeypatch.chdir(tmp_path)
     grid = ("--grid", "train.learning_rate=0.05,0.0", "-o", "sweep")

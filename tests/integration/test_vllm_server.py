@@ -39,14 +39,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def server_recipe(write_recipe, model_dir, tmp_path, port: int, **train) -> Path:
+def server_recipe(write_recipe, model_dir, tmp_path, port: int | None, **train) -> Path:
+    """A GRPO recipe generating on a vLLM server smolalign starts on `port` (None: a free one, chosen at start)."""
     prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(16)])
     (tmp_path / "reward.py").write_text(
         "def spread(completions, completion_ids, **kw):\n    return [(sum(ids) % 97) / 97 for ids in completion_ids]\n")
     return write_recipe({
         "model": {"source": str(model_dir), "dtype": "float32"}, "template": {"name": "chatml"}, "method": "grpo",
         "data": {"sources": [{"path": str(prompts)}]}, "rewards": [{"name": f"{tmp_path / 'reward.py'}:spread"}],
-        "generation": {"backend": "vllm_server", "server": {"port": port, "startup_timeout": 300}},
+        "generation": {"backend": "vllm_server",
+                       "server": {"startup_timeout": 300, **({"port": port} if port is not None else {})}},
         "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 8,
                   "max_steps": 3, "learning_rate": 5e-2, "logging_steps": 1, "save_strategy": "no",
                   "gradient_checkpointing": False, **train}})
@@ -155,6 +157,48 @@ def test_grpo_in_server_mode_syncs_its_weights_into_the_server(cli_fd, write_rec
     assert not folder.exists()
 
 
+@pytest.mark.slow  # about 90 s on 2 CPU cores: two runs with a server each, at once
+def test_two_server_runs_on_one_machine_both_train(write_recipe, vllm_tiny_dir, tmp_path):
+    """Neither recipe sets a port: each run starts its server on a free port of its own and states it (a fixed
+    default port made the second run exit 2, the port in use)."""
+    recipe = server_recipe(write_recipe, vllm_tiny_dir, tmp_path, None)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    runs = [subprocess.Popen([sys.executable, "-m", "smolalign", "rl", str(recipe), "-o", str(tmp_path / f"run{i}")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for i in range(2)]
+    ports = []
+    for i, run in enumerate(runs):
+        out, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err[-3000:]
+        ports += re.findall(r"starting the vLLM server on this CPU, port (\d+) \(free, chosen for this run\)", out)
+        trained = [m for m in read_metrics(tmp_path / f"run{i}") if "loss" in m]
+        assert len(trained) == 3 and all(m["sync/verified"] == 1 for m in trained), trained
+    assert len(ports) == 2 and ports[0] != ports[1], ports
+
+
+def test_the_ports_a_run_leaves_unset_are_chosen_free_and_those_it_sets_are_checked(write_recipe, vllm_tiny_dir,
+                                                                                   tmp_path):
+    from recipe_runs import loaded_run
+
+    from smolalign.errors import SmolalignError
+    from smolalign.generation.server import agreed_ports, check_port
+
+    run = loaded_run(str(server_recipe(write_recipe, vllm_tiny_dir, tmp_path, None)), [], "rl")
+    first, second = agreed_ports(run.recipe.generation.server), agreed_ports(run.recipe.generation.server)
+    assert first != second and first[1] != second[1]  # a weight-sync port of its own per run
+    for port in (*first, *second):
+        with socket.socket() as probe:  # free where training listens: every interface
+            probe.bind(("", port))
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        pinned = loaded_run(str(server_recipe(write_recipe, vllm_tiny_dir, tmp_path, None)),
+                            [f"generation.server.group_port={port}"], "rl")
+        assert agreed_ports(pinned.recipe.generation.server)[1] == port
+        with pytest.raises(SmolalignError, match=f"generation.server.group_port {port}: the port is in use"):
+            check_port(pinned.recipe)
+
+
 def test_a_port_in_use_is_exit_2_naming_it(cli, write_recipe, vllm_tiny_dir, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -174,7 +218,8 @@ def test_a_model_the_engine_cannot_load_is_refused_in_the_dry_run(cli, write_rec
 
 
 def test_a_trainer_killed_outright_leaves_no_server(write_recipe, vllm_tiny_dir, tmp_path):
-    from smolalign.generation.server import healthy, port_in_use
+    from smolalign.generation.server import healthy
+    from smolalign.ports import port_in_use
 
     port = free_port()
     recipe = server_recipe(write_recipe, vllm_tiny_dir, tmp_path, port, max_steps=10_000)

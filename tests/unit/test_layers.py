@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, tuple[Part, ...]], ...] = (
         ("smolalign.assets", "where the shipped recipes and chat templates are"),
         ("smolalign.gpus", "the GPUs a plan can target and memory sizes written as text"),
         ("smolalign.hardware", "what this machine offers, and the dtype and precision that follow"),
+        ("smolalign.ports", "TCP ports on this machine: free or in use"),
         ("smolalign.deepspeed_settings", "a DeepSpeed preset as accelerate and DeepSpeed take it"))),
     ("recipe", (
         ("smolalign.recipe", "recipe YAML parsed and type-checked: extends, --set, did-you-mean, the method table"),)),

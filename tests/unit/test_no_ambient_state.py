@@ -52,7 +52,7 @@ def launcher_variables(monkeypatch):
     empty for the test: a check that set up a process state would set up a real one here."""
     from accelerate.state import AcceleratorState, PartialState
 
-    from smolalign.launch import free_port
+    from smolalign.ports import free_port
 
     monkeypatch.setattr(PartialState, "_shared_state", {})
     monkeypatch.setattr(AcceleratorState, "_shared_state", {})

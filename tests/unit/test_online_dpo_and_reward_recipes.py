@@ -49,6 +49,8 @@ CASES = [
     Case("online-dpo-reward-model-path", RL, ("train.reward_model_path", "rewards:"),
          _rl(_online(train={"reward_model_path": "some/model"}))),
     Case("online-dpo-use-vllm", RL, ("train.use_vllm", "generation.backend"), _rl(_online(train={"use_vllm": True}))),
+    Case("online-dpo-group-port", RL, ("train.vllm_group_port", "generation.server.group_port"),
+         _rl(_online(train={"vllm_group_port": 51216}))),
     Case("online-dpo-teacher", RL, ("teacher",), _rl(_online(teacher={"source": "{tiny}"}))),
     Case("online-dpo-no-room-for-prompt", RL, ("train.max_new_tokens", "train.max_length"),
          _rl(_online(train={"max_new_tokens": 64, "max_length": 64}))),
@@ -123,6 +125,7 @@ def test_vllm_backends_map_onto_online_dpo_config_as_for_grpo(write_recipe, tiny
     from recipe_runs import loaded_run
     from trl.experimental.online_dpo import OnlineDPOConfig
 
+    from smolalign.generation.backend_settings import ServerAddress
     from smolalign.hardware import detect_hardware
     from smolalign.stages.online_dpo import online_dpo_config
     from smolalign.target import Target
@@ -137,7 +140,9 @@ def test_vllm_backends_map_onto_online_dpo_config_as_for_grpo(write_recipe, tiny
     monkeypatch.setattr("smolalign.target.installed", lambda module: module != "flash_attn")
     recipe = loaded_run(str(path), [], "rl", target=Target(1, "a GPU machine with vLLM", bf16=True, processes=1))
     base_url = server["server"]["base_url"] if server else None
-    config = online_dpo_config(recipe, detect_hardware(), "float32", tmp_path / "run", base_url)
+    address = ServerAddress(base_url, 41234) if server else None
+    config = online_dpo_config(recipe, detect_hardware(), "float32", tmp_path / "run", address)
     assert isinstance(config, OnlineDPOConfig)
     assert config.use_vllm and config.vllm_mode == mode and config.vllm_server_base_url == base_url
+    assert config.vllm_group_port == (41234 if server else 51216)  # TRL's default where no server is used
     assert config.reward_weights == [1.0] and config.beta == 0.2  # one beta, every epoch

@@ -32,8 +32,8 @@ def test_the_slurm_node_runs_the_command_a_run_here_starts(tmp_path):
     from trl.scripts.vllm_serve import ScriptArguments, build_command
 
     recipe = server_recipe(tmp_path)
-    here = server_command(recipe, "bfloat16", GPU, "smolalign-abc")
-    slurm = trl_serve_command(serve_options(recipe, host="127.0.0.1", dtype="bfloat16"))
+    here = server_command(recipe, "bfloat16", GPU, "smolalign-abc", 8123)
+    slurm = trl_serve_command(serve_options(recipe, host="127.0.0.1", port=8123, dtype="bfloat16"))
     assert slurm[:2] == ["trl", "vllm-serve"]
     [parsed] = TrlParser(ScriptArguments).parse_args_into_dataclasses(args=slurm[2:])
     on_the_node = build_command(parsed)
@@ -48,9 +48,9 @@ def test_the_slurm_node_runs_the_command_a_run_here_starts(tmp_path):
 
 def test_the_slurm_node_listens_on_every_interface_and_a_cpu_server_runs_eager(tmp_path):
     recipe = server_recipe(tmp_path)
-    slurm = trl_serve_command(serve_options(recipe, host="0.0.0.0", dtype=recipe.recipe.model.dtype))
+    slurm = trl_serve_command(serve_options(recipe, host="0.0.0.0", port=8123, dtype=recipe.recipe.model.dtype))
     assert option(slurm, "--host") == "0.0.0.0" and "--dtype" not in slurm  # model.dtype auto: vLLM decides
     assert option(slurm, "--model") == "some-org/some-model" and option(slurm, "--max_model_len") == "1536"
     assert "--trust_remote_code" in slurm and "--enforce_eager" not in slurm
-    cpu = serve_options(recipe, host="127.0.0.1", dtype="float32", enforce_eager=True)
+    cpu = serve_options(recipe, host="127.0.0.1", port=8123, dtype="float32", enforce_eager=True)
     assert cpu["enforce_eager"] is True and cpu["dtype"] == "float32"
