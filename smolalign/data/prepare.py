@@ -80,20 +80,39 @@ def cache_key(run: Run, layout: "Layout | dict", tokenizer, template: ChatTempla
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def prepare_sft_data(run: Run, tokenizer, template: ChatTemplate, *, use_cache: bool = True,
-                     mixture: Mixture | None = None) -> PreparedData:
-    """Train (and held-out) rows as the trainer consumes them: input_ids, labels and, packed, seq_lengths.
-    `mixture` is the run's data already read (by the plan), if it was."""
+def load_prepared(key: str, *, prepared_by_another: bool = False) -> PreparedData | None:
+    """The rows prepared under `key` in smolalign's cache, if they are there whole. `prepared_by_another`: this
+    process reads what the run's main process prepared a moment ago (under a launcher, the main process prepares
+    first and the others wait), so a cache without them is refused: the processes of this node do not see the main
+    one's cache, and would each prepare the data again, all at once."""
     import datasets
 
-    datasets_bars()
-    layout = Layout.from_settings(run.settings)
-    key = cache_key(run, layout, tokenizer, template)
     directory = cache_root() / "tokenized" / key
-    if use_cache and (directory / "stats.json").is_file():
+    if (directory / "stats.json").is_file():
         stats = json.loads((directory / "stats.json").read_text())
         held_out = datasets.load_from_disk(str(directory / "eval")) if (directory / "eval").is_dir() else None
         return PreparedData(datasets.load_from_disk(str(directory / "train")), held_out, {**stats, "cached": True}, key)
+    if prepared_by_another:
+        raise SmolalignError(f"the data the run's main process prepared is not in this process's cache ({directory}, "
+                             "SMOLALIGN_CACHE): every node of a run must see the same cache, on a filesystem they "
+                             "share; set SMOLALIGN_CACHE to a folder there")
+    return None
+
+
+def save_prepared(data: PreparedData) -> None:
+    """`data` in smolalign's cache under its key, for every later process and run that prepares the same rows."""
+    _save(cache_root() / "tokenized" / data.fingerprint, data.train, data.eval, data.stats)
+
+
+def prepare_sft_data(run: Run, tokenizer, template: ChatTemplate, *, use_cache: bool = True,
+                     mixture: Mixture | None = None, prepared_by_another: bool = False) -> PreparedData:
+    """Train (and held-out) rows as the trainer consumes them: input_ids, labels and, packed, seq_lengths.
+    `mixture` is the run's data already read (by the plan), if it was; `prepared_by_another`: see load_prepared."""
+    datasets_bars()
+    layout = Layout.from_settings(run.settings)
+    key = cache_key(run, layout, tokenizer, template)
+    if use_cache and (found := load_prepared(key, prepared_by_another=prepared_by_another)) is not None:
+        return found
     mixture = mixture or build_mixture(run.data)
     encoder = Encoder(tokenizer, template, mixture.format, layout.loss, run.recipe.template.kwargs)
     stats: dict = {"format": mixture.format, "sources": {p: {"rows": n, "taken": k}
@@ -104,7 +123,7 @@ def prepare_sft_data(run: Run, tokenizer, template: ChatTemplate, *, use_cache: 
     if mixture.eval is not None:
         held_out, stats["eval"] = prepare_split(mixture.eval, encoder, layout, run.data.on_untrained, workers)
     if use_cache:
-        _save(directory, train, held_out, stats)
+        save_prepared(PreparedData(train, held_out, stats, key))
     return PreparedData(train, held_out, {**stats, "cached": False}, key)
 
 

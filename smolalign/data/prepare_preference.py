@@ -10,7 +10,7 @@ import sys
 from smolalign.data.formats import PREFERENCE_FORMATS
 from smolalign.data.mixture import Mixture, build_mixture
 from smolalign.data.preference import PreferenceEncoder, check_rows
-from smolalign.data.prepare import PreparedData, cache_key, encode_rows
+from smolalign.data.prepare import PreparedData, cache_key, encode_rows, load_prepared, save_prepared
 from smolalign.errors import SmolalignError
 from smolalign.progress import datasets_bars
 from smolalign.recipe.method_table import method_spec
@@ -28,15 +28,21 @@ def require_preference_format(fmt: str, method: Method) -> None:
                              f"apo_zero_unpaired); the {method.trainer} trainer needs prompt/chosen/rejected pairs")
 
 
-def prepare_preference_data(run: Run, tokenizer, template: ChatTemplate,
-                            mixture: Mixture | None = None) -> PreparedData:
+def prepare_preference_data(run: Run, tokenizer, template: ChatTemplate, mixture: Mixture | None = None, *,
+                            prepared_by_another: bool = False) -> PreparedData:
+    """Train (and held-out) pairs, or KTO rows, as the trainer consumes them, kept in smolalign's cache under a key
+    of what they depend on; `prepared_by_another`: see prepare.load_prepared."""
     datasets_bars()
     recipe = run.recipe
+    max_length = run.settings["max_length"]
+    key = cache_key(run, {"method": recipe.method.trainer, "unpaired": run.method_spec.unpaired,
+                          "max_length": max_length}, tokenizer, template)
+    if (found := load_prepared(key, prepared_by_another=prepared_by_another)) is not None:
+        return found
     mixture = mixture or build_mixture(run.data)
     unpaired = run.method_spec.unpaired
     require_preference_format(mixture.format, recipe.method)
     encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=recipe.template.kwargs)
-    max_length = run.settings["max_length"]
     workers = run.settings["dataset_num_proc"]
     stats: dict = {"format": mixture.format, "sources": {p: {"rows": n, "taken": k}
                                                           for p, (n, k) in mixture.rows_per_source.items()}}
@@ -54,7 +60,7 @@ def prepare_preference_data(run: Run, tokenizer, template: ChatTemplate,
         if len(encoded) == 0:
             raise SmolalignError(f"no {name} rows are left after the checks ({split_stats})")
         splits[name], stats[name] = encoded, split_stats
-    key = cache_key(run, {"method": recipe.method.trainer, "max_length": max_length}, tokenizer, template)
+    save_prepared(PreparedData(splits["train"], splits.get("eval"), stats, key))
     return PreparedData(splits["train"], splits.get("eval"), {**stats, "cached": False}, key)
 
 

@@ -214,7 +214,8 @@ def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
         if recipe.pairs is not None and opened.state.is_main_process:
             generate_pairs(run)
         tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
-        data = prepare_preference_data(run, tokenizer, template, mixture=mixture)
+        data = prepare_preference_data(run, tokenizer, template, mixture=mixture,
+                                       prepared_by_another=not opened.state.is_main_process)
     if opened.state.is_main_process:
         print(f"data: {data.stats['train']}")
     config = po_config(run, hardware, dtype, opened.run_dir)  # first: under ZeRO-3 it makes the models load sharded

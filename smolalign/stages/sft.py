@@ -54,7 +54,8 @@ def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
     # Under a launcher, the main process converts models and tokenizes once; the others then read what it wrote.
     with opened.state.main_process_first():
         tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
-        data = prepare_sft_data(run, tokenizer, template, mixture=mixture)
+        data = prepare_sft_data(run, tokenizer, template, mixture=mixture,
+                                prepared_by_another=not opened.state.is_main_process)
     if opened.state.is_main_process:
         print(f"data: {data.stats['train']} ({'from cache' if data.stats['cached'] else 'prepared'}, "
               f"key {data.fingerprint})")

@@ -524,7 +524,7 @@ MUTATIONS = [
       "the tied head keeps its old weights in the server"),
     M("server_port_checked", "a server smolalign is to start needs its port free: exit 2 naming the port, in the "
       "dry run too", "scaling/vllm.md", "smolalign/generation/server.py",
-      "    if port_in_use(port):", "    if False:",
+      "    if port is not None and not generation.server.base_url and port_in_use(port):", "    if False:",
       ("tests/integration/test_vllm_server.py::test_a_port_in_use_is_exit_2_naming_it",), "the port is not checked"),
     M("server_is_ours", "a server smolalign did not start is never used, even healthy on the same port",
       "scaling/vllm.md", "smolalign/generation/server.py",
@@ -707,6 +707,38 @@ MUTATIONS = [
        "tests/integration/test_slurm_job_on_cpu.py::"
        "test_a_job_signalled_before_its_time_limit_saves_requeues_and_progresses"),
       "the signal is caught but nothing saves: the run trains to max_steps and no requeue happens"),
+    M("server_ports_free_per_run", "a vLLM server run that sets no port starts its server on a free port of its own, "
+      "and picks a free weight-sync port, so two runs on one machine both train", "scaling/vllm.md#ports",
+      "smolalign/generation/server.py",
+      "    chosen = [None if server.base_url else server.port or free_port(),",
+      "    chosen = [None if server.base_url else server.port or 8000,",
+      ("tests/integration/test_vllm_server.py::test_two_server_runs_on_one_machine_both_train",),
+      "a fixed default port: the second run on a machine finds the first one's server there and stops"),
+    M("data_prepared_once_per_run", "under a launcher the main process prepares the data and the others read its "
+      "cache; a process that cannot see it is refused naming SMOLALIGN_CACHE, instead of preparing it again",
+      "verbs/launch.md", "smolalign/data/prepare.py", "    if prepared_by_another:\n", "    if False:\n",
+      ("tests/unit/test_data_pipeline.py::test_a_process_that_cannot_see_the_main_ones_prepared_data_is_refused",),
+      "every rank of a node whose cache is not shared prepares the data again, all at once"),
+    M("image_runs_with_pyxis_entrypoints", "the image's steps run the same where pyxis executes the image's "
+      "entrypoint before the step's command", "verbs/launch.md", "Dockerfile",
+      'ENTRYPOINT ["smolalign-entrypoint"]', 'ENTRYPOINT ["smolalign"]',
+      ("tests/unit/test_launch_slurm.py::test_with_pyxis_every_training_node_runs_smolalign_in_the_image[executed]",),
+      "the entrypoint makes every step `smolalign bash -c ...`, which fails"),
+    M("weight_sync_address_across_nodes", "with a vLLM node, the training step gets VLLM_HOST_IP: the first training "
+      "node's address, where the server joins the weight-transfer group", "scaling/vllm.md#ports",
+      "smolalign/slurm/script.py",
+      """    host_ip = 'export VLLM_HOST_IP="$TRAIN_HOST_IP"; ' if job.vllm is not None else """"",
+      """    host_ip = """"",
+      ("tests/unit/test_launch_slurm.py::"
+       "test_rl_with_a_vllm_node_serves_on_the_last_node_and_training_waits_for_it",),
+      "vLLM guesses the address from the default route, which may be an interface the vLLM node cannot reach"),
+    M("usr1_reaches_ranks_in_their_own_sessions", "the time-limit signal reaches every training rank whether Slurm "
+      "tracks a step's processes by cgroup or by process group (torchrun starts each rank in a session of its own)",
+      "verbs/launch.md", "smolalign/slurm/script.py",
+      '    launcher[0] = ["python", "-m", "smolalign.slurm.signal_relay", *launcher[0]]', "    pass",
+      ("tests/unit/test_launch_slurm.py::"
+       "test_usr1_reaches_training_then_the_job_requeues_and_the_next_run_resumes[pgid]",),
+      "under proctrack/pgid the signal reaches only the launchers: no rank saves, the job runs into its time limit"),
     M("slurm_container", "with --container every srun step (training, vLLM server) runs in the image, with the paths "
       "it uses mounted, on a host without smolalign", "verbs/launch.md",
       "smolalign/slurm/container.py", "    container = job.container\n    if container is None:",

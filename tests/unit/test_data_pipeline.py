@@ -208,6 +208,44 @@ def test_second_preparation_comes_from_the_cache(tiny_dir, tmp_path):
     assert edited.fingerprint != first.fingerprint and not edited.stats["cached"]
 
 
+def test_a_process_that_cannot_see_the_main_ones_prepared_data_is_refused(tiny_dir, tmp_path, monkeypatch):
+    """Under a launcher the main process prepares first and the others read its cache: a process whose cache does
+    not hold it (another node's, not shared) is refused naming SMOLALIGN_CACHE, rather than preparing it again."""
+    data = write_jsonl(tmp_path / "c.jsonl", chat_rows(6))
+    recipe = make_recipe(tiny_dir, [{"path": str(data)}])
+    tokenizer, chat_template = load_tokenizer(recipe.recipe.model, "smollm3")
+    monkeypatch.setenv("SMOLALIGN_CACHE", str(tmp_path / "main-node"))
+    main = prepare_sft_data(recipe, tokenizer, chat_template)
+    assert not main.stats["cached"]
+    other = prepare_sft_data(recipe, tokenizer, chat_template, prepared_by_another=True)
+    assert other.stats["cached"] and other.train.to_list() == main.train.to_list()
+    monkeypatch.setenv("SMOLALIGN_CACHE", str(tmp_path / "other-node"))
+    with pytest.raises(SmolalignError, match="not in this process's cache.*SMOLALIGN_CACHE"):
+        prepare_sft_data(recipe, tokenizer, chat_template, prepared_by_another=True)
+
+
+def test_preference_rows_are_prepared_once_and_read_from_the_cache(tiny_dir, tmp_path, monkeypatch):
+    from tiny_models import pair_rows
+
+    from smolalign.data.prepare_preference import prepare_preference_data
+
+    monkeypatch.setenv("SMOLALIGN_CACHE", str(tmp_path / "cache"))
+    data = write_jsonl(tmp_path / "pairs.jsonl", pair_rows(6))
+
+    def prepared(method: str, **kwargs):
+        run = run_of({"model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": method,
+                      "data": {"sources": [{"path": str(data)}]}, "train": {"max_length": 128}}, "po", "test")
+        tokenizer, chat_template = load_tokenizer(run.recipe.model, "chatml")
+        return prepare_preference_data(run, tokenizer, chat_template, **kwargs)
+
+    first = prepared("dpo")
+    again = prepared("dpo", prepared_by_another=True)
+    assert not first.stats["cached"] and again.stats["cached"]
+    assert again.train.to_list() == first.train.to_list() and again.fingerprint == first.fingerprint
+    unpaired = prepared("kto")  # KTO's rows (one answer each) are not DPO's pairs
+    assert not unpaired.stats["cached"] and len(unpaired.train) == 2 * len(first.train)
+
+
 def test_parquet_and_json_sources_and_worker_processes_give_the_same_rows(tiny_dir, tmp_path):
     import datasets
 
