@@ -37,7 +37,7 @@ from smolalign.preflight.gpus import processes_problem
 from smolalign.recipe.generation_schema import GenerationSection
 from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
 from smolalign.recipe.typecheck import build, suggest
-from smolalign.target import THIS_MACHINE
+from smolalign.target import THIS_MACHINE, launch_plan
 
 LAUNCHED = "SMOLALIGN_LAUNCHED"
 DEEPSPEED_CONFIG = "SMOLALIGN_DEEPSPEED_CONFIG"
@@ -98,33 +98,10 @@ def run_on_partition(argv: list[str], gpus) -> int:
 
 
 def planned_launch(argv: list[str], launch: str | None, num_processes: int | None) -> tuple[str | None, int]:
-    """(preset, processes) for a train verb that no launcher started, or (None, 1) to run in this process.
-
-    The preset: --launch, else the recipe's `launch.preset`, else `ddp` where several GPUs are left for training (one
-    process seeing them all would be torch's DataParallel, which TRL's trainers refuse). The processes:
-    --num-processes, else the recipe's `launch.num_processes`, else one per GPU left for training (1 on a CPU)."""
-    if num_processes is not None and num_processes < 1:
-        raise SmolalignError(f"--num-processes {num_processes}: must be at least 1")
+    """(preset, processes) for a train verb that no launcher started, or (None, 1) to run in this process: the
+    recipe's `launch:` and this machine's GPUs left for training, by target.launch_plan."""
     section, generation = _recipe_sections(argv)
-    gpus = training_gpus(generation)
-    preset = launch or section.get("preset") or ("ddp" if gpus > 1 else None)
-    if preset is None:
-        refuse_processes_without_launcher(num_processes, section.get("num_processes"))
-        return None, 1
-    if num_processes is None:
-        num_processes = int(section.get("num_processes") or max(gpus, 1))
-    return str(preset), num_processes
-
-
-def refuse_processes_without_launcher(asked: int | None, recipe_processes) -> None:
-    """More than one process asked for (--num-processes, the recipe's launch.num_processes) where nothing would
-    start them (no --launch, no launch.preset, not several GPUs): refused with what to add, never run as one."""
-    if asked is not None and asked > 1:
-        raise SmolalignError(f"--num-processes {asked} needs a launcher to start them: add --launch ddp (or zero2, "
-                             f"zero3, fsdp2), or set launch.preset")
-    if asked is None and isinstance(recipe_processes, int) and recipe_processes > 1:
-        raise SmolalignError(f"launch.num_processes {recipe_processes} needs a launcher to start them: set "
-                             "launch.preset (ddp, zero2, zero3, fsdp2) or add --launch ddp")
+    return launch_plan(section, training_gpus(generation), launch=launch, num_processes=num_processes)
 
 
 def check_not_data_parallel(recipe, argv: list[str]) -> None:

@@ -65,12 +65,44 @@ def this_machine() -> Target:
     return Target(gpus, THIS_MACHINE, bf16=None, processes=hardware.processes_on_this_node())
 
 
-def described_target(spec: str, launch=None, generation=None, stated_processes: int | None = None) -> Target:
-    """The machine `recipes validate --for SPEC` checks against: `NxGPU` (8xH100, 2xA100-80GB: N GPUs of a type in
-    the GPU table on one node), or `launch` (the recipe's launch.num_processes × launch.gpu), running the smolalign
-    GPU image (its packages: IMAGE_PACKAGES). Its training processes are the ones the launch would start there
-    (launch.planned_launch): the recipe's launch.num_processes where it states one (`stated_processes`), else one
-    per GPU left once a vLLM server the run starts (`generation`) has its own."""
+def launch_plan(section: dict, training_gpus: int, *, launch: str | None = None,
+                num_processes: int | None = None) -> tuple[str | None, int]:
+    """(preset, processes) of a train verb on a node whose `training_gpus` are left for training, or (None, 1) to
+    run in one process: the one rule of both the launch (launch.planned_launch, this machine) and `recipes validate
+    --for` (a described one). `section` is the recipe's raw `launch:`.
+
+    The preset: --launch, else the recipe's `launch.preset`, else `ddp` where several GPUs are left for training (one
+    process seeing them all would be torch's DataParallel, which TRL's trainers refuse). The processes:
+    --num-processes, else the recipe's `launch.num_processes`, else one per GPU left for training (1 on a CPU);
+    more than one without a launcher is refused, naming what to add."""
+    if num_processes is not None and num_processes < 1:
+        raise SmolalignError(f"--num-processes {num_processes}: must be at least 1")
+    preset = launch or section.get("preset") or ("ddp" if training_gpus > 1 else None)
+    if preset is None:
+        refuse_processes_without_launcher(num_processes, section.get("num_processes"))
+        return None, 1
+    if num_processes is None:
+        num_processes = int(section.get("num_processes") or max(training_gpus, 1))
+    return str(preset), num_processes
+
+
+def refuse_processes_without_launcher(asked: int | None, recipe_processes) -> None:
+    """More than one process asked for (--num-processes, the recipe's launch.num_processes) where nothing would
+    start them (no --launch, no launch.preset, not several GPUs): refused with what to add, never run as one."""
+    if asked is not None and asked > 1:
+        raise SmolalignError(f"--num-processes {asked} needs a launcher to start them: add --launch ddp (or zero2, "
+                             f"zero3, fsdp2), or set launch.preset")
+    if asked is None and isinstance(recipe_processes, int) and recipe_processes > 1:
+        raise SmolalignError(f"launch.num_processes {recipe_processes} needs a launcher to start them: set "
+                             "launch.preset (ddp, zero2, zero3, fsdp2) or add --launch ddp")
+
+
+def described_target(spec: str, launch=None, generation=None, section: dict | None = None) -> tuple[Target, str | None]:
+    """The machine `recipes validate --for SPEC` checks against, and the preset the launch would use there: `NxGPU`
+    (8xH100, 2xA100-80GB: N GPUs of a type in the GPU table on one node), or `launch` (the recipe's
+    launch.num_processes × launch.gpu), running the smolalign GPU image (its packages: IMAGE_PACKAGES). Its training
+    processes and preset are the ones the launch would start there (`launch_plan` on the recipe's raw `section`),
+    with a vLLM server the run starts (`generation`) on GPUs of its own."""
 
     if spec == "launch":
         if launch is None or not launch.gpu:
@@ -81,7 +113,9 @@ def described_target(spec: str, launch=None, generation=None, stated_processes: 
         if match is None or int(match[1]) < 1:
             raise SmolalignError(f"--for {spec}: not a machine description; use NxGPU (8xH100, 1xA100-80GB) or launch")
         count, gpu = int(match[1]), gpu_named(match[2], "--for")
-    processes = stated_processes if stated_processes is not None and spec != "launch" else \
-        max(training_device_count(count, generation), 1)
+    section = dict(section or {})
+    if spec == "launch":  # the recipe's num_processes named the machine's GPUs
+        section.pop("num_processes", None)
+    preset, processes = launch_plan(section, training_device_count(count, generation))
     return Target(count, f"{count}×{gpu.name} (the smolalign image)", bf16=True, processes=processes,
-                  packages=IMAGE_PACKAGES)
+                  packages=IMAGE_PACKAGES), preset

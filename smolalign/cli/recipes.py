@@ -56,11 +56,12 @@ def validate(recipe: RecipeArg, set_: SetOption = None,
         preflight(resolve(parsed))
         typer.echo(f"{path}: ok")
         return
-    stated = (raw.get("launch") or {}).get("num_processes") if isinstance(raw.get("launch"), dict) else None
-    target = described_target(for_, parsed.launch, parsed.generation, stated)
+    section = raw.get("launch") if isinstance(raw.get("launch"), dict) else {}
+    target, preset = described_target(for_, parsed.launch, parsed.generation, section)
     # the target's processes and GPUs divide the global batch; its caches are not this machine's
     preflight(resolve(parsed, Hardware("cuda", target.gpus, target.where, True, target.processes, 1), target))
-    typer.echo(f"{path}: ok for {target.where}")
+    launched = f"{target.processes} training process(es)" + (f", preset {preset}" if preset else "")
+    typer.echo(f"{path}: ok for {target.where}: {launched}")
     for problem in findings(parsed, this_machine()):
         typer.echo(f"note: on this machine, {problem}")
 

@@ -44,7 +44,7 @@ def test_the_machines_gpus_and_processes_are_the_ones_checked(cli):
     server = ("--set", "generation.backend=vllm_server", "--set", "generation.server.tensor_parallel=2")
     # 6 training processes beside the server's 2 GPUs, as the launch starts them
     code, out, err = validate(cli, "smollm3/grpo_no_think", *server, "--for", "8xH100")
-    assert code == 0, err
+    assert code == 0 and "ok for 8×H100 (the smolalign image): 6 training process(es), preset " in out, err
     code, out, err = validate(cli, "smollm3/grpo_no_think", *server, "--set", "launch.preset=zero3",
                               "--set", "launch.num_processes=7", "--for", "8xH100")  # 7 + 2 do not fit on 8
     assert code == 2 and "need 9 GPUs" in err
@@ -88,7 +88,7 @@ def test_the_image_packages_are_the_dockerfiles_extras():
 ], ids=["ddp", "zero3", "zero3-4", "server", "server-tp2", "server-elsewhere", "colocate"])
 def test_validate_plans_the_processes_the_launch_starts(overrides, monkeypatch):
     """The same recipe, planned by `validate --for 8xH100` and by the launch on a node of 8 GPUs
-    (launch.planned_launch, the GPU count stubbed): the same training processes."""
+    (launch.planned_launch, the GPU count stubbed): the same training processes and preset."""
     import smolalign.hardware
     from smolalign.launch import planned_launch
     from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
@@ -99,8 +99,8 @@ def test_validate_plans_the_processes_the_launch_starts(overrides, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(smolalign.hardware, "visible_gpu_count", lambda: 8)
     sets = [word for item in overrides for word in ("--set", item)]
-    _, launched = planned_launch(["rl", "smollm3/grpo_no_think", *sets], None, None)
+    preset, launched = planned_launch(["rl", "smollm3/grpo_no_think", *sets], None, None)
     raw = apply_overrides(read_recipe(recipe_path("smollm3/grpo_no_think")), overrides)
     parsed = parse_recipe(raw, "rl", "smollm3/grpo_no_think")
-    target = described_target("8xH100", parsed.launch, parsed.generation, (raw.get("launch") or {}).get("num_processes"))
-    assert target.processes == launched
+    target, planned_preset = described_target("8xH100", parsed.launch, parsed.generation, raw.get("launch"))
+    assert (target.processes, planned_preset) == (launched, preset)
