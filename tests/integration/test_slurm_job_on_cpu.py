@@ -30,15 +30,24 @@ SRUN = """#!/bin/bash
 while [[ $1 == --* ]]; do [[ $1 == --nodelist=* ]] && nodelist=${1#--nodelist=}; shift; done
 IFS=, read -ra nodes <<< "$nodelist"
 pids=()
+# slurmstepd runs each task in a process group of its own (bash's job control gives each background job one)
+[[ ${FAKE_PROCTRACK:-cgroup} == pgid ]] && set -m
 for rank in "${!nodes[@]}"; do
   # Sharing one machine, every node would claim the rendezvous port: the others start once the first holds it.
   for _ in $(seq 300); do (( rank == 0 )) || (exec 3<> "/dev/tcp/127.0.0.1/$MAIN_PROCESS_PORT") 2> /dev/null && break
     sleep 0.2; done
   SLURM_PROCID=$rank "$@" > "$FAKE_DIR/task$rank.log" 2>&1 & pids+=($!)
 done
-# As slurmstepd does, a signal to srun reaches every process of the step: launchers, torchrun's workers.
+# As slurmstepd does, a signal to srun reaches every process of the step (proctrack/cgroup: launchers, torchrun's
+# workers), or each task's process group only (proctrack/pgid: not the workers, which torchrun starts in sessions
+# of their own).
 descendants() { local child; for child in $(pgrep -P "$1"); do echo "$child"; descendants "$child"; done; }
-forward() { for pid in "${pids[@]}"; do kill -"$1" "$pid" $(descendants "$pid") 2> /dev/null; done; }
+forward() {
+  for pid in "${pids[@]}"; do
+    if [[ ${FAKE_PROCTRACK:-cgroup} == pgid ]]; then kill -"$1" -- -"$pid" 2> /dev/null
+    else kill -"$1" "$pid" $(descendants "$pid") 2> /dev/null; fi
+  done
+}
 trap 'forward USR1' USR1
 trap 'forward TERM' TERM
 status=0
@@ -158,3 +167,37 @@ def test_a_job_signalled_before_its_time_limit_saves_requeues_and_progresses(cli
     result = json.loads((run_dir / "manifest.json").read_text())["result"]
     assert result["global_step"] == max_steps
     assert result["resumed_from"] == str((run_dir / f"checkpoint-{saved[-1]}").resolve())
+
+
+@pytest.mark.slow  # about 40 s on 2 CPU cores
+@pytest.mark.skipif(torch.cuda.is_available(), reason="two processes on the CPU (gloo); one GPU cannot host both")
+def test_under_process_group_tracking_the_signal_still_reaches_the_ranks(cli, write_recipe, tiny_dir, tmp_path,
+                                                                         monkeypatch):
+    """Where Slurm tracks a step's processes by process group, srun's USR1 reaches each node's task group: the
+    launchers, not torchrun's ranks. The job's relay hands it on: the ranks save mid-training and the job requeues.
+    Without the relay no rank sees the signal and training runs to max_steps."""
+    max_steps = 60
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
+    recipe = write_recipe({"stage": "sft", "model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": str(data)}]},
+                           "launch": {"global_batch_size": 4},
+                           "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": max_steps,
+                                     "logging_steps": 1, "save_steps": 1000, "gradient_checkpointing": False}})
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("launch", "slurm", recipe, "--nodes", "2", "--gpus-per-node", "1", "--preset", "ddp",
+                         "--script", "job.sbatch", "-o", "run", "--main-process-port", str(free_port()))
+    assert code == 0, err
+    fake = fake_slurm(tmp_path)
+    run_dir = tmp_path / "run"
+    job = subprocess.Popen(["bash", "job.sbatch"], env=job_env(fake, FAKE_PROCTRACK="pgid"), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _wait_for_step(run_dir, 0, job)
+        job.send_signal(signal.SIGUSR1)
+        _, stderr = job.communicate(timeout=240)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+    logs = "\n".join(path.read_text()[-2000:] for path in sorted(fake.glob("task*.log")))
+    assert job.returncode == 0 and (fake / "requeued").exists(), stderr + logs
+    [checkpoint] = run_dir.glob("checkpoint-*")
+    assert 0 < int(checkpoint.name.split("-")[1]) < max_steps

@@ -737,7 +737,9 @@ MUTATIONS = [
       "verbs/launch.md", "smolalign/slurm/script.py",
       '    launcher[0] = ["python", "-m", "smolalign.slurm.signal_relay", *launcher[0]]', "    pass",
       ("tests/unit/test_launch_slurm.py::"
-       "test_usr1_reaches_training_then_the_job_requeues_and_the_next_run_resumes[pgid]",),
+       "test_usr1_reaches_training_then_the_job_requeues_and_the_next_run_resumes[pgid]",
+       "tests/integration/test_slurm_job_on_cpu.py::"
+       "test_under_process_group_tracking_the_signal_still_reaches_the_ranks"),
       "under proctrack/pgid the signal reaches only the launchers: no rank saves, the job runs into its time limit"),
     M("slurm_container", "with --container every srun step (training, vLLM server) runs in the image, with the paths "
       "it uses mounted, on a host without smolalign", "verbs/launch.md",
@@ -748,8 +750,8 @@ MUTATIONS = [
       "srun runs the steps on the host, where accelerate and trl are not installed"),
     M("one_process_per_gpu", "on a machine with several GPUs the train verbs run one process per GPU by default (a "
       "started vLLM server's GPUs left out), and --launch without --num-processes takes the same count",
-      "scaling/index.md", "smolalign/launch.py",
-      '    preset = launch or section.get("preset") or ("ddp" if gpus > 1 else None)',
+      "scaling/index.md", "smolalign/target.py",
+      '    preset = launch or section.get("preset") or ("ddp" if training_gpus > 1 else None)',
       '    preset = launch or section.get("preset")',
       ("tests/unit/test_launch_processes.py::test_one_process_per_gpu_by_default",
        "tests/unit/test_launch_processes.py::test_the_cli_launches_one_process_per_gpu"),
