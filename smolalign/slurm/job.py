@@ -35,7 +35,8 @@ from smolalign.slurm.options import (
     time_limit_seconds,
     vllm_serve_options,
 )
-from smolalign.slurm.script import SlurmJob, VllmServer, render_script
+from smolalign.slurm.script import SlurmJob, render_script
+from smolalign.slurm.server_node import VllmServer
 from smolalign.stages.lifecycle import run_dir_of
 from smolalign.stages.registry import runner
 from smolalign.target import IMAGE_PACKAGES, Target

@@ -122,25 +122,33 @@ def _wait_for_step(run_dir: Path, past: int, job: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.slow  # about 90 s on 2 CPU cores: three runs of the two-node job
-@pytest.mark.skipif(torch.cuda.is_available(), reason="two processes on the CPU (gloo); one GPU cannot host both")
-def test_a_job_signalled_before_its_time_limit_saves_requeues_and_progresses(cli, write_recipe, tiny_dir, tmp_path,
-                                                                               monkeypatch):
-    """Two runs are sent the time-limit USR1 mid-training and the third runs to the end. No save is scheduled
-    (save_steps beyond max_steps): each requeue leaves a newer checkpoint only because the ranks saved on the signal.
-    With the save-on-signal callback switched off (not added in stages/lifecycle.py) the first signalled run trains
-    to max_steps and no requeue happens, so this test fails."""
-    max_steps = 60
+MAX_STEPS = 60
+
+
+def unscheduled_saves_job(cli, write_recipe, tiny_dir, tmp_path, monkeypatch) -> Path:
+    """job.sbatch in `tmp_path` for a two-node SFT of MAX_STEPS steps that saves only on the signal (save_steps beyond
+    them), run directory `run`; returns the folder of the fake Slurm tools."""
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
     recipe = write_recipe({"stage": "sft", "model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": str(data)}]},
                            "launch": {"global_batch_size": 4},
-                           "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": max_steps,
+                           "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": MAX_STEPS,
                                      "logging_steps": 1, "save_steps": 1000, "gradient_checkpointing": False}})
     monkeypatch.chdir(tmp_path)
     code, out, err = cli("launch", "slurm", recipe, "--nodes", "2", "--gpus-per-node", "1", "--preset", "ddp",
                          "--script", "job.sbatch", "-o", "run", "--main-process-port", str(free_port()))
     assert code == 0, err
-    fake = fake_slurm(tmp_path)
+    return fake_slurm(tmp_path)
+
+
+@pytest.mark.slow  # about 90 s on 2 CPU cores: three runs of the two-node job
+@pytest.mark.skipif(torch.cuda.is_available(), reason="two processes on the CPU (gloo); one GPU cannot host both")
+def test_a_job_signalled_before_its_time_limit_saves_requeues_and_progresses(cli, write_recipe, tiny_dir, tmp_path,
+                                                                               monkeypatch):
+    """Two runs are sent the time-limit USR1 mid-training and the third runs to the end. No save is scheduled
+    (save_steps beyond MAX_STEPS): each requeue leaves a newer checkpoint only because the ranks saved on the signal.
+    With the save-on-signal callback switched off (not added in stages/lifecycle.py) the first signalled run trains
+    to MAX_STEPS and no requeue happens, so this test fails."""
+    fake = unscheduled_saves_job(cli, write_recipe, tiny_dir, tmp_path, monkeypatch)
     run_dir = tmp_path / "run"
     saved = [0]
     for restart in range(3):
@@ -162,10 +170,10 @@ def test_a_job_signalled_before_its_time_limit_saves_requeues_and_progresses(cli
         if restart < 2:
             newest = max(int(p.name.split("-")[1]) for p in run_dir.glob("checkpoint-*"))
             state = json.loads((run_dir / f"checkpoint-{newest}" / "trainer_state.json").read_text())
-            assert saved[-1] < state["global_step"] == newest < max_steps  # progress, and stopped early
+            assert saved[-1] < state["global_step"] == newest < MAX_STEPS  # progress, and stopped early
             saved.append(newest)
     result = json.loads((run_dir / "manifest.json").read_text())["result"]
-    assert result["global_step"] == max_steps
+    assert result["global_step"] == MAX_STEPS
     assert result["resumed_from"] == str((run_dir / f"checkpoint-{saved[-1]}").resolve())
 
 
@@ -175,18 +183,8 @@ def test_under_process_group_tracking_the_signal_still_reaches_the_ranks(cli, wr
                                                                          monkeypatch):
     """Where Slurm tracks a step's processes by process group, srun's USR1 reaches each node's task group: the
     launchers, not torchrun's ranks. The job's relay hands it on: the ranks save mid-training and the job requeues.
-    Without the relay no rank sees the signal and training runs to max_steps."""
-    max_steps = 60
-    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
-    recipe = write_recipe({"stage": "sft", "model": {"source": str(tiny_dir)}, "data": {"sources": [{"path": str(data)}]},
-                           "launch": {"global_batch_size": 4},
-                           "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": max_steps,
-                                     "logging_steps": 1, "save_steps": 1000, "gradient_checkpointing": False}})
-    monkeypatch.chdir(tmp_path)
-    code, out, err = cli("launch", "slurm", recipe, "--nodes", "2", "--gpus-per-node", "1", "--preset", "ddp",
-                         "--script", "job.sbatch", "-o", "run", "--main-process-port", str(free_port()))
-    assert code == 0, err
-    fake = fake_slurm(tmp_path)
+    Without the relay no rank sees the signal and training runs to MAX_STEPS."""
+    fake = unscheduled_saves_job(cli, write_recipe, tiny_dir, tmp_path, monkeypatch)
     run_dir = tmp_path / "run"
     job = subprocess.Popen(["bash", "job.sbatch"], env=job_env(fake, FAKE_PROCTRACK="pgid"), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -200,4 +198,4 @@ def test_under_process_group_tracking_the_signal_still_reaches_the_ranks(cli, wr
     logs = "\n".join(path.read_text()[-2000:] for path in sorted(fake.glob("task*.log")))
     assert job.returncode == 0 and (fake / "requeued").exists(), stderr + logs
     [checkpoint] = run_dir.glob("checkpoint-*")
-    assert 0 < int(checkpoint.name.split("-")[1]) < max_steps
+    assert 0 < int(checkpoint.name.split("-")[1]) < MAX_STEPS

@@ -29,9 +29,9 @@ from recipe_runs import run_of
 from smolalign.errors import RunFailure, SmolalignError
 from smolalign.generation import server as lifecycle
 from smolalign.generation import server_process
-from smolalign.generation.gpu_partition import SERVER_GPUS, GpuPartition, partition, partition_for_children
 from smolalign.generation.server import healthy, served_generation
 from smolalign.generation.server_command import SERVER_MODULE
+from smolalign.gpu_partition import SERVER_GPUS, GpuPartition, partition, partition_for_children
 from smolalign.runs.watchdog import stall_watchdog
 from smolalign.target import Target
 from tests.processes import assert_gone, group_members
@@ -224,7 +224,7 @@ def test_the_server_is_stopped_when_training_fails_and_killed_when_it_ignores_th
 
 def probe_script(url: str) -> str:
     """The Slurm script's wait-loop condition as a one-shot check of `url`."""
-    from smolalign.slurm.script import VLLM_PROBE
+    from smolalign.slurm.server_node import VLLM_PROBE
 
     probe = VLLM_PROBE.replace("until ", "if ").replace("; do", "; then exit 0; else exit 1; fi")
     return probe.replace('"$VLLM_URL/health"', f'"{url}"')
