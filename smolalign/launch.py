@@ -30,7 +30,7 @@ from smolalign import hardware
 from smolalign.assets import asset_dir
 from smolalign.deepspeed_settings import accelerate_settings, deepspeed_config
 from smolalign.errors import SmolalignError
-from smolalign.generation.gpu_partition import handed_partition, partition_for_children, training_device_count
+from smolalign.gpu_partition import handed_partition, partition_for_children, training_device_count
 from smolalign.hardware import processes_on_this_node
 from smolalign.ports import free_port
 from smolalign.preflight.gpus import processes_problem

@@ -14,8 +14,8 @@ from typing import Literal
 
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, detect_hardware
+from smolalign.inputs.pairs_file import pairs_path
 from smolalign.models.sources import ModelSource, resolve_model, resolve_source
-from smolalign.pairs.output import pairs_path
 from smolalign.recipe.data_schema import DataSection, SourceSection
 from smolalign.recipe.method_table import MethodSpec, method_spec
 from smolalign.recipe.resolved import recipe_to_dict

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from smolalign import hardware
 from smolalign.errors import SmolalignError
-from smolalign.generation.gpu_partition import handed_partition, training_device_count
+from smolalign.gpu_partition import handed_partition, training_device_count
 from smolalign.gpus import gpu_named
 
 THIS_MACHINE = "this machine"

@@ -17,7 +17,7 @@ NODE_GPUS_VARIABLE = "SMOLALIGN_TEST_NODE_GPUS"
 def node_gpus() -> list[str]:
     """The node's GPUs as CUDA_VISIBLE_DEVICES entries (counted through NVML: CUDA does not start)."""
     if NODE_GPUS_VARIABLE not in os.environ:
-        from smolalign.generation.gpu_partition import visible_devices
+        from smolalign.gpu_partition import visible_devices
 
         os.environ[NODE_GPUS_VARIABLE] = ",".join(visible_devices())
     return [g for g in os.environ[NODE_GPUS_VARIABLE].split(",") if g]

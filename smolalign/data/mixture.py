@@ -15,8 +15,8 @@ from smolalign.data.formats import (
     sharegpt_to_messages,
 )
 from smolalign.data.rows import messages_problem, missing_problem
-from smolalign.data.sources import load_source
 from smolalign.errors import SmolalignError
+from smolalign.inputs.data_sources import load_source
 from smolalign.recipe.data_schema import DataSection, SourceSection
 
 ORIGIN = "_origin"

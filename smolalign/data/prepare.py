@@ -17,8 +17,8 @@ from pathlib import Path
 
 from smolalign.data.encode import PROBLEM, UNTRAINED, Encoder, LossMask
 from smolalign.data.mixture import ORIGIN, Mixture, build_mixture
-from smolalign.data.sources import fingerprint_of
 from smolalign.errors import SmolalignError
+from smolalign.inputs.data_sources import fingerprint_of
 from smolalign.models.sources import cache_root
 from smolalign.progress import datasets_bars
 from smolalign.recipe.settings import TrainSettings

@@ -5,7 +5,7 @@ A started server is vLLM's OpenAI server with the options TRL 1.16 builds for `v
 smolalign.generation.server_command's, shared with a Slurm job's server node), from the Python smolalign runs in,
 with the development endpoints the trainer's client uses for weight sync. On GPUs it runs on its own:
 `generation.server.gpus`, else the last `tensor_parallel` visible ones; training keeps the others (the GPU partition,
-generation.gpu_partition, handed to the server and to the training processes in their environments). On a CPU it
+gpu_partition, handed to the server and to the training processes in their environments). On a CPU it
 shares the machine, with a KV cache sized for the work. Health is vLLM's `/health` answering 200, as TRL's client
 probes it (a redirect is not an answer), and the server must then name the model smolalign gave it
 (`--served-model-name`, unique per start): a server smolalign did not start, on the same port, is never used. Its port
@@ -37,9 +37,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.generation.gpu_partition import SERVER_GPUS, GpuPartition, server_devices
 from smolalign.generation.server_command import server_command
 from smolalign.generation.server_process import Reaper, die_with_parent, stop_server
+from smolalign.gpu_partition import SERVER_GPUS, GpuPartition, server_devices
 from smolalign.hardware import Hardware
 from smolalign.ports import free_port, port_in_use
 from smolalign.recipe.generation_schema import VllmServerSection

@@ -34,9 +34,9 @@ from pathlib import Path
 from smolalign.errors import SmolalignError
 from smolalign.generation.vllm_cpu_sampler import fast_cpu_sampling
 from smolalign.generation.vllm_inspection import inspected_here
+from smolalign.generation.vllm_install import vllm_import_problem, vllm_install
 from smolalign.hardware import Hardware
 from smolalign.models.load import local_dir
-from smolalign.preflight.vllm import vllm_import_problem, vllm_install
 from smolalign.resolve import Run
 from smolalign.target import installed
 

@@ -15,15 +15,14 @@ from pathlib import Path
 
 from rewards.think_mode import row_mode
 from smolalign.errors import SmolalignError
+from smolalign.inputs.pairs_file import config_key, pairs_path
 from smolalign.models.load import load_tokenizer
 from smolalign.pairs.backends import make_generator
 from smolalign.pairs.output import (
     PARTIAL_SUFFIX,
     REPORT_SUFFIX,
     WorkLog,
-    config_key,
     is_up_to_date,
-    pairs_path,
     write_json_atomically,
     write_jsonl_atomically,
 )

@@ -6,8 +6,8 @@ from smolalign.estimate.dims import read_dims
 from smolalign.estimate.inference import kv_cache_bytes, reward_model_parts
 from smolalign.estimate.memory import DTYPE_BYTES
 from smolalign.hardware import Hardware, generation_dtype
+from smolalign.inputs.pairs_file import pairs_path
 from smolalign.models.sources import resolve_source
-from smolalign.pairs.output import pairs_path
 from smolalign.pairs.prompts import load_prompts
 from smolalign.pairs.scorer import build_scorer
 from smolalign.quantities import describe_bytes

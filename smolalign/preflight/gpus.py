@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from smolalign import hardware
-from smolalign.generation.gpu_partition import server_device_count, training_device_count
+from smolalign.gpu_partition import server_device_count, training_device_count
 from smolalign.recipe.schema import Recipe
 
 

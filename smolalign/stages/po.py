@@ -17,11 +17,12 @@ from smolalign.data.prepare_preference import prepare_preference_data, require_p
 from smolalign.data.prompts import source_prompts
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.inputs.pairs_file import pairs_path
 from smolalign.models.load import load_model, load_tokenizer
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.pairs.build import generate_pairs
 from smolalign.pairs.graded_plan import add_graded_rows
-from smolalign.pairs.output import is_up_to_date, pairs_path
+from smolalign.pairs.output import is_up_to_date
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection

@@ -12,7 +12,7 @@ import pytest
 from tiny_models import write_jsonl
 
 from smolalign.errors import SmolalignError
-from smolalign.generation.gpu_partition import (
+from smolalign.gpu_partition import (
     SERVER_GPUS,
     GpuPartition,
     partition_of_this_process,

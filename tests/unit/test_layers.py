@@ -32,16 +32,18 @@ LAYERS: tuple[tuple[str, tuple[Part, ...]], ...] = (
         ("smolalign.recipe", "recipe YAML parsed and type-checked: extends, --set, did-you-mean, the method table"),)),
     ("machine", (
         ("smolalign.target", "where a run will run: this machine, a Slurm job's nodes, the GPU image"),
-        ("smolalign.generation.gpu_partition", "which GPUs training and a vLLM server started beside it get"))),
+        ("smolalign.gpu_partition", "which GPUs training and a vLLM server started beside it get"))),
     ("sources", (
         ("smolalign.checkpoints", "pretraining checkpoints (nanotron, DeepSpeed ZeRO, torch DCP) read and converted"),
         ("smolalign.templates", "chat templates: shipped, from a file or the tokenizer's, rendered"),
         ("smolalign.tools", "tools a policy calls while it generates: the python tool, a team's, checked"),
         ("smolalign.models", "model sources classified, loaded and saved"),
-        ("smolalign.data.sources", "one data source read, and what identifies its content"),
-        ("smolalign.pairs.output", "where a recipe's generated pairs are, keyed by what they depend on"))),
+        ("smolalign.inputs", "what a run reads before it is resolved: one data source read and fingerprinted, "
+                             "and where generated pairs are, keyed by what they depend on"))),
     ("resolve", (
         ("smolalign.resolve", "a parsed recipe and its machine turned once into a typed, frozen Run"),)),
+    ("generation", (
+        ("smolalign.generation", "vLLM engines and servers, and generation on a CPU"),)),
     ("data", (
         ("smolalign.data", "a run's data: mixtures, formats, masks, packing, the checks before loading"),)),
     ("checks", (
@@ -49,8 +51,6 @@ LAYERS: tuple[tuple[str, tuple[Part, ...]], ...] = (
         ("smolalign.estimate", "memory per device and time per step"),
         ("smolalign.plan", "the plan a dry run prints"),
         ("smolalign.launch", "several processes from one command, and what a launched process was handed"))),
-    ("generation", (
-        ("smolalign.generation", "vLLM engines and servers, and generation on a CPU"),)),
     ("pairs", (
         ("smolalign.pairs", "preference pairs generated: strong and weak, or graded"),)),
     ("evaluation", (
