@@ -22,4 +22,4 @@ def launched_sft_config(recipe: str, overrides: list[str], world: int, run_dir: 
         os.environ.pop("WORLD_SIZE")
     if saved is not None:
         os.environ["WORLD_SIZE"] = saved
-    return sft_config(loaded, hardware, "float32", run_dir, check=True), hardware
+    return sft_config(loaded, hardware, run_dir, check=True), hardware

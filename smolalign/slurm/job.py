@@ -179,7 +179,7 @@ def check_stage(run: Run, *, skip_data: bool):
         if stage.check_batch is not None:
             stage.check_batch(run)
         return None
-    return stage.check(run)[0]
+    return stage.check(run).plan
 
 
 def vllm_server(run: Run, request: SlurmRequest) -> tuple[VllmServer | None, list[str]]:

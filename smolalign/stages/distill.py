@@ -28,7 +28,7 @@ from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
 from smolalign.stages.generating import building_trainer, generating
-from smolalign.stages.lifecycle import OpenRun, Stage, start_run
+from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
@@ -104,8 +104,19 @@ def check_teacher_memory(run: Run) -> tuple[int | None, str]:
     return size, dtype
 
 
-def check_before_loading(run: Run):
-    """Sources, tokenizers, data and memory; returns (plan, pairing, prompts, student tokenizer, teacher tokenizer)."""
+@dataclass(frozen=True)
+class DistillChecked(Checked):
+    pairing: Pairing
+    """How the student's and the teacher's tokenizers pair."""
+    prompts: object
+    """The training prompts, as the trainer takes them."""
+    tokenizer: object
+    """The student's tokenizer."""
+    teacher_tokenizer: object
+
+
+def check_before_loading(run: Run) -> DistillChecked:
+    """Sources, tokenizers, data and memory."""
     recipe = run.recipe
     run.source()
     run.source("teacher")
@@ -113,7 +124,7 @@ def check_before_loading(run: Run):
     student, _ = load_tokenizer(recipe.model, recipe.template.name, run.source())
     teacher = load_teacher_tokenizer(run)
     pairing = pair_tokenizers(run, student, teacher)
-    check_config(run, lambda r, h, d, o, check: distill_config(r, pairing, h, d, o, teacher_dir=o, check=check))
+    check_config(run, lambda r, h, o, check: distill_config(r, pairing, h, o, teacher_dir=o, check=check))
     size, loads_in = check_teacher_memory(run)
     rows = read_prompt_rows(run.data)
     checked = check_prompt_rows(run, rows.train, run.data.seed, recipe.template.kwargs)
@@ -141,7 +152,7 @@ def check_before_loading(run: Run):
     plan.rows["teacher"] = (f"{recipe.teacher.source} in {loads_in}"
                             + (f", {describe_bytes(size)} of weights" if size else ""))
     plan.rows["learning rate"] = f"{learning_rate(run):g}" + ("" if settings.is_set("learning_rate") else " (smolalign default)")
-    return plan, pairing, prompts, student, teacher
+    return DistillChecked(plan, pairing, prompts, student, teacher)
 
 
 def learning_rate(run: Run) -> float:
@@ -175,7 +186,7 @@ def load_distill_data(run: Run, rows=None):
     return prompts.select_columns(keep)
 
 
-def distill_config(run: Run, pairing: Pairing, hardware: Hardware, dtype: str, run_dir: Path, teacher_dir: str,
+def distill_config(run: Run, pairing: Pairing, hardware: Hardware, run_dir: Path, teacher_dir: str,
                    server: ServerAddress | None = None, *, check: bool = False):
     """The trainer's config; `generation:` picks how the student samples (TRL's use_vllm / vllm_mode)."""
     recipe = run.recipe
@@ -191,15 +202,16 @@ def distill_config(run: Run, pairing: Pairing, hardware: Hardware, dtype: str, r
 
 
 @contextmanager
-def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
+def load(run: Run, opened: OpenRun, checked: DistillChecked) -> Iterator[tuple]:
     """With the student's generation served (`stages.generating`): the config, the student and the frozen teacher;
     yields the trainer on them and the student's tokenizer."""
     recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
-    _, pairing, prompts, tokenizer, teacher_tokenizer = checked
+    pairing, prompts = checked.pairing, checked.prompts
+    tokenizer, teacher_tokenizer = checked.tokenizer, checked.teacher_tokenizer
     teacher_dir = local_dir(run.source("teacher"))
     with generating(run, opened) as generation:
         # the config first, as in sft and po
-        config = distill_config(run, pairing, hardware, dtype, opened.run_dir, teacher_dir, generation.server)
+        config = distill_config(run, pairing, hardware, opened.run_dir, teacher_dir, generation.server)
         student = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
         teacher = load_model(teacher_section(recipe), teacher_dtype(run), hardware, teacher_tokenizer,
                              run.source("teacher"))

@@ -16,6 +16,7 @@ from smolalign.generation.vllm_engine import leave_vllm_groups
 from smolalign.gpu_partition import GpuPartition, partition_of_this_process
 from smolalign.hardware import resolve_dtype
 from smolalign.models.load import save_for_inference
+from smolalign.plan import Plan
 from smolalign.recipe.yamlio import dump_yaml
 from smolalign.resolve import Run
 from smolalign.runs.card import lineage, write_cards
@@ -56,17 +57,24 @@ class OpenRun:
 
 
 @dataclass(frozen=True)
+class Checked:
+    """What a stage's `check` found before anything loaded, which its `load` takes: the plan, and, in the stage's own
+    subclass, what the run reuses (the data read, the rewards built, the tokenizers compared)."""
+
+    plan: Plan
+
+
+@dataclass(frozen=True)
 class Stage:
     """A stage's part in a run: its checks before anything loads (`check`), and the loading of its tokenizer, data,
     models (reference, teacher) and trainer (`load`). Training (resume, save on the time-limit signal) and saving (the
     model, metrics, summary, curves, evaluation, card, hub push) are `run`'s, the same for every stage; the stage says
     only what its summary reports."""
 
-    check: Callable[[Run], tuple]
+    check: Callable[[Run], Checked]
     """`check(run)`: everything checkable before a weight loads, refused with exit 2 (also `launch slurm`'s check,
-    with the cluster's hardware); returns the plan first, then what the run reuses (data read, rewards built,
-    tokenizers compared)."""
-    load: Callable[[Run, OpenRun, tuple], AbstractContextManager]
+    with the cluster's hardware); returns the plan and what the run reuses, as the stage's `Checked`."""
+    load: Callable[[Run, OpenRun, Checked], AbstractContextManager]
     """`load(run, opened, checked)`: a context that loads the tokenizer, data, TRL config and models, writes the run
     directory's recipe and manifest once they have loaded (`start_run`), builds the trainer on them and yields
     (trainer, tokenizer); what serves the run's generation lives as long as the context."""
@@ -89,8 +97,8 @@ def run(stage: Stage, run: Run, *, output_dir: Path | None = None, dry_run: bool
     checked = stage.check(run)
     if stage.generates:
         check_generating(run)
-        add_sync_row(checked[0], run)
-    evaluation = announce(run, checked[0], dry_run)
+        add_sync_row(checked.plan, run)
+    evaluation = announce(run, checked.plan, dry_run)
     if dry_run:
         return None
     opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus)

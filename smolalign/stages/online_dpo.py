@@ -18,7 +18,7 @@ from smolalign.plan import make_plan
 from smolalign.resolve import Run
 from smolalign.stages.lifecycle import OpenRun, Stage
 from smolalign.stages.po import policy_description, reference_description
-from smolalign.stages.rl import add_sandbox_row, check_prompts_and_rewards, load_generating
+from smolalign.stages.rl import PromptsChecked, add_sandbox_row, check_prompts_and_rewards, load_generating
 from smolalign.stages.trainer_config import check_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
@@ -55,7 +55,7 @@ def check_before_loading(run: Run):
     add_online_rows(plan, run)
     add_sandbox_row(plan, rewards)
     plan.add_data_check(checked)
-    return plan, prompts, rewards
+    return PromptsChecked(plan, prompts, rewards)
 
 
 def add_online_rows(plan, run: Run) -> None:
@@ -81,14 +81,14 @@ def add_online_rows(plan, run: Run) -> None:
         rows["rewards"] += f", minus {settings['missing_eos_penalty']:g} for an answer that never ends"
 
 
-def online_dpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, server: ServerAddress | None, *,
+def online_dpo_config(run: Run, hardware: Hardware, run_dir: Path, server: ServerAddress | None, *,
                       check: bool = False):
     recipe = run.recipe
     fixed = {"reward_weights": [r.weight for r in recipe.rewards], **vllm_fields(recipe.generation, server)}
     return trl_config(run, hardware, run_dir, check=check, **fixed)
 
 
-def load(run: Run, opened: OpenRun, checked: tuple) -> AbstractContextManager:
+def load(run: Run, opened: OpenRun, checked: PromptsChecked) -> AbstractContextManager:
     """Online DPO's trainer on the policy, the prompts and the rewards, loaded as GRPO's is."""
     # No ref_model is passed: TRL freezes a copy of the policy (or disables the adapter), as the plan says.
     return load_generating(run, opened, checked, online_dpo_config)

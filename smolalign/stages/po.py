@@ -9,10 +9,11 @@ the recipe names, and hands TRL prepared rows.
 import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.data.check import check_preference_rows, check_prompt_rows
-from smolalign.data.mixture import build_mixture
+from smolalign.data.mixture import Mixture, build_mixture
 from smolalign.data.prepare_preference import prepare_preference_data, require_preference_format
 from smolalign.data.prompts import source_prompts
 from smolalign.errors import SmolalignError
@@ -28,7 +29,7 @@ from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection
 from smolalign.resolve import Role, Run
 from smolalign.runs.metrics import metrics_callback
-from smolalign.stages.lifecycle import OpenRun, Stage, start_run
+from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
@@ -47,8 +48,14 @@ def check_recipe(run: Run) -> None:
         raise SmolalignError("method exo_pair needs train.label_smoothing > 0 (the EXO paper uses 1e-3)")
 
 
-def check_before_loading(run: Run):
-    """Template, data (unless the pairs are still to be generated), batch rules; returns (plan, mixture or None)."""
+@dataclass(frozen=True)
+class PoChecked(Checked):
+    mixture: Mixture | None
+    """The pairs as the checks read them, prepared by the run; None where they are still to be generated."""
+
+
+def check_before_loading(run: Run) -> PoChecked:
+    """Template, data (unless the pairs are still to be generated), batch rules."""
     recipe = run.recipe
     check_recipe(run)
     run.source()
@@ -74,7 +81,7 @@ def check_before_loading(run: Run):
                      ("unpaired" if unpaired else "preference"))
     add_preference_rows(plan, run)
     plan.add_data_check(checked, "" if mixture is not None else " (the pairs' prompts)")
-    return plan, mixture
+    return PoChecked(plan, mixture)
 
 
 def add_preference_rows(plan, run: Run) -> None:
@@ -157,7 +164,7 @@ def weights_memory(run: Run, role: Role, after: str = "") -> str | None:
     return f"{describe_bytes(count * DTYPE_BYTES.get(dtype, 4))}{after} ({describe_count(count)} parameters in {dtype})"
 
 
-def po_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, *, check: bool = False):
+def po_config(run: Run, hardware: Hardware, run_dir: Path, *, check: bool = False):
     method, spec = run.recipe.method, run.method_spec
     fixed: dict = {}
     if spec.combines_losses:
@@ -206,11 +213,11 @@ def build_trainer(run: Run, model, reference, tokenizer, data, config, run_dir: 
 
 
 @contextmanager
-def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
+def load(run: Run, opened: OpenRun, checked: PoChecked) -> Iterator[tuple]:
     """The pairs generated if the recipe asks for them, the tokenizer and the prepared data (the main process first),
     the config, the model and its reference; yields the trainer on them and the tokenizer."""
     recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
-    _, mixture = checked
+    mixture = checked.mixture
     with opened.state.main_process_first():
         if recipe.pairs is not None and opened.state.is_main_process:
             generate_pairs(run)
@@ -219,7 +226,7 @@ def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
                                        prepared_by_another=not opened.state.is_main_process)
     if opened.state.is_main_process:
         print(f"data: {data.stats['train']}")
-    config = po_config(run, hardware, dtype, opened.run_dir)  # first: under ZeRO-3 it makes the models load sharded
+    config = po_config(run, hardware, opened.run_dir)  # first: under ZeRO-3 it makes the models load sharded
     model = load_model(recipe.model, dtype, hardware, tokenizer, run.source(), scorer=run.method_spec.scorer)
     reference = load_reference(run, dtype, hardware, tokenizer)
     start_run(run, opened,

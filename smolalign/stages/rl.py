@@ -9,6 +9,7 @@ A watchdog fails the run when no step finishes within `generation.stall_timeout`
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from rewards.registry import check_reward_columns, check_team_reward
@@ -25,7 +26,7 @@ from smolalign.recipe.typecheck import resolve_rewards
 from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
 from smolalign.stages.generating import building_trainer, generating
-from smolalign.stages.lifecycle import OpenRun, Stage, start_run
+from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.tool_grpo import tool_grpo_trainer
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.stages.trainers import trainer_class
@@ -53,7 +54,18 @@ def check_batch(run: Run) -> None:
         raise SmolalignError(f"train.num_generations {generations} must divide the {where}")
 
 
-def check_before_loading(run: Run):
+@dataclass(frozen=True)
+class PromptsChecked(Checked):
+    """What the checks of a stage whose policy generates built: its prompts and rewards, and GRPO's tools."""
+
+    prompts: object
+    """The prompts (`data.prompts.recipe_prompts`: train and held-out)."""
+    rewards: list
+    """The rewards, built once."""
+    tools: Tools | None = None
+
+
+def check_before_loading(run: Run) -> PromptsChecked:
     recipe = run.recipe
     run.source()
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
@@ -67,7 +79,7 @@ def check_before_loading(run: Run):
         add_tools_row(plan, run, tools)
     add_sandbox_row(plan, rewards)
     plan.add_data_check(checked)
-    return plan, prompts, rewards, tools
+    return PromptsChecked(plan, prompts, rewards, tools)
 
 
 def check_tools(run: Run, prompts) -> Tools:
@@ -137,7 +149,7 @@ def add_sandbox_row(plan, rewards) -> None:
         plan.rows["sandbox"] = f"{pool.level}, {pool.workers} workers{hint}"
 
 
-def grpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, server: ServerAddress | None, *,
+def grpo_config(run: Run, hardware: Hardware, run_dir: Path, server: ServerAddress | None, *,
                 check: bool = False):
     recipe = run.recipe
     fixed: dict = {"reward_weights": [r.weight for r in recipe.rewards]}
@@ -149,21 +161,20 @@ def grpo_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, server:
     return trl_config(run, hardware, run_dir, check=check, **fixed)
 
 
-def load(run: Run, opened: OpenRun, checked: tuple) -> AbstractContextManager:
+def load(run: Run, opened: OpenRun, checked: PromptsChecked) -> AbstractContextManager:
     """GRPO's trainer on the policy, the prompts and the rewards (and the tools it calls), with its generation
     served."""
-    return load_generating(run, opened, checked[:3], grpo_config, tools=checked[3])
+    return load_generating(run, opened, checked, grpo_config)
 
 
 @contextmanager
-def load_generating(run: Run, opened: OpenRun, checked: tuple, make_config, tools: Tools | None = None
-                    ) -> Iterator[tuple]:
+def load_generating(run: Run, opened: OpenRun, checked: PromptsChecked, make_config) -> Iterator[tuple]:
     """What an rl method whose policy generates while it trains (GRPO, online DPO) loads: the tokenizer, then, with
-    the generation served (`stages.generating`), the config (`make_config(run, hardware, dtype, run_dir, server)`)
+    the generation served (`stages.generating`), the config (`make_config(run, hardware, run_dir, server)`)
     and the model; yields the trainer (on those, and the prompts and rewards `check` built, and GRPO's tools) and
     the tokenizer. The tools' sandbox stops when the run does."""
     recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
-    _, prompts, rewards = checked
+    prompts, rewards, tools = checked.prompts, checked.rewards, checked.tools
     tokenizer, _ = load_tokenizer(recipe.model, recipe.template.name, run.source())
     trainer_type, with_tools = trainer_class(recipe.stage, recipe.method), {}
     if tools is not None:
@@ -173,7 +184,7 @@ def load_generating(run: Run, opened: OpenRun, checked: tuple, make_config, tool
     try:
         with generating(run, opened) as generation:
             # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
-            args = make_config(run, hardware, dtype, opened.run_dir, generation.server)
+            args = make_config(run, hardware, opened.run_dir, generation.server)
             model = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
             start_run(run, opened)
             with building_trainer(run, opened):

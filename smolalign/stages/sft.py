@@ -6,26 +6,32 @@ skipped; TRL's collator and trainer do the rest, padding-free with per-document 
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.data.check import check_sft_rows
 from smolalign.data.encode import require_generation_markers
-from smolalign.data.mixture import build_mixture
+from smolalign.data.mixture import Mixture, build_mixture
 from smolalign.data.prepare import Layout, prepare_sft_data
 from smolalign.hardware import Hardware
 from smolalign.models.load import load_model, load_tokenizer
 from smolalign.plan import make_plan
 from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
-from smolalign.stages.lifecycle import OpenRun, Stage, start_run
+from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 
-def check_before_loading(run: Run):
-    """Everything checkable without weights: template, data files and columns, markers.
-    Returns the plan and the data mixture it read (reused for tokenization)."""
+@dataclass(frozen=True)
+class SftChecked(Checked):
+    mixture: Mixture
+    """The data as the checks read it, tokenized by the run."""
+
+
+def check_before_loading(run: Run) -> SftChecked:
+    """Everything checkable without weights: template, data files and columns, markers."""
     recipe = run.recipe
     run.source()
     check_config(run, sft_config)
@@ -36,21 +42,21 @@ def check_before_loading(run: Run):
     checked = check_sft_rows(run, mixture)
     plan = make_plan(run, template, len(mixture.train), data_format=mixture.format)
     plan.add_data_check(checked)
-    return plan, mixture
+    return SftChecked(plan, mixture)
 
 
-def sft_config(run: Run, hardware: Hardware, dtype: str, run_dir: Path, *, check: bool = False):
+def sft_config(run: Run, hardware: Hardware, run_dir: Path, *, check: bool = False):
     """SFTConfig from the run's settings, with precision decided by the hardware and TRL's data preparation switched
     off."""
     return trl_config(run, hardware, run_dir, check=check, dataset_kwargs={"skip_prepare_dataset": True})
 
 
 @contextmanager
-def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
+def load(run: Run, opened: OpenRun, checked: SftChecked) -> Iterator[tuple]:
     """The tokenizer and the prepared data (the main process first), the config, the model; yields the trainer on
     them and the tokenizer."""
     recipe, hardware = run.recipe, run.hardware
-    _, mixture = checked
+    mixture = checked.mixture
     # Under a launcher, the main process converts models and tokenizes once; the others then read what it wrote.
     with opened.state.main_process_first():
         tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
@@ -60,7 +66,7 @@ def load(run: Run, opened: OpenRun, checked: tuple) -> Iterator[tuple]:
         print(f"data: {data.stats['train']} ({'from cache' if data.stats['cached'] else 'prepared'}, "
               f"key {data.fingerprint})")
     # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
-    config = sft_config(run, hardware, opened.dtype, opened.run_dir)
+    config = sft_config(run, hardware, opened.run_dir)
     model = load_model(recipe.model, opened.dtype, hardware, tokenizer, run.source())
     start_run(run, opened, template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
               data={"fingerprint": data.fingerprint, "stats": data.stats})

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, detect_hardware, precision_description, precision_flags, resolve_dtype
+from smolalign.hardware import Hardware, detect_hardware, precision_description, precision_flags
 from smolalign.launch import DEEPSPEED_CONFIG, is_launched
 from smolalign.models.config import model_width
 from smolalign.resolve import Run
@@ -16,7 +16,7 @@ from smolalign.stages.lifecycle import run_dir_of
 
 
 def check_config(run: Run, builder: Callable, *args) -> None:
-    """Build the stage's TRL config once before anything loads (`builder(run, hardware, dtype, run_dir, *args,
+    """Build the stage's TRL config once before anything loads (`builder(run, hardware, run_dir, *args,
     check=True)`, the stage's own config function, which hands `check` to `trl_config`), so TRL's and transformers'
     own `__post_init__` checks run in the dry run and in `launch slurm`. Built for this machine's precision
     (transformers refuses bf16 where it cannot check it), as one process, without the launcher's DeepSpeed config;
@@ -24,7 +24,7 @@ def check_config(run: Run, builder: Callable, *args) -> None:
     if is_launched():
         return
     hardware = detect_hardware()  # the machine that builds the config, which a Slurm job's run is not resolved for
-    builder(run, hardware, resolve_dtype(run.recipe.model.dtype, hardware), run_dir_of(run, None), *args, check=True)
+    builder(run, hardware, run_dir_of(run, None), *args, check=True)
 
 
 def checked_config_class(config_class: type, hardware: Hardware) -> type:

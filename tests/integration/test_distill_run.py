@@ -135,7 +135,7 @@ def test_the_student_samples_with_the_generation_backend(trainer, backend, mode,
     recipe = run_of(raw, "rl", "test", target=Target(8, "an 8-GPU node"))
     cpu = Hardware("cpu", 0, "cpu", False, 1, 2)
     server = ServerAddress("http://gpu-node:8000", 41234) if backend == "vllm_server" else None
-    config = distill_config(recipe, Pairing(trainer, False, 1, 1, 1, True), cpu, "float32", tmp_path, "org/teacher",
+    config = distill_config(recipe, Pairing(trainer, False, 1, 1, 1, True), cpu, tmp_path, "org/teacher",
                             server)
     assert config.use_vllm == (mode is not None)
     if mode:

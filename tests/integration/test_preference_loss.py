@@ -52,7 +52,7 @@ def uniform_trainer(tiny_dir, tiny_tokenizer, tmp_path, write_recipe):
         prepared = prepare_preference_data(recipe, tokenizer, template)
         hardware = detect_hardware()
         trainer = build_trainer(recipe, model, None, tokenizer, prepared,
-                                po_config(recipe, hardware, "float32", tmp_path / "run"), tmp_path / "run")
+                                po_config(recipe, hardware, tmp_path / "run"), tmp_path / "run")
         return trainer, len(tokenizer)
 
     return make

@@ -141,7 +141,7 @@ def test_vllm_backends_map_onto_online_dpo_config_as_for_grpo(write_recipe, tiny
     recipe = loaded_run(str(path), [], "rl", target=Target(1, "a GPU machine with vLLM", bf16=True, processes=1))
     base_url = server["server"]["base_url"] if server else None
     address = ServerAddress(base_url, 41234) if server else None
-    config = online_dpo_config(recipe, detect_hardware(), "float32", tmp_path / "run", address)
+    config = online_dpo_config(recipe, detect_hardware(), tmp_path / "run", address)
     assert isinstance(config, OnlineDPOConfig)
     assert config.use_vllm and config.vllm_mode == mode and config.vllm_server_base_url == base_url
     assert config.vllm_group_port == (41234 if server else 51216)  # TRL's default where no server is used
