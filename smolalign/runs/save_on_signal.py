@@ -28,28 +28,25 @@ class SavedOnSignal(Exception):
 
 
 _RECEIVED = threading.Event()
-_DEPTH = [0]
+
+
+def _received(signum, frame) -> None:
+    _RECEIVED.set()
 
 
 @contextlib.contextmanager
 def listening() -> Iterator[None]:
     """Catch SAVE_SIGNAL while the block runs, for the callback's next step end (main thread only; elsewhere signals
-    cannot be handled). The outermost block starts with no signal received."""
-    if threading.current_thread() is not threading.main_thread():
+    cannot be handled). The outermost block starts with no signal received; a block inside another (the handler
+    already installed) keeps what that one caught."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(SAVE_SIGNAL) is _received:
         yield
         return
-    if _DEPTH[0] == 0:
-        _RECEIVED.clear()
-
-    def handler(signum, frame):
-        _RECEIVED.set()
-
-    previous = signal.signal(SAVE_SIGNAL, handler)
-    _DEPTH[0] += 1
+    _RECEIVED.clear()
+    previous = signal.signal(SAVE_SIGNAL, _received)
     try:
         yield
     finally:
-        _DEPTH[0] -= 1
         signal.signal(SAVE_SIGNAL, previous)
 
 

@@ -6,12 +6,13 @@ the name must exist and be callable, and its schema must build the way TRL build
 During a run a team function is held to the recipe's time limit: a call that takes longer returns an error to the
 model (the call goes on in a daemon thread, which is all Python allows) and is counted."""
 
+import contextlib
 import functools
 import importlib
 import inspect
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,21 @@ from rewards.registry import import_file
 from smolalign.errors import SmolalignError
 from smolalign.tools.budget import cut, cut_tail
 from smolalign.tools.python_tool import ToolError
+
+
+@contextlib.contextmanager
+def working_directory_importable() -> Iterator[None]:
+    """The working directory on sys.path while a team's module imports (as `python -m` would have it), and off it
+    again afterwards: the rest of the process imports as it did."""
+    here = str(Path.cwd())
+    added = "" not in sys.path and here not in sys.path
+    if added:
+        sys.path.insert(0, here)
+    try:
+        yield
+    finally:
+        if added and here in sys.path:
+            sys.path.remove(here)
 
 
 def load_object(spec: str, key: str) -> Any:
@@ -37,10 +53,9 @@ def load_object(spec: str, key: str) -> Any:
         except Exception as exc:  # the team's file: any error while importing it is bad input
             raise SmolalignError(f"{key}: {path} does not import ({type(exc).__name__}: {exc})") from None
     else:
-        if "" not in sys.path and str(Path.cwd()) not in sys.path:
-            sys.path.insert(0, str(Path.cwd()))
         try:
-            module = importlib.import_module(location)
+            with working_directory_importable():
+                module = importlib.import_module(location)
         except Exception as exc:  # ModuleNotFoundError, or the module's own import-time failure
             raise SmolalignError(f"{key}: module {location} does not import ({type(exc).__name__}: {exc})") from None
     if not hasattr(module, name):

@@ -157,6 +157,22 @@ def test_a_teams_bad_tools_are_refused_before_loading(team, use, environment, me
     assert message.format(dir=directory) in str(caught.value)
 
 
+def test_a_teams_module_imports_from_the_working_directory_which_stays_off_the_path(tmp_path, monkeypatch):
+    import sys
+
+    from smolalign.tools.team import load_object
+
+    (tmp_path / "team_module_here.py").write_text("def add(a: int, b: int) -> int:\n    return a + b\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    before = list(sys.path)
+    try:
+        assert load_object("team_module_here:add", "tools.use.0")(2, 3) == 5
+        assert sys.path == before  # the rest of the process imports as it did
+    finally:
+        sys.modules.pop("team_module_here", None)
+
+
 def test_a_teams_tools_are_held_to_their_limits(team):
     directory = team.parent
     tools = resolve_tools(ToolsSection(use=[f"{directory}/team.py:{name}" for name in ("add", "fails", "sleeps",
