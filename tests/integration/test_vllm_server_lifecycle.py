@@ -294,7 +294,7 @@ def test_a_server_smolalign_did_not_start_is_not_taken_for_its_own(standin, reci
         # check): refused by name, and smolalign's own server is stopped
         monkeypatch.setattr(lifecycle, "check_port", lambda recipe: None)
         recipe = recipe_for(port=port)
-        with pytest.raises(SmolalignError, match=f"generation.server.port {port}: the server answering there is not"):
+        with pytest.raises(SmolalignError, match=f"port {port}: the server answering there is not the one smolalign started"):
             with served_generation(recipe, MAIN, "float32"):
                 pass
         assert not servers_named_smolalign_on(port)  # ours is stopped: nothing of it left running
