@@ -1,24 +1,25 @@
-"""The vLLM server of an `rl` run with `generation.backend: vllm_server`: an existing one (checked before training),
-or one smolalign starts, waits for until healthy, and stops at the end, whatever happens.
+"""The vLLM server of an `rl` run with `generation.backend: vllm_server`: an existing one (checked before training), or
+one smolalign starts, waits for until healthy, and stops at the end, whatever happens.
 
 A started server is vLLM's OpenAI server with the options TRL 1.16 builds for `vllm serve` (its command line is
-smolalign.generation.server_command's, shared with a Slurm job's server node), from the Python smolalign runs in,
-with the development endpoints the trainer's client uses for weight sync. On GPUs it runs on its own:
+smolalign.generation.server_command's, shared with a Slurm job's server node), from the Python smolalign runs in, with
+the development endpoints the trainer's client uses for weight sync. On GPUs it runs on its own:
 `generation.server.gpus`, else the last `tensor_parallel` visible ones; training keeps the others (the GPU partition,
-gpu_partition, handed to the server and to the training processes in their environments). On a CPU it
-shares the machine, with a KV cache sized for the work. Health is vLLM's `/health` answering 200, as TRL's client
-probes it (a redirect is not an answer), and the server must then name the model smolalign gave it
-(`--served-model-name`, unique per start): a server smolalign did not start, on the same port, is never used. Its port
-is `generation.server.port`, which must be free before it starts, else a free one chosen at the start of the run;
+smolalign.gpu_partition, handed to the server and to the training processes in their environments). On a CPU it shares
+the machine, with a KV cache sized for the work. Health is vLLM's `/health` answering 200, as TRL's client probes it
+(a redirect is not an answer), and the server must then name the model smolalign gave it (`--served-model-name`,
+unique per start): a server smolalign did not start, on the same port, is never used. Its port is
+`generation.server.port`, which must be free before it starts, else a free one chosen at the start of the run;
 training's main process hosts the weight-transfer group the server joins (TRL's `vllm_group_port`) on
 `generation.server.group_port`, else a free one; both are chosen on the main process, told to every rank and stated,
-so two runs on one machine never meet on a port. Its output goes to a temporary file (named in every message about the server)
-that is kept in the run directory as `vllm-server.log` once the server stops, appended to on a resumed run; a run
-that ends before its directory is made (a server that never starts, a model that fails to load) leaves it where the
-message named it. The server dies with the process that started it, its whole process group with it (vLLM's engine core and workers are child processes that
-watch no parent of their own): stopped at the end whatever happens (SIGTERM to the run included), and, when that
-process ends without running its `finally` blocks (SIGKILL, the watchdog's `os._exit`), killed by a reaper process
-that waits on a pipe only the starting process holds open (the kernel closes it however that process dies).
+so two runs on one machine never meet on a port. Its output goes to a temporary file (named in every message about the
+server) that is kept in the run directory as `vllm-server.log` once the server stops, appended to on a resumed run; a
+run that ends before its directory is made (a server that never starts, a model that fails to load) leaves it where
+the message named it. The server dies with the process that started it, its whole process group with it (vLLM's engine
+core and workers are child processes that watch no parent of their own): stopped at the end whatever happens (SIGTERM
+to the run included), and, when that process ends without running its `finally` blocks (SIGKILL, the watchdog's
+`os._exit`), killed by a reaper process that waits on a pipe only the starting process holds open (the kernel closes
+it however that process dies).
 """
 
 import contextlib
