@@ -3,7 +3,6 @@ process) consolidates to exactly the weights it was initialised from, with the t
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,15 +15,10 @@ from smolalign.checkpoints.convert import convert
 from smolalign.checkpoints.detect import detect
 from smolalign.checkpoints.files import read_safetensors_header as read_header
 from smolalign.errors import SmolalignError
+from smolalign.ports import free_port
 
 HERE = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(deepspeed_skip_reason() is not None, reason=str(deepspeed_skip_reason()))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

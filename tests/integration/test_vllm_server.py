@@ -26,17 +26,12 @@ import torch
 from processes import assert_gone, group_members
 from tiny_models import write_jsonl
 
+from smolalign.ports import free_port
 from smolalign.runs.metrics import read_metrics
 
 STANDIN = Path(__file__).resolve().parents[1] / "standins" / "vllm_server"
 MAIN = SimpleNamespace(is_main_process=True)
 TOLERANCE = 1e-4
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def server_recipe(write_recipe, model_dir, tmp_path, port: int | None, **train) -> Path:

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from smolalign.generation import server_process
 from smolalign.generation.server import healthy, served_generation
 from smolalign.generation.server_command import SERVER_MODULE
 from smolalign.gpu_partition import SERVER_GPUS, GpuPartition, partition, partition_for_children
+from smolalign.ports import free_port
 from smolalign.runs.watchdog import stall_watchdog
 from smolalign.target import Target
 from tests.processes import assert_gone, group_members
@@ -39,12 +39,6 @@ from tests.tiny_models import write_jsonl
 
 STANDIN = Path(__file__).resolve().parents[1] / "standins" / "vllm_server"
 MAIN = SimpleNamespace(is_main_process=True)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ import time
 
 import pytest
 from test_vllm_rl import distill_recipe, rl_recipe
-from test_vllm_server import free_port, server_recipe
+from test_vllm_server import server_recipe
 
+from smolalign.ports import free_port
 from smolalign.runs.metrics import read_metrics
 
 GRPO = {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 8}

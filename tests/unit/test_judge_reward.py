@@ -3,7 +3,6 @@ from the judge's answers, None (never 0) for a timeout, a server error or an ans
 on disk by content so that a second pass sends nothing, and a server that does not answer refused up front."""
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,15 +11,10 @@ import pytest
 
 from rewards.errors import RewardError
 from rewards.registry import resolve_reward
+from smolalign.ports import free_port
 
 STANDIN = Path(__file__).resolve().parents[1] / "standins" / "openai_chat"
 RUBRIC = "Question: {prompt}\nAnswer: {completion}\nRate the answer. End with 'Score: N'."
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
