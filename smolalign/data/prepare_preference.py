@@ -33,14 +33,12 @@ def prepare_preference_data(run: Run, tokenizer, template: ChatTemplate, mixture
     """Train (and held-out) pairs, or KTO rows, as the trainer consumes them, kept in smolalign's cache under a key
     of what they depend on; `prepared_by_another`: see prepare.load_prepared."""
     datasets_bars()
-    recipe = run.recipe
-    max_length = run.settings["max_length"]
-    key = cache_key(run, {"method": recipe.method.trainer, "unpaired": run.method_spec.unpaired,
-                          "max_length": max_length}, tokenizer, template)
+    recipe, unpaired, max_length = run.recipe, run.method_spec.unpaired, run.settings["max_length"]
+    key = cache_key(run, {"method": recipe.method.trainer, "unpaired": unpaired, "max_length": max_length},
+                    tokenizer, template)
     if (found := load_prepared(key, prepared_by_another=prepared_by_another)) is not None:
         return found
     mixture = mixture or build_mixture(run.data)
-    unpaired = run.method_spec.unpaired
     require_preference_format(mixture.format, recipe.method)
     encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=recipe.template.kwargs)
     workers = run.settings["dataset_num_proc"]
