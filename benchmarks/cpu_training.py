@@ -7,7 +7,7 @@ turn, then all on (smolalign's default on a CPU with AMX or AVX512-BF16):
 - eager attention (hardware.autocast_attention): the trained model's attention under autocast;
 - shared prompts (smolalign/stages/grpo_trainer.py): each distinct prompt goes through the model once per batch,
   its answers on its key/value cache;
-- prompts read once in generation (smolalign/stages/shared_prefill.py): the rollouts' `generate` runs each distinct
+- prompts read once in generation (smolalign/generation/shared_prefill.py): the rollouts' `generate` runs each distinct
   prompt once and continues every copy from its cache.
 
 With `--stage distill`, the quickstart's distillation stage (`smolalign rl quickstart/distill`) with TRL's

@@ -273,7 +273,7 @@ MUTATIONS = [
       "the shared reader's data is gguf's memmap again"),
     M("shared_prefill_positions", "a prompt read once for its copies keeps the positions generation gives it (left "
       "padding counted out)",
-      "checkpoints.md#precision", "smolalign/stages/shared_prefill.py",
+      "checkpoints.md#precision", "smolalign/generation/shared_prefill.py",
       "    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generation computes them",
       "    positions = torch.arange(width - 1).expand_as(mask)",
       ("tests/integration/test_shared_prefill.py::test_the_same_sequences_as_transformers_generate[False]",
