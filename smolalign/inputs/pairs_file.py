@@ -1,5 +1,5 @@
 """Where a `pairs:` section's generated pairs are: `pairs.output`, or a file in smolalign's cache named by a key of
-what they depend on (the section, the prompt files, the generators' and the scorer's models). Below `resolve`, which
+what they depend on (the section, the prompt files, the generators' models and the scorer's or verifier's reward models). Below `resolve`, which
 adds that file to the run's data."""
 
 import dataclasses
@@ -20,12 +20,16 @@ def config_key(pairs: PairsSection, generation_only: bool = False) -> str:
     """What the generated pairs depend on: the section (output aside), the prompt files, the generators' files and
     the scorer's reward models; `generation_only`: what the generated answers alone depend on (the work log's key,
     so that re-scoring graded candidates reuses them)."""
-    section = {k: v for k, v in dataclasses.asdict(pairs).items() if k != "output"}
+    # A section left unset is left out, so that a new optional key does not re-key every cached pairs file.
+    section = {k: v for k, v in dataclasses.asdict(pairs).items()
+               if k != "output" and not (k == "verifier" and v is None)}
     models = [_model_fingerprint(g.source) for g in pairs.generators.values()]
     if pairs.graded is not None and generation_only:
         section["graded"] = {k: v for k, v in section["graded"].items() if k not in GRADING_KEYS}
     elif pairs.graded is not None:
         models += [_model_fingerprint(r.name[len(PREFIX):]) for r in pairs.graded.scorer if is_reward_model(r.name)]
+    if pairs.verifier is not None:
+        models += [_model_fingerprint(r.name[len(PREFIX):]) for r in pairs.verifier.rewards if is_reward_model(r.name)]
     parts = {"section": section, "prompts": [fingerprint_of(source) for source in pairs.prompts], "models": models}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 

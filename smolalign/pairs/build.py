@@ -1,5 +1,6 @@
 """`smolalign po pairs`: generate chosen answers with the strong model and rejected ones with the weak model,
-filter what would teach nothing or the wrong thing, and write the pairs with their provenance (graded pairs, one
+filter what would teach nothing or the wrong thing (with `pairs.verifier:`, also what a verifier says is a wrong
+chosen or a right rejected answer: `verified`), and write the pairs with their provenance (graded pairs, one
 model's candidates ranked by a scorer, are in `graded`).
 
 Generation is resumable (answers go to a work log batch by batch; a rerun generates only what is missing) and the
@@ -7,14 +8,11 @@ pairs file is written atomically, with a report of every filter's count and of t
 (length bias is the classic failure of strong-vs-weak pairs).
 """
 
-import sys
 from pathlib import Path
 
-from rewards.think_mode import row_mode
 from smolalign.errors import SmolalignError
 from smolalign.inputs.pairs_file import config_key, pairs_path
 from smolalign.models.load import load_tokenizer
-from smolalign.pairs.backends import make_generator
 from smolalign.pairs.graded import generate_graded
 from smolalign.pairs.output import (
     PARTIAL_SUFFIX,
@@ -26,7 +24,9 @@ from smolalign.pairs.output import (
 )
 from smolalign.pairs.prompts import drop_long_prompts, load_prompts
 from smolalign.pairs.report import counts_text, length_report
-from smolalign.progress import Progress
+from smolalign.pairs.scorer import build_scorer
+from smolalign.pairs.sides import generate_side, pair_row
+from smolalign.pairs.verified import verified_pairs
 from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
 
@@ -46,27 +46,31 @@ def generate_pairs(run: Run, *, force: bool = False) -> Path:
         print(f"pairs: up to date ({out})")
         return out
     key = config_key(pairs)
+    verifier = build_scorer(pairs.verifier.rewards, "pairs.verifier.rewards") if pairs.verifier else None
     prompt_set = load_prompts(pairs)
+    if verifier is not None:
+        verifier.check(prompt_set.prompts)
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
     drop_long_prompts(prompt_set, pairs.max_prompt_tokens, tokenizer, template, recipe.template.kwargs)
     prompts = prompt_set.prompts
     log = WorkLog(Path(str(out) + PARTIAL_SUFFIX), key)
-    progress = {side: _generate_side(recipe, side, prompts, log) for side in SIDES}
-
-    rows, dropped = [], {"empty_answer": 0, "cut_off": 0, "identical": 0}
-    for prompt in prompts:
-        chosen, rejected = log.get(prompt.key, "strong"), log.get(prompt.key, "weak")
-        reason = _filter_reason(chosen, rejected)
-        if reason:
-            dropped[reason] += 1
-            continue
-        rows.append(_pair_row(prompt, chosen, rejected, pairs.strong.think, key))
+    if verifier is None:
+        progress, rows, dropped = _unverified_pairs(recipe, prompts, log, key)
+    else:
+        try:
+            progress, rows, dropped = verified_pairs(recipe, prompts, log, verifier, key)
+        finally:
+            verifier.close()
     if not rows:
-        raise SmolalignError(f"pairs: every pair was filtered out ({counts_text(dropped)}); raise max_new_tokens or "
-                             "check the generators")
+        hint = ("raise verifier.strong_samples or max_new_tokens, or check the generators and the verifier"
+                if verifier else "raise max_new_tokens or check the generators")
+        raise SmolalignError(f"pairs: every pair was filtered out ({counts_text(dropped)}); {hint}")
     lengths = length_report(rows, tokenizer)
     report = {"config": key, "output": str(out), "prompts": {**prompt_set.counts, "used": len(prompts)},
               "generated": progress, "filtered": dropped, "pairs": len(rows), "lengths": lengths}
+    if verifier is not None:
+        report["verifier"] = {"rewards": verifier.describe(), "threshold": pairs.verifier.threshold,
+                              "strong_samples": pairs.verifier.strong_samples}
     write_jsonl_atomically(out, rows)
     write_json_atomically(Path(str(out) + REPORT_SUFFIX), report)
     log.path.unlink(missing_ok=True)
@@ -74,29 +78,18 @@ def generate_pairs(run: Run, *, force: bool = False) -> Path:
     return out
 
 
-def _generate_side(recipe: Recipe, side: str, prompts: list, log: WorkLog) -> dict:
-    """Generate the answers `side` still lacks, one batch at a time, each batch logged before the next starts."""
-    section = getattr(recipe.pairs, side)
-    todo = [p for p in prompts if not log.has(p.key, side)]
-    counts = {"generated": len(todo), "reused": len(prompts) - len(todo)}
-    if not todo:
-        return counts
-    print(f"pairs: {side} ({section.source}, {section.backend}): {len(todo)} to generate, {counts['reused']} "
-          "reused", file=sys.stderr)
-    generator = make_generator(f"pairs.{side}", section, recipe.template.name, recipe.template.kwargs)
-    provenance = generator.provenance()
-    try:
-        with Progress(len(todo), f"pairs: {side}", "answers") as progress:
-            for start in range(0, len(todo), section.batch_size):
-                batch = todo[start:start + section.batch_size]
-                seed = recipe.pairs.seed * 1_000_003 + int(batch[0].key[:8], 16) % 1_000_000
-                answers = generator.generate(batch, seed)
-                log.append([{"key": p.key, "side": side, "text": a.text, "finished": a.finished, "tokens": a.tokens,
-                             "seed": seed, "generator": provenance} for p, a in zip(batch, answers, strict=True)])
-                progress.update(len(batch))
-    finally:
-        generator.close()
-    return counts
+def _unverified_pairs(recipe: Recipe, prompts: list, log: WorkLog, key: str) -> tuple[dict, list[dict], dict]:
+    """Both sides answer every prompt; a pair is kept unless an answer is empty, cut off or the two are the same."""
+    progress = {side: generate_side(recipe, side, prompts, log) for side in SIDES}
+    rows, dropped = [], {"empty_answer": 0, "cut_off": 0, "identical": 0}
+    for prompt in prompts:
+        chosen, rejected = log.get(prompt.key, "strong"), log.get(prompt.key, "weak")
+        reason = _filter_reason(chosen, rejected)
+        if reason:
+            dropped[reason] += 1
+            continue
+        rows.append(pair_row(prompt, chosen, rejected, recipe.pairs.strong.think, key))
+    return progress, rows, dropped
 
 
 def _filter_reason(chosen: dict, rejected: dict) -> str | None:
@@ -109,20 +102,6 @@ def _filter_reason(chosen: dict, rejected: dict) -> str | None:
     return None
 
 
-def _pair_row(prompt, chosen: dict, rejected: dict, think: bool | None, key: str) -> dict:
-    provenance = {side: {**record["generator"], "seed": record["seed"], "tokens": record["tokens"]}
-                  for side, record in (("strong", chosen), ("weak", rejected))}
-    return {
-        "prompt": prompt.messages,
-        "chosen": [{"role": "assistant", "content": chosen["text"]}],
-        "rejected": [{"role": "assistant", "content": rejected["text"]}],
-        # The mode the policy's template will render the pair in: a flag in the prompt wins over `think`.
-        "chat_template_kwargs": {} if think is None else {
-            "enable_thinking": row_mode(prompt.messages, {"enable_thinking": think}) == "think"},
-        "provenance": {**provenance, "prompt_origin": prompt.origin, "config": key},
-    }
-
-
 def render_report(report: dict) -> str:
     prompts, lengths = report["prompts"], report["lengths"]
     lines = [
@@ -130,6 +109,9 @@ def render_report(report: dict) -> str:
         f"{prompts.get('over_length_budget', 0)} over the length budget, {prompts['used']} used",
         "  " + "; ".join(f"{side}: {c['generated']} generated, {c['reused']} reused"
                          for side, c in report["generated"].items()),
+        *([f"  verifier: {report['verifier']['rewards']}, right at >= {report['verifier']['threshold']:g}; strong "
+           f"draws up to {report['verifier']['strong_samples']} answers per prompt whose weak answer is wrong"]
+          if "verifier" in report else []),
         f"  filtered: {counts_text(report['filtered'])} -> {report['pairs']} pairs",
         f"  lengths (policy tokens): chosen mean {lengths['chosen_mean']:.1f} (median {lengths['chosen_median']:g}), "
         f"rejected mean {lengths['rejected_mean']:.1f} (median {lengths['rejected_median']:g}); chosen longer in "

@@ -50,7 +50,7 @@ def generate_graded(run: Run, *, force: bool = False) -> Path:
     if not force and is_up_to_date(recipe):
         print(f"pairs: up to date ({out})")
         return out
-    scorer = build_scorer(pairs.graded)
+    scorer = build_scorer(pairs.graded.scorer, "pairs.graded.scorer")
     prompt_set = load_prompts(pairs)
     scorer.check(prompt_set.prompts)
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())

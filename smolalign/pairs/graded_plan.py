@@ -23,7 +23,7 @@ def add_graded_rows(rows: dict, run: Run, state: str) -> None:
     rows["pairs"] = (f"{state}: graded {kind}, {graded.n} candidates per prompt from {sampler.source} "
                      f"({sampler.backend}, temperature {sampler.temperature:g}), prompts dropped when best - worst "
                      f"< {graded.margin:g} or tied -> {pairs_path(pairs)}")
-    scorer = build_scorer(graded)
+    scorer = build_scorer(graded.scorer, "pairs.graded.scorer")
     prompt_set = load_prompts(pairs)
     scorer.check(prompt_set.prompts)
     rows["scorer"] = scorer.describe()

@@ -1,5 +1,5 @@
-"""The scorer of graded pairs: the recipe's rewards, resolved by the rewards registry like GRPO's and eval's, and
-their weighted sum per candidate; and the pick of the chosen and rejected candidates from the scores.
+"""The scorer of generated answers (graded pairs' scorer, strong-vs-weak pairs' verifier): the recipe's rewards,
+resolved by the rewards registry like GRPO's and eval's, and their weighted sum per answer; and the pick of the chosen and rejected candidates from the scores.
 
 A candidate that one reward cannot score (None: an unparseable gold answer, a judge that timed out) gets no score
 at all, rather than a sum that silently treats the missing part as 0.
@@ -14,7 +14,7 @@ from rewards.registry import check_reward_columns, check_scores, check_team_rewa
 from smolalign.data.check import check_reward_rows
 from smolalign.data.mixture import ORIGIN
 from smolalign.errors import USER_ERRORS, SmolalignError
-from smolalign.recipe.generation_schema import GradedSection, RewardSection
+from smolalign.recipe.generation_schema import RewardSection
 from smolalign.recipe.typecheck import resolve_rewards
 
 
@@ -22,6 +22,8 @@ from smolalign.recipe.typecheck import resolve_rewards
 class Scorer:
     sections: list[RewardSection]
     rewards: list[Callable]
+    where: str
+    """The recipe key the rewards are under (pairs.graded.scorer, pairs.verifier.rewards), for messages."""
 
     def describe(self) -> str:
         return " + ".join(f"{s.weight:g}×{s.name}" for s in self.sections)
@@ -43,7 +45,7 @@ class Scorer:
                 for section, reward in named:
                     check_team_reward(section.name, reward, columns, first, text_completions=True)
         except USER_ERRORS as exc:
-            raise SmolalignError(f"pairs.graded.scorer: {exc}") from None
+            raise SmolalignError(f"{self.where}: {exc}") from None
 
     def score(self, completions: list[str], columns: dict) -> tuple[list[float | None], list[dict]]:
         """(weighted sum or None, {reward name: its value}) per completion; `columns` as TRL passes them."""
@@ -53,9 +55,9 @@ class Scorer:
                 values = reward(completions=completions, **trainer_extras(), **columns)
                 check_scores(section.name, values, len(completions))
             except RewardError as exc:
-                raise SmolalignError(f"pairs.graded.scorer: {exc}") from None
+                raise SmolalignError(f"{self.where}: {exc}") from None
             except ValueError as exc:  # e.g. a length reward without token ids from a server: fix its parameters
-                raise SmolalignError(f"pairs.graded.scorer: reward {section.name}: {exc}") from None
+                raise SmolalignError(f"{self.where}: reward {section.name}: {exc}") from None
             for part, value in zip(parts, values, strict=True):
                 part[section.name] = None if value is None else float(value)
         totals = [None if any(v is None for v in part.values()) else
@@ -68,10 +70,10 @@ class Scorer:
                 reward.close()
 
 
-def build_scorer(graded: GradedSection) -> Scorer:
-    """Every scorer reward resolved now, so an unknown name, a bad parameter or a reward model without a head is
-    refused before anything generates."""
-    return Scorer(list(graded.scorer), resolve_rewards(graded.scorer, "pairs.graded.scorer"))
+def build_scorer(sections: list[RewardSection], where: str) -> Scorer:
+    """Every reward resolved now, so an unknown name, a bad parameter or a reward model without a head is refused
+    before anything generates."""
+    return Scorer(list(sections), resolve_rewards(sections, where), where)
 
 
 def pick(scores: list[float | None], how: str, margin: float, rng: random.Random) -> tuple[int, int] | str:

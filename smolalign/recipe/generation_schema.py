@@ -1,6 +1,6 @@
 """The sections of what smolalign generates and scores: how an rl recipe generates (`generation:`: transformers, a
-vLLM engine or a vLLM server), a generator of pairs (a model and how to sample from it), a reward (of an rl recipe or
-a graded-pairs scorer) and the graded-pairs options; `schema.PairsSection` and `schema.Recipe` hold them."""
+vLLM engine or a vLLM server), a generator of pairs (a model and how to sample from it), a reward (of an rl recipe, a
+graded-pairs scorer or a pairs verifier), the graded-pairs options and the strong-vs-weak verifier; `schema.PairsSection` and `schema.Recipe` hold them."""
 
 import math
 from dataclasses import dataclass, field
@@ -86,6 +86,29 @@ class GradedSection:
             raise ValueError(f"n must be at least 2 (a pair needs two candidates), got {self.n}")
         if not math.isfinite(self.margin) or self.margin < 0:
             raise ValueError(f"margin must be a number >= 0, got {self.margin}")
+
+
+@dataclass(frozen=True)
+class VerifierSection:
+    """Strong-vs-weak pairs checked by rewards: the chosen answer must score at least `threshold`, the rejected one
+    less, so that a strong model's wrong answer is never chosen nor a weak model's right one rejected. The weak side
+    answers first; a prompt whose weak answer passes is dropped before the strong side samples it."""
+
+    rewards: list[RewardSection]
+    """Rewards that check an answer (built-in, `model:PATH`, judge, a team's file.py:function); an answer's score is
+    their weighted sum, and an answer one of them cannot score (None) is never used."""
+    threshold: float = 1.0
+    """An answer scoring at least this is right (math_accuracy: 1 when the final answer equals the solution)."""
+    strong_samples: int = 1
+    """The strong side's budget: answers it draws per prompt; the first one verified right is chosen."""
+
+    def __post_init__(self) -> None:
+        if not self.rewards:
+            raise ValueError("rewards must list at least one reward, e.g. [{name: math_accuracy}]")
+        if self.strong_samples < 1:
+            raise ValueError(f"strong_samples must be at least 1, got {self.strong_samples}")
+        if not math.isfinite(self.threshold):
+            raise ValueError(f"threshold must be a number, got {self.threshold}")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,13 @@ from rewards.errors import suggest
 from smolalign.gpus import gpu_named, parse_size
 from smolalign.recipe.data_schema import DataSection, SourceSection
 from smolalign.recipe.eval_schema import EvalSection
-from smolalign.recipe.generation_schema import GenerationSection, GeneratorSection, GradedSection, RewardSection
+from smolalign.recipe.generation_schema import (
+    GenerationSection,
+    GeneratorSection,
+    GradedSection,
+    RewardSection,
+    VerifierSection,
+)
 
 STAGES = ("sft", "po", "rl")
 
@@ -55,6 +61,8 @@ class PairsSection:
     """The model whose answers are rejected."""
     graded: GradedSection | None = None
     """Instead of strong and weak: one model samples several answers per prompt and a scorer picks the pair."""
+    verifier: VerifierSection | None = None
+    """Strong-vs-weak pairs only: rewards that check the chosen answer is right and the rejected one wrong."""
     output: str | None = None
     """Where the pairs are written (.jsonl); default: the smolalign cache, keyed by this section."""
     max_prompt_tokens: int | None = None
@@ -71,6 +79,11 @@ class PairsSection:
             raise ValueError("give either strong and weak (strong-vs-weak pairs) or graded (on-policy graded pairs)")
         if self.graded is None and not (self.strong and self.weak):
             raise ValueError("strong and weak are required (or graded: for on-policy graded pairs)")
+        if self.verifier is not None and self.graded is not None:
+            raise ValueError("verifier checks strong-vs-weak pairs; graded pairs are picked by graded.scorer")
+        if self.verifier is not None and self.verifier.strong_samples > 1 and self.strong.temperature == 0:
+            raise ValueError(f"verifier.strong_samples: {self.verifier.strong_samples} greedy answers (strong."
+                             "temperature 0) are one answer repeated; sample with a temperature > 0, e.g. 1.0")
 
     @property
     def generators(self) -> dict[str, GeneratorSection]:

@@ -102,8 +102,8 @@ def eval_section(mapping: Any) -> EvalSection | None:
 
 
 def _pairs_section(raw: dict) -> PairsSection | None:
-    """`pairs:`; a graded sampler without a source samples the policy (model.source), and its scorer's rewards are
-    resolved now, so an unknown reward or a reward model without a head is refused before anything generates."""
+    """`pairs:`; a graded sampler without a source samples the policy (model.source), and its scorer's (or the
+    verifier's) rewards are resolved now, so an unknown reward or a reward model without a head is refused before anything generates."""
     mapping = raw.get("pairs")
     if mapping is None:
         return None
@@ -121,6 +121,8 @@ def _pairs_section(raw: dict) -> PairsSection | None:
             raise SmolalignError(f"pairs.graded.sampler.temperature: 0 (greedy) writes {pairs.graded.n} identical "
                                  "answers per prompt; sample with a temperature > 0, e.g. 0.8")
         resolve_rewards(pairs.graded.scorer, "pairs.graded.scorer")
+    if pairs.verifier is not None:
+        resolve_rewards(pairs.verifier.rewards, "pairs.verifier.rewards")
     return pairs
 
 

@@ -24,6 +24,7 @@ from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.pairs.build import generate_pairs
 from smolalign.pairs.graded_plan import add_graded_rows
 from smolalign.pairs.output import is_up_to_date
+from smolalign.pairs.verified import verifier_plan_row
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection
@@ -114,6 +115,8 @@ def add_preference_rows(plan, run: Run) -> None:
         else:
             rows["pairs"] = (f"{state}: chosen from {pairs.strong.source} ({pairs.strong.backend}), rejected from "
                              f"{pairs.weak.source} ({pairs.weak.backend}) -> {pairs_path(pairs)}")
+            if pairs.verifier is not None:
+                rows["verifier"] = verifier_plan_row(recipe)
         if "steps" not in rows:
             plan.notes.append("steps are known once the pairs exist (run `smolalign po pairs` first to see them)")
 

@@ -123,13 +123,13 @@ def test_per_row_modes_are_refused_for_a_template_without_flags(tmp_path, write_
 
 def test_a_pair_records_the_mode_its_prompt_renders_in():
     """Pairs generated with think=True for a prompt whose system message says /no_think. are no_think pairs."""
-    from smolalign.pairs.build import _pair_row
     from smolalign.pairs.prompts import Prompt
+    from smolalign.pairs.sides import pair_row
 
     answer = {"text": "4", "generator": {}, "seed": 0, "tokens": 1}
     flagged = [{"role": "system", "content": "Answer briefly /no_think."}, {"role": "user", "content": "2 + 2?"}]
     plain = [{"role": "user", "content": "2 + 2?"}]
-    rows = [_pair_row(Prompt("k", messages, "p#0"), answer, answer, True, "c") for messages in (flagged, plain)]
+    rows = [pair_row(Prompt("k", messages, "p#0"), answer, answer, True, "c") for messages in (flagged, plain)]
     for row, messages in zip(rows, (flagged, plain), strict=True):
         text, _ = render(SMOLLM3, messages, add_generation_prompt=True, **row["chat_template_kwargs"])
         assert row["chat_template_kwargs"] == {"enable_thinking": rendered_mode(text) == "think"}

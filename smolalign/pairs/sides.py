@@ -1,0 +1,59 @@
+"""The two sides of strong-vs-weak pairs: generating one side's answers into the work log, batch by batch, and the
+pair row written from a chosen and a rejected answer with their provenance (used by `build` and `verified`)."""
+
+import sys
+
+from rewards.think_mode import row_mode
+from smolalign.pairs.backends import make_generator
+from smolalign.pairs.output import WorkLog
+from smolalign.pairs.prompts import Prompt
+from smolalign.progress import Progress
+from smolalign.recipe.schema import Recipe
+
+
+def answer_fields(answer) -> dict:
+    return {"text": answer.text, "finished": answer.finished, "tokens": answer.tokens, "ids": answer.ids}
+
+
+def generate_side(recipe: Recipe, side: str, prompts: list[Prompt], log: WorkLog, samples: int = 1) -> dict:
+    """Generate the answers `side` still lacks, one batch at a time, each batch logged before the next starts. One
+    answer per prompt is logged as the record's own fields; `samples` > 1 are logged as its `answers`."""
+    section = getattr(recipe.pairs, side)
+    todo = [p for p in prompts if not log.has(p.key, side)]
+    counts = {"generated": len(todo), "reused": len(prompts) - len(todo)}
+    if not todo:
+        return counts
+    each = f" ({samples} per prompt)" if samples > 1 else ""
+    print(f"pairs: {side} ({section.source}, {section.backend}): {len(todo)} to generate{each}, {counts['reused']} "
+          "reused", file=sys.stderr)
+    generator = make_generator(f"pairs.{side}", section, recipe.template.name, recipe.template.kwargs)
+    provenance = generator.provenance()
+    try:
+        with Progress(len(todo) * samples, f"pairs: {side}", "answers") as progress:
+            for start in range(0, len(todo), section.batch_size):
+                batch = todo[start:start + section.batch_size]
+                seed = recipe.pairs.seed * 1_000_003 + int(batch[0].key[:8], 16) % 1_000_000
+                drawn = generator.sample(batch, seed, samples)
+                log.append([{"key": p.key, "side": side, "seed": seed, "generator": provenance,
+                             **(answer_fields(answers[0]) if samples == 1 else
+                                {"answers": [answer_fields(a) for a in answers]})}
+                            for p, answers in zip(batch, drawn, strict=True)])
+                progress.update(len(batch) * samples)
+    finally:
+        generator.close()
+    return counts
+
+
+def pair_row(prompt: Prompt, chosen: dict, rejected: dict, think: bool | None, key: str) -> dict:
+    """A pair from two logged answers (each with its side's generator, seed and token count)."""
+    provenance = {side: {**record["generator"], "seed": record["seed"], "tokens": record["tokens"]}
+                  for side, record in (("strong", chosen), ("weak", rejected))}
+    return {
+        "prompt": prompt.messages,
+        "chosen": [{"role": "assistant", "content": chosen["text"]}],
+        "rejected": [{"role": "assistant", "content": rejected["text"]}],
+        # The mode the policy's template will render the pair in: a flag in the prompt wins over `think`.
+        "chat_template_kwargs": {} if think is None else {
+            "enable_thinking": row_mode(prompt.messages, {"enable_thinking": think}) == "think"},
+        "provenance": {**provenance, "prompt_origin": prompt.origin, "config": key},
+    }

@@ -1,0 +1,110 @@
+"""Strong-vs-weak pairs checked by a verifier (`pairs.verifier:`): the weak side answers every prompt first, and a
+prompt whose weak answer the verifier passes can make no pair, so the strong side never samples it; the strong side
+then draws up to `strong_samples` answers per remaining prompt and the first one verified right is chosen. Every
+pair's chosen answer scores at least the threshold and its rejected answer less; the rest are dropped and counted.
+"""
+
+from rewards.think_mode import row_mode
+from smolalign.pairs.output import WorkLog
+from smolalign.pairs.prompts import Prompt, load_prompts
+from smolalign.pairs.scorer import Scorer, build_scorer
+from smolalign.pairs.sides import generate_side, pair_row
+from smolalign.recipe.schema import Recipe
+
+DROPPED = ("empty_answer", "cut_off", "unscored", "weak_right", "strong_never_right")
+"""Why a prompt gives no verified pair, in the order the checks run."""
+
+
+def verified_pairs(recipe: Recipe, prompts: list[Prompt], log: WorkLog, verifier: Scorer, key: str
+                   ) -> tuple[dict, list[dict], dict]:
+    """(generation counts by side, pair rows, dropped prompts by reason)."""
+    pairs, threshold = recipe.pairs, recipe.pairs.verifier.threshold
+    dropped = dict.fromkeys(DROPPED, 0)
+    progress = {"weak": generate_side(recipe, "weak", prompts, log)}
+    weak = [log.get(p.key, "weak") for p in prompts]
+    weak_scores = _score(verifier, prompts, [[record] for record in weak], pairs.weak.think)
+    open_prompts = []
+    for prompt, record, (score,) in zip(prompts, weak, weak_scores, strict=True):
+        reason = _exclusion(record) or _judged(score, threshold, wrong_wanted=True)
+        if reason:
+            dropped[reason] += 1
+        else:
+            open_prompts.append((prompt, record, score))
+    samples = pairs.verifier.strong_samples
+    progress["strong"] = generate_side(recipe, "strong", [p for p, _, _ in open_prompts], log, samples)
+    strong = [_answers(log.get(p.key, "strong")) for p, _, _ in open_prompts]
+    strong_scores = _score(verifier, [p for p, _, _ in open_prompts], strong, pairs.strong.think)
+    rows = []
+    for (prompt, rejected, rejected_score), answers, scores in zip(open_prompts, strong, strong_scores, strict=True):
+        right = [i for i, (answer, score) in enumerate(zip(answers, scores, strict=True))
+                 if not _exclusion(answer) and score is not None and score[0] >= threshold]
+        if not right:
+            dropped["strong_never_right"] += 1
+            continue
+        index = right[0]
+        row = pair_row(prompt, answers[index], rejected, pairs.strong.think, key)
+        row["provenance"]["strong"].update(sample=index, samples=samples)
+        row["provenance"]["verifier"] = {
+            "rewards": verifier.provenance(), "threshold": threshold,
+            "chosen": {"score": scores[index][0], "scores": scores[index][1]},
+            "rejected": {"score": rejected_score[0], "scores": rejected_score[1]}}
+        rows.append(row)
+    return progress, rows, dropped
+
+
+def verifier_plan_row(recipe: Recipe) -> str:
+    """The plan's line for the verifier, after checking it can score the prompts' rows (the columns its rewards read,
+    a gold answer that parses) before anything loads."""
+    section = recipe.pairs.verifier
+    verifier = build_scorer(section.rewards, "pairs.verifier.rewards")
+    try:
+        verifier.check(load_prompts(recipe.pairs).prompts)
+    finally:
+        verifier.close()
+    budget = (f"strong draws up to {section.strong_samples} answers for each prompt whose weak answer fails"
+              if section.strong_samples > 1 else "strong answers each prompt whose weak answer fails")
+    return (f"{verifier.describe()}: a pair's chosen answer scores >= {section.threshold:g}, its rejected one less; "
+            f"weak answers first, {budget}")
+
+
+def _answers(record: dict) -> list[dict]:
+    """A logged strong record's answers, each carrying the record's generator and seed (as a pair row needs)."""
+    answers = record["answers"] if "answers" in record else [record]
+    return [{**answer, "generator": record["generator"], "seed": record["seed"]} for answer in answers]
+
+
+def _exclusion(answer: dict) -> str | None:
+    if not answer["text"].strip():
+        return "empty_answer"
+    return None if answer["finished"] else "cut_off"
+
+
+def _judged(score: tuple | None, threshold: float, *, wrong_wanted: bool) -> str | None:
+    if score is None:
+        return "unscored"
+    if wrong_wanted and score[0] >= threshold:
+        return "weak_right"
+    return None
+
+
+def _score(verifier: Scorer, prompts: list[Prompt], answers: list[list[dict]], think: bool | None
+           ) -> list[list[tuple[float, dict] | None]]:
+    """(weighted sum, {reward: value}) for every usable answer, None for one excluded or unscorable: one pass of
+    the verifier over all of them, with the prompt's columns as TRL passes them to a reward."""
+    usable = [(i, j) for i, group in enumerate(answers) for j, a in enumerate(group) if not _exclusion(a)]
+    results: list[list[tuple[float, dict] | None]] = [[None] * len(group) for group in answers]
+    if not usable:
+        return results
+    names = sorted({c for p in prompts for c in p.columns} - {"chat_template_kwargs"})
+    columns = {name: [prompts[i].columns.get(name) for i, _ in usable] for name in names}
+    columns["prompts"] = [prompts[i].messages for i, _ in usable]
+    columns["chat_template_kwargs"] = [
+        {"enable_thinking": row_mode(prompts[i].messages, {} if think is None else {"enable_thinking": think})
+         == "think"} for i, _ in usable]
+    chosen = [answers[i][j] for i, j in usable]
+    if all(a.get("ids") is not None for a in chosen):
+        columns["completion_ids"] = [a["ids"] for a in chosen]
+    totals, parts = verifier.score([a["text"] for a in chosen], columns)
+    for (i, j), total, part in zip(usable, totals, parts, strict=True):
+        results[i][j] = None if total is None else (total, part)
+    return results
