@@ -4,11 +4,11 @@ OpenAI-compatible chat server (a vLLM or TGI server already running).
 
 Every backend answers the same question for a batch of prompts: the answer's text, whether it ended with an
 end-of-turn (False = cut off by max_new_tokens), and how many tokens it took; `sample` asks for K answers per prompt,
-and the chat-template kwargs (the think mode) can change from one call to the next without reloading the model. The transformers and vLLM backends
-render prompts with smolalign's template, exactly as training will; a server applies its own.
-"""
+and the chat-template kwargs (the think mode) can change from one call to the next without reloading the model.
+The transformers and vLLM backends render prompts with smolalign's template, as training will; a server its own."""
 
 import contextlib
+import copy
 import json
 import os
 import random
@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from smolalign.errors import SmolalignError
+from smolalign.generation.shared_prefill import generate_sharing_prompts
 from smolalign.generation.transformers_sampler import fast_sampling
 from smolalign.generation.vllm_engine import (
     PROMPT_TOKENS,
@@ -118,8 +119,8 @@ class TransformersGenerator(Generator):
         return self._generate(prompts, seed, 1, kwargs)
 
     def sample(self, prompts: list[Prompt], seed: int, k: int, kwargs: dict | None = None) -> list[list[Answer]]:
-        """k answers per prompt from one `generate` call with num_return_sequences=k: each prompt is tokenized and
-        its prompt processed once (greedy decoding gives k copies of one answer, so it repeats the prompts)."""
+        """k answers per prompt from one `generate` call, each prompt read once for its k consecutive rows (greedy
+        decoding gives k copies of one answer, so it repeats the prompts)."""
         if self.section.temperature <= 0 or k == 1:
             return super().sample(prompts, seed, k, kwargs)
         answers = self._generate(prompts, seed, k, kwargs)
@@ -132,15 +133,14 @@ class TransformersGenerator(Generator):
         batch = self.tokenizer([self.render(p, kwargs) for p in prompts], add_special_tokens=False, padding=True,
                                return_tensors="pt").to(self.device)
         torch.manual_seed(seed)
-        sampling = self.section.temperature > 0
+        sampling, config = self.section.temperature > 0, copy.deepcopy(self.model.generation_config)
+        answers, eos = [], self.tokenizer.eos_token_id
+        config.update(max_new_tokens=self.section.max_new_tokens, do_sample=sampling, top_k=None, eos_token_id=eos,
+                      temperature=self.section.temperature if sampling else None, top_p=self.section.top_p if
+                      sampling else None, pad_token_id=self.tokenizer.pad_token_id)
+        ids, mask = batch["input_ids"].repeat_interleave(k, 0), batch["attention_mask"].repeat_interleave(k, 0)
         with torch.no_grad(), fast_sampling(self.device.type):
-            output = self.model.generate(
-                **batch, max_new_tokens=self.section.max_new_tokens, do_sample=sampling,
-                temperature=self.section.temperature if sampling else None,
-                top_p=self.section.top_p if sampling else None, top_k=None, num_return_sequences=k,
-                eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
-        answers = []
-        eos = self.tokenizer.eos_token_id
+            output = generate_sharing_prompts(self.model, input_ids=ids, attention_mask=mask, generation_config=config)
         for row in output[:, batch["input_ids"].shape[1]:].tolist():
             finished = eos in row
             kept = row[:row.index(eos)] if finished else row

@@ -1,5 +1,5 @@
 """`smolalign po pairs` with `pairs.graded:` on a tiny model, end to end from the CLI: the N samples of a prompt come
-from one generate call (num_return_sequences), the chosen and rejected answers are exactly the highest- and
+from one generate call (each prompt read once for them), the chosen and rejected answers are exactly the highest- and
 lowest-scored candidates of a scorer whose scores the test records itself, ties are dropped, KTO rows are labelled
 by the threshold, and `smolalign po` generates the graded rows and trains on them."""
 
@@ -63,13 +63,13 @@ def recorded(tmp_path) -> dict[str, dict[str, float]]:
 
 @pytest.fixture
 def generate_calls(monkeypatch):
-    """Every `generate` call's num_return_sequences and batch size."""
+    """Every `generate` call's rows (prompts × samples)."""
     from transformers.generation.utils import GenerationMixin
 
     calls, original = [], GenerationMixin.generate
 
     def counting(self, *args, **kwargs):
-        calls.append((kwargs.get("num_return_sequences"), kwargs["input_ids"].shape[0]))
+        calls.append(kwargs["input_ids"].shape[0] * (kwargs.get("num_return_sequences") or 1))
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(GenerationMixin, "generate", counting)
@@ -80,7 +80,7 @@ def test_chosen_and_rejected_are_the_best_and_worst_scored(cli, graded_recipe, t
                                                            generate_calls):
     code, out, err = cli("po", "pairs", graded_recipe())
     assert code == 0, err
-    assert generate_calls == [(4, 3), (4, 3)]  # 6 prompts, 3 per call, their 4 samples in that same call
+    assert generate_calls == [12, 12]  # 6 prompts, 3 per call, their 4 samples in that same call
     rows = read_jsonl(tmp_path / "out" / "pairs.jsonl")
     scores = recorded(tmp_path)
     assert rows
@@ -174,9 +174,10 @@ def test_each_prompt_is_sampled_in_its_own_think_mode(cli, write_recipe, talker_
     assert modes_per_call == [1, 1]
 
 
-def test_num_return_sequences_samples_what_repeated_prompts_sample(tiny_dir):
-    """One call with num_return_sequences=k expands each prompt k times in place, as repeating the prompts did: the
-    same seed gives the same token ids, so evaluations sampled before and after the change agree."""
+def test_k_samples_read_their_prompt_once_and_sample_what_repeated_prompts_sample(tiny_dir):
+    """One call reads each prompt once for its k rows, placed as num_return_sequences would place them, and samples
+    what repeating the prompts sampled: the same seed gives the same token ids, so evaluations sampled before and
+    after the change agree."""
     from smolalign.pairs.backends import Generator, TransformersGenerator
     from smolalign.pairs.prompts import Prompt, prompt_key
     from smolalign.recipe.generation_schema import GeneratorSection
@@ -185,7 +186,13 @@ def test_num_return_sequences_samples_what_repeated_prompts_sample(tiny_dir):
                                                                                max_new_tokens=12), "chatml", {})
     prompts = [Prompt(prompt_key(m), m, f"t#{i}") for i, m in enumerate(
         [[{"role": "user", "content": "what is 1 plus 2"}], [{"role": "user", "content": "hi there, the sum of ten"}]])]
+    read = []
+    hook = generator.model.register_forward_pre_hook(
+        lambda module, args, kwargs: read.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
     grouped = generator.sample(prompts, 7, 3)
+    hook.remove()
+    prompt_reads = [shape for shape in read if shape[1] > 1]
+    assert len(prompt_reads) == 1 and prompt_reads[0][0] == 2  # 2 prompts read once, not 6 rows
     repeated = Generator.sample(generator, prompts, 7, 3)
     assert [[a.ids for a in group] for group in grouped] == [[a.ids for a in group] for group in repeated]
     assert len({tuple(a.ids) for group in grouped for a in group}) > 1  # samples, not copies

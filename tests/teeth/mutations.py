@@ -696,6 +696,14 @@ MUTATIONS = [
       ("tests/integration/test_verified_pairs.py::test_chosen_are_verified_right_and_rejected_wrong",
        "tests/integration/test_verified_pairs.py::test_the_strong_side_answers_only_what_the_weak_side_got_wrong"),
       "a weak answer that passes is rejected anyway, and the strong side samples every prompt"),
+    M("pairs_read_prompts_once", "pairs and eval with transformers read each prompt once for its k samples, and "
+      "sample what k repeated prompts sample", "verbs/po.md#graded-pairs-one-models-own-answers-ranked-by-a-scorer",
+      "smolalign/pairs/backends.py",
+      "output = generate_sharing_prompts(self.model, input_ids=ids, attention_mask=mask, generation_config=config)",
+      "output = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)",
+      ("tests/integration/test_graded_pairs.py::"
+       "test_k_samples_read_their_prompt_once_and_sample_what_repeated_prompts_sample",),
+      "every sample's row reads its prompt again"),
     M("vllm_health", "training waits for vLLM's /health to answer 200; a dead engine's 503 does not count",
       "scaling/vllm.md", "smolalign/generation/server.py",
       "    except (urllib.error.URLError, OSError):\n        return False",
