@@ -1,5 +1,6 @@
 """`smolalign sft | po | rl`: one command per training stage."""
 
+import os
 from typing import Annotated
 
 import typer
@@ -85,23 +86,42 @@ def po(ctx: typer.Context, target: PoTarget, pairs_recipe: PairsRecipe = None, s
     """Preference optimization (DPO and its loss variants, APO-zero, KTO, ORPO); `po pairs RECIPE` generates
     chosen/rejected pairs from a strong and a weak model."""
     refuse_resume_with_overwrite(resume, overwrite)
-    if target != "pairs" and _maybe_launch(command_line(ctx), launch, num_processes):
+    argv = command_line(ctx)
+    if target != "pairs" and regenerate:
+        _regenerate_first(target, set_, dry_run)
+        argv = [arg for arg in argv if arg != "--regenerate"]  # launched processes find them generated
+    if target != "pairs" and _maybe_launch(argv, launch, num_processes):
         return
     if target == "pairs":
         if pairs_recipe is None:
             raise SmolalignError("usage: smolalign po pairs RECIPE")
-        from smolalign.pairs.build import generate_pairs
-        from smolalign.preflight import preflight
-        from smolalign.resolve import load_run
-
-        run = load_run(pairs_recipe, set_ or [], "po")
-        preflight(run)
-        generate_pairs(run, force=regenerate)
+        _generate_pairs(pairs_recipe, set_, force=regenerate)
         return
     if pairs_recipe is not None:
         raise SmolalignError(f"unexpected argument {pairs_recipe!r} (did you mean smolalign po pairs {pairs_recipe}?)")
     _run("po", target, set_, command_line(ctx), output_dir=output_dir, dry_run=dry_run, resume=resume,
          overwrite=overwrite)
+
+
+def _generate_pairs(recipe: str, overrides: list[str] | None, *, force: bool) -> None:
+    from smolalign.pairs.build import generate_pairs
+    from smolalign.preflight import preflight
+    from smolalign.resolve import load_run
+
+    run = load_run(recipe, overrides or [], "po")
+    preflight(run)
+    generate_pairs(run, force=force)
+
+
+def _regenerate_first(recipe: str, overrides: list[str] | None, dry_run: bool) -> None:
+    """`po RECIPE --regenerate`: the pairs generated again in this one process, before training (or the processes
+    it launches) reads them."""
+    if dry_run:
+        raise SmolalignError("--regenerate with --dry-run: a dry run generates nothing; drop one of them")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise SmolalignError("--regenerate in one of several launched processes: each would generate the pairs; run "
+                             f"`smolalign po pairs {recipe} --regenerate` once first, then the launch without it")
+    _generate_pairs(recipe, overrides, force=True)
 
 
 def rl(ctx: typer.Context, recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None,

@@ -205,6 +205,12 @@ def test_po_generates_missing_pairs_then_trains(cli, pairs_recipe, tmp_path):
                     for name in ("run", "rerun"))
     assert list(rerun["sources"]) == [str(pairs)]  # the pairs file once, not also as a data source
     assert (rerun["sources"], rerun["train"]) == (first["sources"], first["train"])  # the same rows
+    # --regenerate on the training command generates them again before training reads them.
+    code, out, err = cli("po", tmp_path / "run" / "recipe.yaml", "-o", tmp_path / "regenerated", "--regenerate")
+    assert code == 0, err
+    assert pairs.stat().st_mtime_ns != before[1] and "pairs: strong:" in err
+    code, out, err = cli("po", tmp_path / "run" / "recipe.yaml", "--dry-run", "--regenerate")
+    assert code == 2 and "a dry run generates nothing" in err
 
 
 def test_vllm_backend_without_vllm_is_exit_2(cli, pairs_recipe, monkeypatch):
