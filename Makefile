@@ -1,6 +1,6 @@
 # Two commands do all the set-up (each creates .venv on first use):
 #   make quickstart   SFT of the bundled SmolLM2-135M-Instruct on CPU (and a chat with it, thinking), then APO-zero
-#                     on strong-vs-weak pairs, then GRPO with verifiable rewards, then on-policy distillation of
+#                     on strong-vs-weak pairs checked by math accuracy, then GRPO with verifiable rewards, then on-policy distillation of
 #                     the result into the bundled model as it was before SFT; a chat with each stage's output, side
 #                     by side; then every stage's output scored against the base model on held-out questions
 #                     (table + chart in runs/quickstart/eval/)
@@ -17,8 +17,10 @@ VLLM_EXTRA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo vllm || echo
 QUESTION ?= Which is larger, 38 or 83?
 # The bundled model before SFT and each stage's output on 64 held-out questions, one sample each in both modes; the SFT
 # and distilled models are compared with the bundled model, the APO model with the SFT model it started from, the
-# GRPO model with the APO model. GRPO trains on the largest of three numbers: EVAL_THREE_ARGS compares it with the APO
-# model on 96 held-out questions of that kind (no_think, the mode it trains in). The five-model evaluation generates
+# GRPO model with the APO model. APO-zero trains on which of two decimals is larger: EVAL_PO_ARGS compares it with the
+# SFT model on 96 held-out questions of that kind, 4 samples each (no_think, the mode of its pairs). GRPO trains on the
+# largest of three numbers: EVAL_THREE_ARGS compares it with the APO model on 96 held-out questions of that kind
+# (no_think, the mode it trains in). The five-model evaluation generates
 # with vLLM's engine (its CPU build; float32 on 2 AMD cores: 6 min 25 s against 9 min 15 s with transformers; in
 # bfloat16 on an AMX Xeon vLLM evaluates 1.40x faster, benchmarks/vllm_cpu.py); the short three-number one with
 # transformers (1 min 25 s against 1 min 45 s on AMD: two engine starts outweigh the faster decoding).
@@ -28,6 +30,9 @@ EVAL_SAMPLING := --reward math_accuracy --samples 1 --max-new-tokens 40
 EVAL_ARGS := --baseline base=smollm2-135m-instruct --compare po=sft --compare rl=po --backend vllm \
 	--data recipes/quickstart/data/arithmetic_eval.jsonl --max-prompts 64 $(EVAL_SAMPLING) --batch-size 64 \
 	--json runs/quickstart/eval/eval.json --markdown runs/quickstart/eval/eval.md --chart runs/quickstart/eval/eval.png
+EVAL_PO_ARGS := --baseline sft=runs/quickstart/sft/model --data recipes/quickstart/data/arithmetic_eval_decimals.jsonl \
+	--modes no_think --reward math_accuracy --samples 4 --max-new-tokens 24 --batch-size 96 \
+	--json runs/quickstart/eval/decimals.json --markdown runs/quickstart/eval/decimals.md
 EVAL_THREE_ARGS := --baseline po=runs/quickstart/po/model --data recipes/quickstart/data/arithmetic_eval_three.jsonl \
 	--modes no_think $(EVAL_SAMPLING) --batch-size 96 --json runs/quickstart/eval/three.json \
 	--markdown runs/quickstart/eval/three.md
@@ -44,6 +49,7 @@ quickstart: $(STAMP)
 		runs/quickstart/distill/model --message "$(QUESTION)" --no-think
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/sft/model runs/quickstart/po/model \
 		runs/quickstart/rl/model runs/quickstart/distill/model $(EVAL_ARGS)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval po=runs/quickstart/po/model $(EVAL_PO_ARGS)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/smolalign eval runs/quickstart/rl/model $(EVAL_THREE_ARGS)
 
 # The tool-use pipeline (not part of `make quickstart`): SFT of the bundled model on python-tool demonstrations for

@@ -12,6 +12,11 @@ training (28% of 40 questions, no_think, 48 tokens: it mostly rambles), which le
   drawn first, and no other file holds the same two numbers, in either order or wording.
 - arithmetic_graded.jsonl: the GRPO questions with a system message asking for a one-line answer, the prompts the
   bundled model answers several times for graded pairs (quickstart/po_graded).
+- arithmetic_decimals.jsonl and arithmetic_eval_decimals.jsonl: which of two decimals with the same whole part is
+  larger, one with one decimal digit and one with two ("Which is larger, 8.5 or 8.13?", answer 8.5: the longer one is
+  not the larger), with the answer in `solution`: the quickstart preference stage's prompts and their held-out
+  questions. SFT teaches whole numbers only and leaves room here (about three answers in four right after SFT,
+  no_think), which preference pairs checked by math accuracy can close.
 - arithmetic_three.jsonl and arithmetic_eval_three.jsonl: which of three 2-digit numbers is largest, with the answer
   in `solution`: the quickstart GRPO's prompts and their held-out questions. SFT teaches two numbers only and leaves
   room here (about 0.8 right after SFT, no_think), which GRPO can close.
@@ -32,6 +37,8 @@ EVAL_OUT = OUT.with_name("arithmetic_eval.jsonl")
 GRADED_OUT = OUT.with_name("arithmetic_graded.jsonl")
 THREE_OUT = OUT.with_name("arithmetic_three.jsonl")
 THREE_EVAL_OUT = OUT.with_name("arithmetic_eval_three.jsonl")
+DECIMALS_OUT = OUT.with_name("arithmetic_decimals.jsonl")
+DECIMALS_EVAL_OUT = OUT.with_name("arithmetic_eval_decimals.jsonl")
 GRADED_SYSTEM = "Reply with the answer only, for example: The larger is 52."
 """The bundled model before SFT rambles past any small token budget; asked this way it mostly answers in a line."""
 SYSTEMS = ["You are a careful calculator.", "Answer arithmetic questions.", "You help with numbers."]
@@ -64,6 +71,24 @@ def three_questions(rng: random.Random, count: int, excluded: set) -> list[dict]
         excluded.add(frozenset(numbers))
         question = rng.choice(THREE_QUESTIONS).format(a=numbers[0], b=numbers[1], c=numbers[2])
         rows.append({"prompt": [{"role": "user", "content": question}], "solution": str(max(numbers))})
+    return rows
+
+
+def decimal_questions(rng: random.Random, count: int, excluded: set) -> list[dict]:
+    """`count` questions on two decimals with the same whole part, one digit after the point against two (the
+    second not ending in 0), in a random order, not in `excluded` (each one added to it); the larger in `solution`."""
+    rows = []
+    while len(rows) < count:
+        whole, short, long = rng.randint(1, 9), rng.randint(1, 9), rng.randint(11, 99)
+        if long % 10 == 0:
+            continue
+        numbers = [f"{whole}.{short}", f"{whole}.{long}"]
+        if frozenset(numbers) in excluded:
+            continue
+        excluded.add(frozenset(numbers))
+        rng.shuffle(numbers)
+        question = rng.choice(QUESTIONS).format(a=numbers[0], b=numbers[1])
+        rows.append({"prompt": [{"role": "user", "content": question}], "solution": max(numbers, key=float)})
     return rows
 
 
@@ -129,6 +154,9 @@ def main() -> None:
     three: set = set()
     write(THREE_EVAL_OUT, three_questions(random.Random(args.seed + 5), args.eval_prompts, three))
     write(THREE_OUT, three_questions(random.Random(args.seed + 6), args.rl_prompts * 2, three))
+    decimals: set = set()
+    write(DECIMALS_EVAL_OUT, decimal_questions(random.Random(args.seed + 7), args.eval_prompts, decimals))
+    write(DECIMALS_OUT, decimal_questions(random.Random(args.seed + 8), args.rl_prompts * 2, decimals))
 
 
 def write_graded() -> None:

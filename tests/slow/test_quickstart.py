@@ -44,29 +44,58 @@ def test_quickstart_model_chats_and_stops(quickstart_run, think):
 
 @pytest.fixture(scope="module")
 def quickstart_po_run(quickstart_run, tmp_path_factory):
-    """quickstart/po on the SFT run above: pairs from it (strong) and the bundled model (weak), then APO-zero."""
+    """quickstart/po on the SFT run above: verified pairs from it (8 samples against 1), then APO-zero."""
     from smolalign.cli import main
 
     folder = tmp_path_factory.mktemp("quickstart-po")
     sft_model = str(quickstart_run / "model")
     try:
         main(["po", "quickstart/po", "--output-dir", str(folder / "run"), "--set", f"model.source={sft_model}",
-              "--set", f"pairs.strong.source={sft_model}", "--set", f"pairs.output={folder / 'pairs.jsonl'}"])
+              "--set", f"pairs.strong.source={sft_model}", "--set", f"pairs.weak.source={sft_model}",
+              "--set", f"pairs.output={folder / 'pairs.jsonl'}"])
     except SystemExit as exc:
         assert not exc.code, f"quickstart po exited {exc.code}"
     return folder
 
 
-def test_quickstart_pairs_come_from_the_bundled_model_with_provenance(quickstart_po_run):
+def test_quickstart_pairs_are_verified_right_against_wrong(quickstart_po_run):
+    """Every pair's chosen answer names the larger decimal and its rejected one does not, read here from the text
+    (the last number in it) against the question's own numbers, not from the verifier's scores."""
     import json
+    import re
 
     rows = [json.loads(line) for line in (quickstart_po_run / "pairs.jsonl").read_text().splitlines()]
     report = json.loads((quickstart_po_run / "pairs.jsonl.report.json").read_text())
-    assert len(rows) == report["pairs"] >= 16
-    weak = rows[0]["provenance"]["weak"]
-    assert weak["model"] == "smollm2-135m-instruct" and weak["backend"] == "transformers"
-    assert weak["sampling"]["temperature"] == 0.7 and len(weak["template_sha256"]) == 64
+    assert len(rows) == report["pairs"] >= 24
+    for row in rows:
+        numbers = re.findall(r"\d+\.\d+", row["prompt"][-1]["content"])
+        larger = max(numbers, key=float)
+        last = [re.findall(r"\d+(?:\.\d+)?", row[side][0]["content"])[-1:] for side in ("chosen", "rejected")]
+        assert last[0] == [larger] and last[1] != [larger], row
+        assert row["provenance"]["strong"]["samples"] == 8
     assert rows[0]["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_quickstart_apo_zero_beats_sft_on_held_out_decimals(quickstart_run, quickstart_po_run, tmp_path):
+    """The PO stage's gain, as the quickstart measures it: 96 held-out decimal questions, 4 samples each, no_think,
+    paired by prompt against the SFT model it started from. Measured +0.14 [+0.07, +0.20] on 2 AMD cores (seeds 1
+    and 2 of the pairs and training: docs/getting-started.md); the lower 95% bound must stay above 0."""
+    import json
+    from pathlib import Path
+
+    from smolalign.cli import main
+
+    held_out = Path(__file__).resolve().parents[2] / "recipes" / "quickstart" / "data" / "arithmetic_eval_decimals.jsonl"
+    out = tmp_path / "eval.json"
+    sft = quickstart_run / "model"
+    try:
+        main(["eval", f"po={quickstart_po_run / 'run' / 'model'}", "--baseline", f"sft={sft}", "--data", str(held_out),
+              "--reward", "math_accuracy", "--modes", "no_think", "--samples", "4", "--max-new-tokens", "24",
+              "--batch-size", "96", "--json", str(out)])
+    except SystemExit as exc:
+        assert not exc.code, f"eval exited {exc.code}"
+    report = json.loads(out.read_text())
+    assert report["differences"]["po"]["no_think"]["math_accuracy mean"]["low"] > 0, report["differences"]
 
 
 def test_quickstart_apo_zero_margin_rises(quickstart_po_run):

@@ -16,7 +16,7 @@ QUICKSTART = REPO / "recipes" / "quickstart"
 
 
 def eval_args(name: str = "EVAL_ARGS") -> list[str]:
-    """The Makefile's EVAL_ARGS (or EVAL_THREE_ARGS), the options `make quickstart` evaluates with."""
+    """The Makefile's EVAL_ARGS (or EVAL_PO_ARGS, EVAL_THREE_ARGS), the options `make quickstart` evaluates with."""
     text = (REPO / "Makefile").read_text().replace("\\\n", " ")
     line = next(line for line in text.splitlines() if line.startswith(f"{name} "))
     return shlex.split(line.split("=", 1)[1])
@@ -48,16 +48,17 @@ def questions(path: Path) -> list[str]:
 
 def arithmetic(question: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The numbers (in any order) and operators of a question: "Which is larger, 47 or 52?" and "What is the larger
-    of 52 and 47?" ask the same thing, as do "12 + 30 = ?" and "Compute 30 + 12."."""
-    return tuple(sorted(re.findall(r"\d+", question))), tuple(re.findall(r"[-+×*/<>]", question))
+    of 52 and 47?" ask the same thing, as do "12 + 30 = ?" and "Compute 30 + 12.", and "8.5 or 8.13?" and "8.13 or
+    8.5?"."""
+    return tuple(sorted(re.findall(r"\d+(?:\.\d+)?", question))), tuple(re.findall(r"[-+×*/<>]", question))
 
 
-@pytest.mark.parametrize("name", ["EVAL_ARGS", "EVAL_THREE_ARGS"])
+@pytest.mark.parametrize("name", ["EVAL_ARGS", "EVAL_PO_ARGS", "EVAL_THREE_ARGS"])
 def test_the_held_out_questions_appear_in_no_training_pair_rl_or_distillation_file(name):
     args = eval_args(name)
     evaluated = questions(REPO / option(args, "--data"))
     files = training_files()
-    assert {path.name for path in files} >= {"arithmetic.jsonl", "arithmetic_prompts.jsonl", "arithmetic_three.jsonl",
+    assert {path.name for path in files} >= {"arithmetic.jsonl", "arithmetic_decimals.jsonl", "arithmetic_three.jsonl",
                                              "arithmetic_distill.jsonl"}
     assert all(arithmetic(q)[0] for q in evaluated), "every held-out question has numbers"
     for path in files:
@@ -68,7 +69,7 @@ def test_the_held_out_questions_appear_in_no_training_pair_rl_or_distillation_fi
         assert not shared, f"{path.name} holds the held-out problems {sorted(shared)[:3]}"
 
 
-@pytest.mark.parametrize("name", ["EVAL_ARGS", "EVAL_THREE_ARGS"])
+@pytest.mark.parametrize("name", ["EVAL_ARGS", "EVAL_PO_ARGS", "EVAL_THREE_ARGS"])
 def test_the_evaluation_reads_as_many_distinct_held_out_questions_as_it_asks_for(name):
     args = eval_args(name)
     held_out = questions(REPO / option(args, "--data"))
