@@ -89,8 +89,8 @@ class Stage:
     `launch slurm --skip-data-check`)."""
 
 
-def run(stage: Stage, run: Run, *, output_dir: Path | None = None, dry_run: bool = False, resume: bool = False,
-        overwrite: bool = False) -> Path | None:
+def run_lifecycle(stage: Stage, run: Run, *, output_dir: Path | None = None, dry_run: bool = False,
+                  resume: bool = False, overwrite: bool = False) -> Path | None:
     """Check, announce (a dry run ends there), open the run directory, load, train (resuming if asked), save; returns
     the saved model's directory (None for a dry run)."""
     gpus = partition_of_this_process(run.recipe, run.hardware.device_count) if stage.generates else None

@@ -1,5 +1,5 @@
 """Which stage runs each method: its `Stage` (the steps of a run that differ, as direct references), which
-`stages.lifecycle.run` runs. The CLI, sweeps and `launch slurm` reach a stage only through this table.
+`stages.lifecycle.run_lifecycle` runs. The CLI, sweeps and `launch slurm` reach a stage only through this table.
 
 What each method is (its verb, TRL config, data and reference) is `recipe.method_table`'s; its trainer class is
 `stages.trainers`'s.
@@ -10,7 +10,7 @@ from smolalign.recipe.method_table import method_key
 from smolalign.resolve import Run
 from smolalign.runs.save_on_signal import listening
 from smolalign.stages import distill, online_dpo, po, rl, sft
-from smolalign.stages.lifecycle import Stage, run
+from smolalign.stages.lifecycle import Stage, run_lifecycle
 
 RUNNERS: dict[str, Stage] = {
     "sft": sft.STAGE,
@@ -37,4 +37,4 @@ def run_stage(resolved: Run, **options):
     launcher's variables are as they were before, whatever the run's vLLM engine wrote; the time-limit signal is
     caught from the start (smolalign.runs.save_on_signal)."""
     with kept_process_variables(), listening():  # the time-limit signal, kept from the stage's start
-        return run(runner(resolved), resolved, **options)
+        return run_lifecycle(runner(resolved), resolved, **options)
