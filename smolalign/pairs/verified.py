@@ -25,7 +25,7 @@ def verified_pairs(recipe: Recipe, prompts: list[Prompt], log: WorkLog, verifier
     weak_scores = _score(verifier, prompts, [[record] for record in weak], pairs.weak.think)
     open_prompts = []
     for prompt, record, (score,) in zip(prompts, weak, weak_scores, strict=True):
-        reason = _exclusion(record) or _judged(score, threshold, wrong_wanted=True)
+        reason = _exclusion(record) or _weak_verdict(score, threshold)
         if reason:
             dropped[reason] += 1
         else:
@@ -79,12 +79,11 @@ def _exclusion(answer: dict) -> str | None:
     return None if answer["finished"] else "cut_off"
 
 
-def _judged(score: tuple | None, threshold: float, *, wrong_wanted: bool) -> str | None:
+def _weak_verdict(score: tuple | None, threshold: float) -> str | None:
+    """Why a weak answer cannot be rejected: the verifier could not score it, or scored it right."""
     if score is None:
         return "unscored"
-    if wrong_wanted and score[0] >= threshold:
-        return "weak_right"
-    return None
+    return "weak_right" if score[0] >= threshold else None
 
 
 def _score(verifier: Scorer, prompts: list[Prompt], answers: list[list[dict]], think: bool | None

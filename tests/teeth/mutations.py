@@ -692,7 +692,7 @@ MUTATIONS = [
       "the strong side's first answer is chosen, right or wrong"),
     M("verified_pairs_weak_first", "with pairs.verifier, the strong side answers only the prompts whose weak answer "
       "the verifier scored wrong", "verbs/po.md#pairs-checked-by-a-verifier", "smolalign/pairs/verified.py",
-      "    if wrong_wanted and score[0] >= threshold:", "    if False:",
+      '    return "weak_right" if score[0] >= threshold else None', "    return None",
       ("tests/integration/test_verified_pairs.py::test_chosen_are_verified_right_and_rejected_wrong",
        "tests/integration/test_verified_pairs.py::test_the_strong_side_answers_only_what_the_weak_side_got_wrong"),
       "a weak answer that passes is rejected anyway, and the strong side samples every prompt"),
