@@ -35,6 +35,7 @@ from smolalign.pairs.report import (
     unpaired_lengths,
 )
 from smolalign.pairs.scorer import Scorer, build_scorer, pick
+from smolalign.pairs.sides import answer_fields, exclusion
 from smolalign.progress import Progress
 from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
@@ -111,19 +112,13 @@ def _sample(recipe: Recipe, prompts: list[Prompt], log: WorkLog) -> dict:
                 for mode, group in by_mode.items():
                     samples = generator.sample(group, seed, n, {**generator.kwargs, "enable_thinking": mode == "think"})
                     records += [{"key": p.key, "side": SIDE, "mode": mode, "seed": seed, "generator": provenance,
-                                 "answers": [{"text": a.text, "finished": a.finished, "tokens": a.tokens, "ids": a.ids}
-                                             for a in answers]} for p, answers in zip(group, samples, strict=True)]
+                                 "answers": [answer_fields(a) for a in answers]}
+                                for p, answers in zip(group, samples, strict=True)]
                 log.append(records)
                 progress.update(len(batch) * n)
     finally:
         generator.close()
     return counts
-
-
-def _exclusion(answer: dict) -> str | None:
-    if not answer["text"].strip():
-        return "empty_answer"
-    return None if answer["finished"] else "cut_off"
 
 
 def _grade(recipe: Recipe, prompts: list[Prompt], records: list[dict], scorer: Scorer, key: str
@@ -135,7 +130,7 @@ def _grade(recipe: Recipe, prompts: list[Prompt], records: list[dict], scorer: S
     for i, record in enumerate(records):
         for j, answer in enumerate(record["answers"]):
             candidates["sampled"] += 1
-            reason = _exclusion(answer)
+            reason = exclusion(answer)
             if reason:
                 candidates[reason] += 1
             else:
@@ -149,7 +144,7 @@ def _grade(recipe: Recipe, prompts: list[Prompt], records: list[dict], scorer: S
         columns["completion_ids"] = [a["ids"] for a in answers]
     totals, parts = scorer.score([a["text"] for a in answers], columns) if usable else ([], [])
     scores = [[None] * len(r["answers"]) for r in records]
-    details = [[{"excluded": _exclusion(a), "tokens": a["tokens"]} for a in r["answers"]] for r in records]
+    details = [[{"excluded": exclusion(a), "tokens": a["tokens"]} for a in r["answers"]] for r in records]
     for (i, j), total, part in zip(usable, totals, parts, strict=True):
         scores[i][j] = total
         details[i][j].update(score=total, scores=part)

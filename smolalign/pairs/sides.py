@@ -1,5 +1,6 @@
 """The two sides of strong-vs-weak pairs: generating one side's answers into the work log, batch by batch, and the
-pair row written from a chosen and a rejected answer with their provenance (used by `build` and `verified`)."""
+pair row written from a chosen and a rejected answer with their provenance (used by `build` and `verified`); and
+what every generated answer is logged as and excluded for (graded pairs too)."""
 
 import sys
 
@@ -13,6 +14,13 @@ from smolalign.recipe.schema import Recipe
 
 def answer_fields(answer) -> dict:
     return {"text": answer.text, "finished": answer.finished, "tokens": answer.tokens, "ids": answer.ids}
+
+
+def exclusion(answer: dict) -> str | None:
+    """Why a logged answer can be neither chosen nor rejected: empty, or cut off by max_new_tokens."""
+    if not answer["text"].strip():
+        return "empty_answer"
+    return None if answer["finished"] else "cut_off"
 
 
 def generate_side(recipe: Recipe, side: str, prompts: list[Prompt], log: WorkLog, samples: int = 1) -> dict:

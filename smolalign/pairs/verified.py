@@ -8,7 +8,7 @@ from rewards.think_mode import row_mode
 from smolalign.pairs.output import WorkLog
 from smolalign.pairs.prompts import Prompt, load_prompts
 from smolalign.pairs.scorer import Scorer, build_scorer
-from smolalign.pairs.sides import generate_side, pair_row
+from smolalign.pairs.sides import exclusion, generate_side, pair_row
 from smolalign.recipe.schema import Recipe
 
 DROPPED = ("empty_answer", "cut_off", "unscored", "weak_right", "strong_never_right")
@@ -25,7 +25,7 @@ def verified_pairs(recipe: Recipe, prompts: list[Prompt], log: WorkLog, verifier
     weak_scores = _score(verifier, prompts, [[record] for record in weak], pairs.weak.think)
     open_prompts = []
     for prompt, record, (score,) in zip(prompts, weak, weak_scores, strict=True):
-        reason = _exclusion(record) or _weak_verdict(score, threshold)
+        reason = exclusion(record) or _weak_verdict(score, threshold)
         if reason:
             dropped[reason] += 1
         else:
@@ -37,7 +37,7 @@ def verified_pairs(recipe: Recipe, prompts: list[Prompt], log: WorkLog, verifier
     rows = []
     for (prompt, rejected, rejected_score), answers, scores in zip(open_prompts, strong, strong_scores, strict=True):
         right = [i for i, (answer, score) in enumerate(zip(answers, scores, strict=True))
-                 if not _exclusion(answer) and score is not None and score[0] >= threshold]
+                 if not exclusion(answer) and score is not None and score[0] >= threshold]
         if not right:
             dropped["strong_never_right"] += 1
             continue
@@ -73,12 +73,6 @@ def _answers(record: dict) -> list[dict]:
     return [{**answer, "generator": record["generator"], "seed": record["seed"]} for answer in answers]
 
 
-def _exclusion(answer: dict) -> str | None:
-    if not answer["text"].strip():
-        return "empty_answer"
-    return None if answer["finished"] else "cut_off"
-
-
 def _weak_verdict(score: tuple | None, threshold: float) -> str | None:
     """Why a weak answer cannot be rejected: the verifier could not score it, or scored it right."""
     if score is None:
@@ -90,7 +84,7 @@ def _score(verifier: Scorer, prompts: list[Prompt], answers: list[list[dict]], t
            ) -> list[list[tuple[float, dict] | None]]:
     """(weighted sum, {reward: value}) for every usable answer, None for one excluded or unscorable: one pass of
     the verifier over all of them, with the prompt's columns as TRL passes them to a reward."""
-    usable = [(i, j) for i, group in enumerate(answers) for j, a in enumerate(group) if not _exclusion(a)]
+    usable = [(i, j) for i, group in enumerate(answers) for j, a in enumerate(group) if not exclusion(a)]
     results: list[list[tuple[float, dict] | None]] = [[None] * len(group) for group in answers]
     if not usable:
         return results
