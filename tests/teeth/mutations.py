@@ -685,8 +685,8 @@ MUTATIONS = [
       "every answer is generated again"),
     M("verified_pairs_chosen_right", "with pairs.verifier, every chosen answer is one the verifier scored right and "
       "every rejected one it scored wrong", "verbs/po.md#pairs-checked-by-a-verifier", "smolalign/pairs/verified.py",
-      "if not _exclusion(answer) and score is not None and score[0] >= threshold]",
-      "if not _exclusion(answer) and score is not None]",
+      "if not exclusion(answer) and score is not None and score[0] >= threshold]",
+      "if not exclusion(answer) and score is not None]",
       ("tests/integration/test_verified_pairs.py::test_chosen_are_verified_right_and_rejected_wrong",
        "tests/integration/test_verified_pairs.py::test_the_strong_side_answers_only_what_the_weak_side_got_wrong"),
       "the strong side's first answer is chosen, right or wrong"),
