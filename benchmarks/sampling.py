@@ -41,23 +41,13 @@ def library_sampler(backend: str):
     """The engine's own sampler: smolalign's replacements switched off while the generator is built and runs."""
     import smolalign.generation.vllm_engine as vllm_engine
     import smolalign.pairs.backends as backends
-    from smolalign.generation import vllm_cpu_sampler
 
     saved = backends.fast_sampling, vllm_engine.fast_cpu_sampling
-    backends.fast_sampling = lambda accelerator: contextlib.nullcontext()
-    vllm_engine.fast_cpu_sampling = lambda: None
-    restore = None
-    if backend == "vllm":
-        from vllm.v1.sample.ops.topk_topp_sampler import TopKTopPSampler
-
-        restore = TopKTopPSampler.forward_cpu
-        TopKTopPSampler.forward_cpu = getattr(vllm_cpu_sampler.forward_cpu, "vllm", restore)
+    backends.fast_sampling = vllm_engine.fast_cpu_sampling = lambda accelerator: contextlib.nullcontext()
     try:
         yield
     finally:
         backends.fast_sampling, vllm_engine.fast_cpu_sampling = saved
-        if restore is not None:
-            TopKTopPSampler.forward_cpu = restore
 
 
 def run(backend: str, step: dict, prompts: list, own: bool) -> tuple[float, list]:

@@ -17,31 +17,39 @@ from collections.abc import Iterator
 
 from smolalign.generation.draw import inverse_cdf
 from smolalign.generation.nucleus import lowest_kept_logit
+from smolalign.library_patch import replaced
 
 
-def top_p_call(self, input_ids, scores):
-    """`TopPLogitsWarper.__call__` with the nucleus found among the most likely tokens, and transformers' sort for
-    the rows `nucleus.lowest_kept_logit` leaves to one."""
-    original = top_p_call.transformers
-    if self.min_tokens_to_keep != 1 or scores.dim() != 2:
-        return original(self, input_ids, scores)
-    cutoff, to_sort = lowest_kept_logit(scores, self.top_p)
-    processed = scores.masked_fill(scores < cutoff, self.filter_value)
-    if to_sort.any():
-        processed[to_sort] = original(self, input_ids[to_sort] if input_ids is not None else None, scores[to_sort])
-    return processed
+def nucleus_top_p(transformers_call):
+    """`TopPLogitsWarper.__call__` with the nucleus found among the most likely tokens, and transformers' sort
+    (`transformers_call`) for the rows `nucleus.lowest_kept_logit` leaves to one."""
+
+    def top_p_call(self, input_ids, scores):
+        if self.min_tokens_to_keep != 1 or scores.dim() != 2:
+            return transformers_call(self, input_ids, scores)
+        cutoff, to_sort = lowest_kept_logit(scores, self.top_p)
+        processed = scores.masked_fill(scores < cutoff, self.filter_value)
+        if to_sort.any():
+            processed[to_sort] = transformers_call(self, input_ids[to_sort] if input_ids is not None else None,
+                                                   scores[to_sort])
+        return processed
+
+    return top_p_call
 
 
-def multinomial_call(input, num_samples, replacement=False, *, generator=None, out=None):
+def one_uniform_per_row(torch_multinomial):
     """`torch.multinomial` with one row's token per uniform number for what generation asks of it (a CPU batch of
-    rows, one sample each); anything else goes to torch's own."""
-    import torch
+    rows, one sample each); anything else goes to torch's own (`torch_multinomial`)."""
 
-    original = multinomial_call.torch
-    if input.dim() != 2 or num_samples != 1 or out is not None or input.device.type != "cpu":
-        return original(input, num_samples, replacement, generator=generator, out=out)
-    uniforms = torch.rand(len(input), dtype=torch.float64, generator=generator)
-    return inverse_cdf(input, uniforms).unsqueeze(1)
+    def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):
+        import torch
+
+        if input.dim() != 2 or num_samples != 1 or out is not None or input.device.type != "cpu":
+            return torch_multinomial(input, num_samples, replacement, generator=generator, out=out)
+        uniforms = torch.rand(len(input), dtype=torch.float64, generator=generator)
+        return inverse_cdf(input, uniforms).unsqueeze(1)
+
+    return multinomial
 
 
 @contextlib.contextmanager
@@ -54,13 +62,5 @@ def fast_sampling(accelerator: str) -> Iterator[None]:
     import torch
     from transformers.generation.logits_process import TopPLogitsWarper
 
-    saved, saved_draw = TopPLogitsWarper.__call__, torch.multinomial
-    if saved is not top_p_call:
-        top_p_call.transformers = saved
-    if saved_draw is not multinomial_call:
-        multinomial_call.torch = saved_draw
-    TopPLogitsWarper.__call__, torch.multinomial = top_p_call, multinomial_call
-    try:
+    with replaced(TopPLogitsWarper, "__call__", nucleus_top_p), replaced(torch, "multinomial", one_uniform_per_row):
         yield
-    finally:
-        TopPLogitsWarper.__call__, torch.multinomial = saved, saved_draw

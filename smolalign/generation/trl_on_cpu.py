@@ -1,5 +1,5 @@
-"""What TRL 1.16's vLLM paths need on a CPU, applied while smolalign builds a trainer that generates with vLLM (GRPO,
-online DPO, distillation), and nowhere else (docs/vllm-cpu.md):
+"""What TRL 1.16's vLLM paths need on a CPU, applied while a stage that generates with vLLM (GRPO, online DPO,
+distillation) loads and trains (stages.library_patches), and nowhere else (docs/vllm-cpu.md):
 
 - colocated (`generation.backend: vllm_colocate`): the engine TRL builds gets this machine's settings
   (vllm_engine.engine_options: the generation precision, a KV cache for the sequences TRL runs at once), and keeps
@@ -26,6 +26,7 @@ from pathlib import Path
 from smolalign.generation.vllm_engine import engine_options
 from smolalign.generation.vllm_inspection import inspected_here
 from smolalign.hardware import Hardware
+from smolalign.library_patch import replaced
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -82,9 +83,9 @@ def cpu_sync_client_class():
 
 @contextlib.contextmanager
 def trl_generation_on_cpu(generation, hardware: Hardware, *, dtype: str, sequence_tokens: int) -> Iterator[None]:
-    """While the trainer is built: on a CPU, TRL's colocated engines built with this machine's settings and
-    writable weights, or TRL's server client syncing through the filesystem (see the module docstring). Nothing on
-    a GPU or with the transformers backend."""
+    """While it is open: on a CPU, TRL's colocated engines built with this machine's settings and writable weights,
+    or TRL's server client syncing through the filesystem (see the module docstring). Nothing on a GPU or with the
+    transformers backend."""
     if hardware.on_gpu or generation is None or generation.backend == "transformers":
         yield
         return
@@ -92,19 +93,22 @@ def trl_generation_on_cpu(generation, hardware: Hardware, *, dtype: str, sequenc
     from trl.generation import vllm_generation
 
     builders = (vllm_generation, online_dpo_trainer)  # where TRL 1.16 builds its engines and clients
-    if generation.backend == "vllm_server":
-        client = cpu_sync_client_class()
-        originals = [module.VLLMClient for module in builders]
-        for module in builders:
-            module.VLLMClient = client
-        try:
-            yield
-        finally:
-            for module, original in zip(builders, originals, strict=True):
-                module.VLLMClient = original
-        return
-    import vllm._custom_ops as custom_ops
-    from vllm import LLM
+    with contextlib.ExitStack() as patches:
+        if generation.backend == "vllm_server":
+            client = cpu_sync_client_class()
+            for module in builders:
+                patches.enter_context(replaced(module, "VLLMClient", lambda trl_client: client))
+        else:
+            for module in builders:
+                patches.enter_context(replaced(module, "LLM", lambda trl_llm: _engine_builder(
+                    trl_llm, hardware, dtype=dtype, sequence_tokens=sequence_tokens)))
+            _keep_linear_weights(patches)
+        yield
+
+
+def _engine_builder(llm_class, hardware: Hardware, *, dtype: str, sequence_tokens: int):
+    """`llm_class(**kwargs)` (vLLM's LLM) with this machine's engine options over TRL's, its model class inspected
+    in this process."""
 
     def build(model: str, **kwargs):
         options = engine_options(model, hardware, dtype=dtype, sequence_tokens=sequence_tokens,
@@ -112,21 +116,17 @@ def trl_generation_on_cpu(generation, hardware: Hardware, *, dtype: str, sequenc
                                  tensor_parallel=kwargs.get("tensor_parallel_size") or 1)
         kwargs.pop("gpu_memory_utilization", None)
         with inspected_here(hardware):
-            return LLM(**{**kwargs, **options})
+            return llm_class(**{**kwargs, **options})
 
+    return build
+
+
+def _keep_linear_weights(patches: contextlib.ExitStack) -> None:
+    """Both CPU paths that pack a linear layer's weights and drop `layer.weight` (oneDNN; on AMX in bf16, the SGL
+    kernels) leave TRL's weight sync nothing to write to: off while `patches` is open, so F.linear reads the weights
+    in place."""
+    import vllm._custom_ops as custom_ops
     import vllm.model_executor.layers.utils as layer_utils
 
-    # Both CPU paths that pack a linear layer's weights and drop `layer.weight` (oneDNN; on AMX in bf16, the SGL
-    # kernels) leave TRL's weight sync nothing to write to: off while TRL builds its engine, so F.linear reads the
-    # weights in place.
-    original_onednn, original_sgl = custom_ops._supports_onednn, layer_utils.check_cpu_sgl_kernel
-    for module in builders:
-        module.LLM = build
-    custom_ops._supports_onednn = False
-    layer_utils.check_cpu_sgl_kernel = lambda *args: False
-    try:
-        yield
-    finally:
-        for module in builders:
-            module.LLM = LLM
-        custom_ops._supports_onednn, layer_utils.check_cpu_sgl_kernel = original_onednn, original_sgl
+    patches.enter_context(replaced(custom_ops, "_supports_onednn", lambda supported: False))
+    patches.enter_context(replaced(layer_utils, "check_cpu_sgl_kernel", lambda check: lambda *args: False))

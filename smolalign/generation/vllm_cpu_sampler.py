@@ -8,8 +8,8 @@ then again row by row from each request's generator, overwriting the first draw.
 settings (temperature 0.6, top-p 0.95, seeded) that was two thirds of a decoding step of the bundled 135M model:
 369 ms against 112 ms greedy for 64 sequences.
 
-`fast_cpu_sampling` replaces that method, in this process (where smolalign builds vLLM's engine on a CPU), with one
-that
+`fast_cpu_sampling` replaces that method while smolalign builds vLLM's engine on a CPU in this process (the engine's
+sampler binds the method then, and keeps it after the class has vLLM's own back), with one that
 - finds each row's nucleus among its most likely tokens by vLLM's rule (smolalign/generation/nucleus.py), and
   with vLLM's own sort for the rows where it spans a quarter of the vocabulary or ends in a tie;
 - draws each row's token from one uniform number (smolalign/generation/draw.py): a seeded request's from its own
@@ -19,8 +19,12 @@ that
 With a top-k, or a top-p of 1 on some row, the mask is vLLM's own. On a GPU nothing is replaced.
 """
 
+import contextlib
+from collections.abc import Iterator
+
 from smolalign.generation.draw import inverse_cdf, seeded_uniforms
 from smolalign.generation.nucleus import lowest_kept_logit
+from smolalign.library_patch import replaced
 
 
 def nucleus(logits, top_p):
@@ -56,10 +60,14 @@ def forward_cpu(self, logits, generators, k, p):
     return inverse_cdf(probs, seeded_uniforms(len(probs), generators)), logits_to_return
 
 
-def fast_cpu_sampling() -> None:
-    """Make this process's vLLM sample on a CPU as above (idempotent; vLLM's method stays at `forward_cpu.vllm`)."""
+@contextlib.contextmanager
+def fast_cpu_sampling(accelerator: str) -> Iterator[None]:
+    """While it is open, on a CPU ("cpu"), a vLLM engine built in this process samples as the module docstring says;
+    on a GPU nothing changes."""
+    if accelerator != "cpu":
+        yield
+        return
     from vllm.v1.sample.ops.topk_topp_sampler import TopKTopPSampler
 
-    if TopKTopPSampler.forward_cpu is not forward_cpu:
-        forward_cpu.vllm = TopKTopPSampler.forward_cpu
-        TopKTopPSampler.forward_cpu = forward_cpu
+    with replaced(TopKTopPSampler, "forward_cpu", lambda vllm_forward_cpu: forward_cpu):
+        yield

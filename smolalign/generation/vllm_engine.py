@@ -270,10 +270,7 @@ def offline_engine(where: str, options: dict, hardware: Hardware):
     require_vllm(where, hardware)
     from vllm import LLM
 
-    if not hardware.on_gpu:
-        fast_cpu_sampling()  # before the engine builds its sampler, which binds the method then
-
-    with _in_process(hardware), inspected_here(hardware):
+    with _in_process(hardware), inspected_here(hardware), fast_cpu_sampling(hardware.accelerator):
         try:
             return LLM(**options)
         except Exception as exc:  # noqa: BLE001 - vLLM's own refusal of this model on this machine

@@ -27,7 +27,7 @@ from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection, Recipe
 from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
-from smolalign.stages.generating import building_trainer, generating
+from smolalign.stages.generating import generating
 from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.stages.trainers import trainer_class
@@ -218,11 +218,10 @@ def load(run: Run, opened: OpenRun, checked: DistillChecked) -> Iterator[tuple]:
         teacher.eval()
         teacher.requires_grad_(False)
         start_run(run, opened)
-        with building_trainer(run, opened):
-            trainer = trainer_class(recipe.stage, recipe.method)(
-                model=student, teacher_model=teacher, args=config, train_dataset=prompts, processing_class=tokenizer,
-                peft_config=peft_config(run),
-                callbacks=[metrics_callback(opened.run_dir), generation.watchdog.callback()])
+        trainer = trainer_class(recipe.stage, recipe.method)(
+            model=student, teacher_model=teacher, args=config, train_dataset=prompts, processing_class=tokenizer,
+            peft_config=peft_config(run),
+            callbacks=[metrics_callback(opened.run_dir), generation.watchdog.callback()])
         generation.check_syncs(trainer)
         del student, teacher  # the trainer holds them; finish() frees them before evaluating
         yield trainer, tokenizer

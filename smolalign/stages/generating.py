@@ -1,18 +1,17 @@
 """What a stage whose policy generates while it trains (GRPO, online DPO, distillation) adds to its run: the
 server's port and vLLM's engine checked before anything loads; the server (one smolalign starts, on the GPUs kept for
-it, or one that runs) and the stall watchdog held from the config to the end of training; TRL's engines built for
-the CPU while the trainer is built; and every weight sync into vLLM timed and checked (stages.weight_sync).
+it, or one that runs) and the stall watchdog held from the config to the end of training; and every weight sync
+into vLLM timed and checked (stages.weight_sync).
 `smolalign rl recipes/quickstart/rl.yaml --dry-run`
 """
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from smolalign.generation.backend_settings import ServerAddress, stall_timeout, sync_timeout
 from smolalign.generation.server import check_port, served_generation
-from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
-from smolalign.generation.vllm_engine import check_generation, generated_tokens
+from smolalign.generation.vllm_engine import check_generation
 from smolalign.hardware import generation_dtype
 from smolalign.models.config import model_width
 from smolalign.resolve import Run
@@ -62,11 +61,3 @@ def generating(run: Run, opened) -> Iterator[Generation]:
           stall_watchdog(stall, server, sync_timeout(run.recipe.generation)) as watchdog):
         address = ServerAddress(server.base_url, server.group_port) if server else None
         yield Generation(address, watchdog)
-
-
-def building_trainer(run: Run, opened) -> AbstractContextManager:
-    """While the trainer is built: on a CPU, TRL's colocated engines or server client built for it
-    (`generation.trl_on_cpu`)."""
-    return trl_generation_on_cpu(run.recipe.generation, run.hardware,
-                                 dtype=policy_generation_dtype(run),
-                                 sequence_tokens=generated_tokens(run))

@@ -25,19 +25,17 @@ from copy import deepcopy
 from smolalign.generation.shared_prefill import generate_sharing_prompts
 from smolalign.hardware import CPU_AUTOCAST_ATTENTION
 
-_COPIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-"""The trained model -> its bf16 copy (made on its first generation, refreshed before each one)."""
 
-
-def generation_model(model, accelerator):
-    """The model to generate with: `model` itself, or its bf16 copy refreshed from its current weights."""
+def generation_model(model, accelerator, copies: "weakref.WeakKeyDictionary"):
+    """The model to generate with: `model` itself, or its bf16 copy refreshed from its current weights. `copies` maps
+    a trained model to its copy (made on its first generation, refreshed before each one)."""
     import torch
 
     if not _copy_applies(model, accelerator):
         return model
-    copy = _COPIES.get(model)
+    copy = copies.get(model)
     if copy is None:
-        copy = _COPIES[model] = _bf16_copy(model)
+        copy = copies[model] = _bf16_copy(model)
     with torch.no_grad():
         for target, source in zip(copy.parameters(), model.parameters(), strict=True):
             target.copy_(source)
@@ -77,12 +75,14 @@ def _bf16_copy(model):
 
 
 def _generating_with_copy(unwrap):
+    """TRL's `unwrap` yielding the bf16 copy where it applies; the copies live as long as the returned function."""
+    copies = weakref.WeakKeyDictionary()
+
     @contextlib.contextmanager
     def unwrap_model_for_generation(model, accelerator, *args, **kwargs):
         with unwrap(model, accelerator, *args, **kwargs) as unwrapped:
-            yield generation_model(unwrapped, accelerator)
+            yield generation_model(unwrapped, accelerator, copies)
 
-    unwrap_model_for_generation.trl_original = unwrap
     return unwrap_model_for_generation
 
 
@@ -95,14 +95,14 @@ def _trl_modules():
 @contextlib.contextmanager
 def bf16_generation_copy(accelerator: str) -> Iterator[None]:
     """While it is open, on a CPU ("cpu"), TRL's trainers generate with the bf16 copy where it applies (see the module
-    docstring); a trainer module imported while it is open gets the same. On a GPU nothing changes."""
+    docstring); a trainer module imported while it is open gets the same, and every module TRL's function again when
+    it closes (`library_patch.replaced` would miss the modules imported meanwhile). On a GPU nothing changes."""
     if accelerator != "cpu":
         yield
         return
     import trl.models.utils as trl_model_utils
 
-    original = getattr(trl_model_utils.unwrap_model_for_generation, "trl_original",
-                       trl_model_utils.unwrap_model_for_generation)
+    original = trl_model_utils.unwrap_model_for_generation
     wrapped = _generating_with_copy(original)
     for module in _trl_modules():
         if module.unwrap_model_for_generation is original:

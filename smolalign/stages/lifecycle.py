@@ -11,7 +11,6 @@ from datetime import timedelta
 from pathlib import Path
 
 from smolalign.evaluation.run import check_stage_eval, evaluate_stage
-from smolalign.generation.transformers_sampler import fast_sampling
 from smolalign.generation.vllm_engine import leave_vllm_groups
 from smolalign.gpu_partition import GpuPartition, partition_of_this_process
 from smolalign.hardware import resolve_dtype
@@ -34,9 +33,8 @@ from smolalign.runs.rundir import (
 )
 from smolalign.runs.save_on_signal import SavedOnSignal, listening, save_on_signal_callback
 from smolalign.stages.generating import add_sync_row, check_generating
-from smolalign.stages.generation_copy import bf16_generation_copy
+from smolalign.stages.library_patches import library_patches
 from smolalign.stages.low_precision_updates import keep_low_precision_updates
-from smolalign.stages.scored_positions import scored_positions_only
 from smolalign.stages.teardown import release_training_state
 
 
@@ -102,9 +100,7 @@ def run_lifecycle(stage: Stage, run: Run, *, output_dir: Path | None = None, dry
     if dry_run:
         return None
     opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus)
-    accelerator = run.hardware.accelerator
-    with (scored_positions_only(accelerator), bf16_generation_copy(accelerator), fast_sampling(accelerator),
-          stage.load(run, opened, checked) as (trainer, tokenizer)):
+    with library_patches(run, generates=stage.generates), stage.load(run, opened, checked) as (trainer, tokenizer):
         model_dir = train_and_save(trainer, tokenizer, opened.run_dir, opened.checkpoint)
     return finish(trainer, opened.run_dir, model_dir, evaluation, *stage.summary, hub=run.recipe.hub)
 

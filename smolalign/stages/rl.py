@@ -25,7 +25,7 @@ from smolalign.recipe.schema import Recipe
 from smolalign.recipe.typecheck import resolve_rewards
 from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
-from smolalign.stages.generating import building_trainer, generating
+from smolalign.stages.generating import generating
 from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.tool_grpo import tool_grpo_trainer
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
@@ -187,11 +187,10 @@ def load_generating(run: Run, opened: OpenRun, checked: PromptsChecked, make_con
             args = make_config(run, hardware, opened.run_dir, generation.server)
             model = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
             start_run(run, opened)
-            with building_trainer(run, opened):
-                trainer = trainer_type(
-                    model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train,
-                    eval_dataset=prompts.eval, processing_class=tokenizer, peft_config=peft_config(run),
-                    callbacks=[metrics_callback(opened.run_dir), generation.watchdog.callback()], **with_tools)
+            trainer = trainer_type(
+                model=model, reward_funcs=rewards, args=args, train_dataset=prompts.train,
+                eval_dataset=prompts.eval, processing_class=tokenizer, peft_config=peft_config(run),
+                callbacks=[metrics_callback(opened.run_dir), generation.watchdog.callback()], **with_tools)
             generation.check_syncs(trainer)
             del model  # the trainer holds it; finish() frees it before an evaluation
             yield trainer, tokenizer

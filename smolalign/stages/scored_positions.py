@@ -17,6 +17,8 @@ import contextlib
 import importlib
 from collections.abc import Iterator
 
+from smolalign.library_patch import replaced
+
 # The modules whose `_use_triton` decides, per call, whether only the scored positions are projected.
 _DECIDING_MODULES = ("trl.trainer.utils", "trl.trainer.distillation_trainer")
 
@@ -27,21 +29,14 @@ def projects_scored_positions_only(use_triton):
     def compact(device) -> bool:
         return use_triton(device) or device.type == "cpu"
 
-    compact.widens = use_triton
     return compact
 
 
 @contextlib.contextmanager
 def scored_positions_only(accelerator: str) -> Iterator[None]:
     """While it is open, on a CPU ("cpu"), TRL projects only the positions it scores; on a GPU nothing changes."""
-    if accelerator != "cpu":
+    with contextlib.ExitStack() as patches:
+        if accelerator == "cpu":
+            for module in map(importlib.import_module, _DECIDING_MODULES):
+                patches.enter_context(replaced(module, "_use_triton", projects_scored_positions_only))
         yield
-        return
-    originals = {module: module._use_triton for module in map(importlib.import_module, _DECIDING_MODULES)}
-    for module, original in originals.items():
-        module._use_triton = projects_scored_positions_only(getattr(original, "widens", original))
-    try:
-        yield
-    finally:
-        for module, original in originals.items():
-            module._use_triton = original

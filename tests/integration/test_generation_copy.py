@@ -3,6 +3,8 @@ each generation (smolalign.stages.generation_copy): the copy is compared with th
 with a model loaded in bfloat16 from the same weights (greedy tokens), and a real GRPO run is watched generating in
 bf16 while it trains float32 weights."""
 
+import weakref
+
 import pytest
 import torch
 from tiny_models import addition_prompts, grpo_recipe, write_jsonl
@@ -35,8 +37,8 @@ def _greedy(model, input_ids):
 def test_the_copy_holds_the_policys_current_weights_in_bf16(policy, tiny_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    accelerator = _accelerator("bf16")
-    copy = generation_model(policy, accelerator)
+    accelerator, copies = _accelerator("bf16"), weakref.WeakKeyDictionary()
+    copy = generation_model(policy, accelerator, copies)
     assert copy is not policy and {p.dtype for p in copy.parameters()} == {torch.bfloat16}
     assert {p.dtype for p in policy.parameters()} == {torch.float32}  # the trained weights are untouched
     for (name, mine), original in zip(copy.named_parameters(), policy.parameters(), strict=True):
@@ -47,7 +49,7 @@ def test_the_copy_holds_the_policys_current_weights_in_bf16(policy, tiny_dir, tm
     with torch.no_grad():
         for parameter in policy.parameters():
             parameter.add_(torch.randn_like(parameter) * 0.05)
-    assert generation_model(policy, accelerator) is copy
+    assert generation_model(policy, accelerator, copies) is copy
     for mine, original in zip(copy.parameters(), policy.parameters(), strict=True):
         assert torch.equal(mine, original.detach().to(torch.bfloat16))
 
@@ -59,12 +61,12 @@ def test_the_copy_holds_the_policys_current_weights_in_bf16(policy, tiny_dir, tm
 
 
 def test_the_policy_itself_generates_without_bf16_mixed_precision(policy):
-    assert generation_model(policy, _accelerator("no")) is policy
+    assert generation_model(policy, _accelerator("no"), {}) is policy
 
 
 def test_the_policy_itself_generates_when_its_weights_are_bf16_already(policy):
     policy.to(torch.bfloat16)
-    assert generation_model(policy, _accelerator("bf16")) is policy
+    assert generation_model(policy, _accelerator("bf16"), {}) is policy
 
 
 def test_a_grpo_run_samples_in_bf16_and_trains_float32_weights(monkeypatch, cli, write_recipe, tiny_dir, tmp_path):

@@ -17,8 +17,8 @@ from smolalign.generation.vllm_cpu_sampler import forward_cpu, nucleus  # noqa: 
 
 VOCABULARY = 49_152  # SmolLM's
 
-VLLM_FORWARD_CPU = getattr(forward_cpu, "vllm", TopKTopPSampler.forward_cpu)
-"""vLLM's own method, whether or not an engine built earlier in this process replaced it."""
+VLLM_FORWARD_CPU = TopKTopPSampler.forward_cpu
+"""vLLM's own method (smolalign's replaces it only while an engine is built)."""
 
 
 def batch_logits(sharpness: float, rows: int = 64, seed: int = 0) -> torch.Tensor:

@@ -214,7 +214,8 @@ MUTATIONS = [
       "generation loads float32 weights on every CPU"),
     M("cpu_generation_copy", "on a CPU with bf16, trainers that sample while training generate from a bfloat16 "
       "copy of the float32 policy, refreshed before each generation", "checkpoints.md#precision",
-      "smolalign/stages/lifecycle.py", "bf16_generation_copy(accelerator),", "bf16_generation_copy(\"cuda\"),",
+      "smolalign/stages/library_patches.py", "patches.enter_context(bf16_generation_copy(accelerator))",
+      "patches.enter_context(bf16_generation_copy(\"cuda\"))",
       ("tests/integration/test_generation_copy.py::test_a_grpo_run_samples_in_bf16_and_trains_float32_weights",),
       "runs never install the copy: GRPO generates with the float32 weights under autocast"),
     M("cpu_autocast_eager_attention", "on a CPU with bf16, models trained under autocast use smolalign's attention "
@@ -239,8 +240,8 @@ MUTATIONS = [
        "test_a_padded_batch_gets_the_logits_of_the_implementation_for_its_length[512-eager]",),
       "every length runs SDPA"),
     M("cpu_scored_positions", "on a CPU, TRL's fused LM head projects only the positions it scores",
-      "checkpoints.md#precision", "smolalign/stages/lifecycle.py", "with (scored_positions_only(accelerator),",
-      "with (scored_positions_only(\"cuda\"),",
+      "checkpoints.md#precision", "smolalign/stages/library_patches.py",
+      "patches.enter_context(scored_positions_only(accelerator))", "patches.enter_context(scored_positions_only(\"cuda\"))",
       ("tests/integration/test_scored_positions.py::test_an_sft_run_from_the_cli_projects_only_the_tokens_it_trains",),
       "runs keep TRL's CPU choice: every position of the batch is projected"),
     M("grpo_shared_prompts", "on a CPU, GRPO runs each distinct prompt of a batch through the model once and its "
@@ -291,7 +292,8 @@ MUTATIONS = [
     M("vllm_cpu_sampler", "on a CPU, vLLM's engine samples through smolalign's sampler: the top-p nucleus among the "
       "most likely tokens and each token drawn from one uniform number of its request's generator, reruns repeating",
       "vllm-cpu.md", "smolalign/generation/vllm_engine.py",
-      "        fast_cpu_sampling()  # before", "        pass  # before",
+      "inspected_here(hardware), fast_cpu_sampling(hardware.accelerator):",
+      "inspected_here(hardware), fast_cpu_sampling(\"cuda\"):",
       ("tests/integration/test_vllm_generation.py::"
        "test_sampled_vllm_answers_come_from_smolaligns_draw_and_repeat",),
       "engines keep vLLM's sampler: every row's vocabulary sorted for a top-p, an exponential drawn for every word"),
@@ -373,16 +375,15 @@ MUTATIONS = [
       "the engine goes on with the first model's weights: every later model answers as the first"),
     M("transformers_sampling_training", "on a CPU, trainers that sample with transformers and a top-p find its "
       "nucleus among the most likely tokens instead of sorting the vocabulary",
-      "checkpoints.md#precision", "smolalign/stages/lifecycle.py",
-      "bf16_generation_copy(accelerator), fast_sampling(accelerator),",
-      "bf16_generation_copy(accelerator), fast_sampling(\"cuda\"),",
+      "checkpoints.md#precision", "smolalign/stages/library_patches.py",
+      "patches.enter_context(fast_sampling(accelerator))", "patches.enter_context(fast_sampling(\"cuda\"))",
       ("tests/integration/test_transformers_sampler.py::test_a_grpo_run_with_a_top_p_finds_its_rollouts_nucleus",),
       "rollouts keep transformers' sort of every row's vocabulary"),
     M("transformers_one_number_draw", "on a CPU, transformers' generation draws each sampled token from one uniform "
       "number of the global generator instead of an exponential for every word",
       "checkpoints.md#precision", "smolalign/generation/transformers_sampler.py",
-      "TopPLogitsWarper.__call__, torch.multinomial = top_p_call, multinomial_call",
-      "TopPLogitsWarper.__call__, torch.multinomial = top_p_call, saved_draw",
+      'replaced(torch, "multinomial", one_uniform_per_row)',
+      'replaced(torch, "multinomial", lambda torch_multinomial: torch_multinomial)',
       ("tests/integration/test_transformers_sampler.py::test_generation_draws_each_token_from_one_uniform_number",),
       "generation keeps torch.multinomial: 49,152 exponentials a row and token"),
     M("transformers_sampling_generators", "on a CPU, eval and pairs with transformers find a top-p nucleus as "
@@ -513,7 +514,7 @@ MUTATIONS = [
     M("colocated_engine_follows_the_policy", "a colocated vLLM engine generates with the current policy: at every "
       "weight sync its log-probs of a fixed completion equal the trainer's within 1e-4 (GRPO, online DPO, "
       "distillation)", "scaling/vllm.md#on-a-cpu; vllm-cpu.md", "smolalign/generation/trl_on_cpu.py",
-      "    custom_ops._supports_onednn = False\n", "",
+      '    patches.enter_context(replaced(custom_ops, "_supports_onednn", lambda supported: False))\n', "",
       ("tests/integration/test_vllm_rl.py::test_grpo_generates_with_the_current_policy",),
       "oneDNN prepacks the engine's weights and TRL's sync cannot write them"),
     M("server_engine_follows_the_policy", "GRPO in server mode syncs its weights into the real vLLM server (on a CPU "

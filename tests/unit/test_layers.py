@@ -27,7 +27,8 @@ LAYERS: tuple[tuple[str, tuple[Part, ...]], ...] = (
         ("smolalign.gpus", "the GPUs a plan can target and memory sizes written as text"),
         ("smolalign.hardware", "what this machine offers, and the dtype and precision that follow"),
         ("smolalign.ports", "TCP ports on this machine: free or in use"),
-        ("smolalign.deepspeed_settings", "a DeepSpeed preset as accelerate and DeepSpeed take it"))),
+        ("smolalign.deepspeed_settings", "a DeepSpeed preset as accelerate and DeepSpeed take it"),
+        ("smolalign.library_patch", "a library's attribute replaced while a block runs, and put back"))),
     ("recipe", (
         ("smolalign.recipe", "recipe YAML parsed and type-checked: extends, --set, did-you-mean, the method table"),)),
     ("machine", (
