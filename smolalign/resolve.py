@@ -1,10 +1,12 @@
 """Parse, resolve, run: a parsed `Recipe` and the machine it will run on become, once, one typed and frozen `Run`
 that the plan, the preflight, the stages and the launchers receive: the effective TRL settings for that machine's
-processes, the model sources classified, the method's entry in the method table and the data the run trains on.
-`smolalign sft RECIPE --dry-run` prints what it holds.
+processes (`train:` and `peft:` checked against TRL's and peft's config classes here, where they are first
+imported), the model sources classified, the method's entry in the method table, the data the run trains on and
+every reward the recipe names, built. `smolalign sft RECIPE --dry-run` prints what it holds.
 
-Nothing here loads weights or data: classifying a model source reads a directory's file names at most, and the
-generated pairs' file is named by a hash of what they depend on.
+Nothing here loads weights or data: classifying a model source reads a directory's file names at most, the
+generated pairs' file is named by a hash of what they depend on, and a reward is built without scoring anything (a
+reward model's config is read; a sandbox's workers start on first use).
 """
 
 import dataclasses
@@ -12,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from smolalign.errors import SmolalignError
+from rewards.registry import resolve_reward
+from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.hardware import Hardware, detect_hardware
 from smolalign.inputs.pairs_file import pairs_path
 from smolalign.models.sources import ModelSource, resolve_model, resolve_source
@@ -21,12 +24,28 @@ from smolalign.recipe.method_table import MethodSpec, method_spec
 from smolalign.recipe.resolved import recipe_to_dict
 from smolalign.recipe.schema import Recipe
 from smolalign.recipe.settings import TrainSettings, train_settings
+from smolalign.recipe.typecheck import check_config_section
 from smolalign.recipe.validate import load_recipe
 from smolalign.target import Target, this_machine
 
 Role = Literal["model", "reference", "teacher"]
 """The models a recipe names: the policy (`model:`), a preference method's `reference: {source: ...}`, the
 distillation `teacher:`."""
+
+
+@dataclass(frozen=True)
+class Rewards:
+    """Every reward a recipe names, each built once (`build_rewards`), in its section's order. A step that closes one
+    (a scorer's sandbox) is the last to use it in the process."""
+
+    training: tuple = ()
+    """`rewards:` (GRPO, online DPO)."""
+    scorer: tuple = ()
+    """`pairs.graded.scorer`."""
+    verifier: tuple = ()
+    """`pairs.verifier.rewards`."""
+    evaluation: tuple = ()
+    """`eval.rewards`."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +70,8 @@ class Run:
     sources: dict[Role, ModelSource] = field(default_factory=dict)
     """The model sources by role, classified once here. A source that does not resolve yet (the output of an earlier
     stage, say) is left out; `source` resolves it when a stage needs it, or names what is missing."""
+    rewards: Rewards = Rewards()
+    """The recipe's rewards, built."""
 
     def source(self, role: Role = "model") -> ModelSource:
         """The model source of `role` (a SmolalignError naming it when it does not resolve)."""
@@ -77,10 +98,13 @@ def resolve(recipe: Recipe, hardware: Hardware | None = None, target: Target | N
     """The run of `recipe` on `hardware`, checked for `target` (this machine's when None)."""
     hardware, target = hardware or detect_hardware(), target or this_machine()
     spec = method_spec(recipe.stage, recipe.method)
-    settings = train_settings(spec.config_class(), recipe.train, recipe.launch, hardware.world_size,
-                              spec.prompt_groups)
+    config_class = spec.config_class()
+    check_config_section(config_class, recipe.train, "train")
+    if recipe.peft is not None:
+        check_config_section(lora_config_class(), recipe.peft, "peft")
+    settings = train_settings(config_class, recipe.train, recipe.launch, hardware.world_size, spec.prompt_groups)
     return Run(recipe=recipe, hardware=hardware, target=target, method_spec=spec, settings=settings,
-               data=data_plan(recipe), sources=model_sources(recipe))
+               data=data_plan(recipe), sources=model_sources(recipe), rewards=build_rewards(recipe))
 
 
 def load_run(name_or_path: str, overrides: list[str], stage: str, hardware: Hardware | None = None,
@@ -88,6 +112,37 @@ def load_run(name_or_path: str, overrides: list[str], stage: str, hardware: Hard
     """Read a recipe (name or path), apply `--set` overrides, parse it for `stage` and resolve it for `hardware`
     and `target` (this machine's when None)."""
     return resolve(load_recipe(name_or_path, overrides, stage), hardware, target)
+
+
+def lora_config_class() -> type:
+    from peft import LoraConfig
+
+    return LoraConfig
+
+
+def build_rewards(recipe: Recipe) -> Rewards:
+    """Each reward section of the recipe built by the rewards registry: an unknown name, a bad parameter, a team's
+    file that does not load or a reward model without a score head is refused (exit 2, named by its recipe key)
+    before anything loads."""
+    pairs = recipe.pairs
+    return Rewards(
+        training=reward_functions(recipe.rewards, "rewards"),
+        scorer=reward_functions(pairs.graded.scorer, "pairs.graded.scorer") if pairs and pairs.graded else (),
+        verifier=reward_functions(pairs.verifier.rewards, "pairs.verifier.rewards") if pairs and pairs.verifier
+        else (),
+        evaluation=reward_functions(recipe.evaluation.rewards, "eval.rewards") if recipe.evaluation else ())
+
+
+def reward_functions(sections, where: str) -> tuple:
+    """Each reward section (`name` and `params`) built by the rewards registry; a problem is refused as
+    `where.INDEX`."""
+    built = []
+    for index, section in enumerate(sections):
+        try:
+            built.append(resolve_reward(section.name, section.params))
+        except USER_ERRORS as exc:
+            raise SmolalignError(f"{where}.{index}: {exc}") from None
+    return tuple(built)
 
 
 def data_plan(recipe: Recipe) -> DataSection:

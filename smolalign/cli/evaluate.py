@@ -107,6 +107,7 @@ def inputs_from_options(models: list[str], baseline: str | None, template: str, 
     """The command line as checked evaluation inputs (exit 2 on any problem, before a model loads)."""
     from smolalign.evaluation.inputs import parse_model, prepare, unique_labels
     from smolalign.recipe.eval_schema import EvalRewardSection, EvalSection
+    from smolalign.resolve import reward_functions
 
     names = [name.strip() for spec in settings.pop("reward") for name in spec.split(",") if name.strip()]
     params = {name: _json_object(name, text) for name, text in _named("--params", settings.pop("params"), names)}
@@ -130,7 +131,9 @@ def inputs_from_options(models: list[str], baseline: str | None, template: str, 
         if not sep:
             raise SmolalignError(f"--compare {value!r}: expected LABEL=BASE, two model labels (po=sft)")
         compared_to[label.strip()] = other.strip()
-    return prepare(section, parsed, parsed[0].label if base is not None else None, template, compared_to=compared_to)
+    functions = reward_functions(section.rewards, "--reward")
+    return prepare(section, functions, parsed, parsed[0].label if base is not None else None, template,
+                   compared_to=compared_to)
 
 
 def data_source(text: str, split: str):

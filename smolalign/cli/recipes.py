@@ -42,6 +42,8 @@ def validate(recipe: RecipeArg, set_: SetOption = None,
              for_: ForMachine = None) -> None:
     """Check every section (unknown keys, types, TRL fields) without touching data or weights, and what the recipe
     needs from the machine it runs on (this one, or the one --for describes)."""
+    import dataclasses
+
     from smolalign.hardware import Hardware
     from smolalign.preflight import findings, preflight
     from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
@@ -59,10 +61,11 @@ def validate(recipe: RecipeArg, set_: SetOption = None,
     section = raw.get("launch") if isinstance(raw.get("launch"), dict) else {}
     target, preset = described_target(for_, parsed.launch, parsed.generation, section)
     # the target's processes and GPUs divide the global batch; its caches are not this machine's
-    preflight(resolve(parsed, Hardware("cuda", target.gpus, target.where, True, target.processes, 1), target))
+    run = resolve(parsed, Hardware("cuda", target.gpus, target.where, True, target.processes, 1), target)
+    preflight(run)
     launched = f"{target.processes} training process(es)" + (f", preset {preset}" if preset else "")
     typer.echo(f"{path}: ok for {target.where}: {launched}")
-    for problem in findings(parsed, this_machine()):
+    for problem in findings(dataclasses.replace(run, target=this_machine())):
         typer.echo(f"note: on this machine, {problem}")
 
 
@@ -93,7 +96,7 @@ def _import(file: Path, fmt: str | None, out: Path | None, stage: str | None) ->
         run = resolve(parse_recipe(mapping, imported.stage, str(out or file)))
     except SmolalignError as exc:
         raise SmolalignError(f"{file}: the imported recipe does not validate: {exc}") from None
-    imported.lines += [f"note     on this machine, {problem}" for problem in findings(run.recipe, run.target)]
+    imported.lines += [f"note     on this machine, {problem}" for problem in findings(run)]
     write_import(file, imported, out)
 
 

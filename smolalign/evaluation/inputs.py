@@ -4,12 +4,12 @@ columns the rewards read. A problem here is a SmolalignError (exit 2) before any
 import inspect
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewards.registry import check_reward_columns, check_team_reward, resolve_reward
+from rewards.registry import check_reward_columns, check_team_reward
 from rewards.think_mode import without_mode_flags
 from smolalign.data.check import check_reward_rows
 from smolalign.data.mixture import ORIGIN
@@ -83,10 +83,12 @@ def unique_labels(models: list[EvalModel]) -> list[EvalModel]:
     return out
 
 
-def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None, template_name: str,
-            template_kwargs: dict | None = None, compared_to: dict[str, str] | None = None) -> EvalInputs:
-    """Check and read everything but the weights; `baseline` is the label of one of `models`, `compared_to` maps
-    labels of `models` to the label each is compared with instead (a stage with its own input)."""
+def prepare(section: EvalSection, functions: Sequence[Callable], models: list[EvalModel], baseline: str | None,
+            template_name: str, template_kwargs: dict | None = None,
+            compared_to: dict[str, str] | None = None) -> EvalInputs:
+    """Check and read everything but the weights; `functions` are `section.rewards` built (`resolve.reward_functions`),
+    `baseline` is the label of one of `models`, `compared_to` maps labels of `models` to the label each is compared
+    with instead (a stage with its own input)."""
     if baseline is not None and baseline not in {m.label for m in models}:
         raise SmolalignError(f"eval: the baseline {baseline!r} is not one of the models")
     labels = [m.label for m in models]
@@ -100,8 +102,7 @@ def prepare(section: EvalSection, models: list[EvalModel], baseline: str | None,
     if template_name != MODEL_TEMPLATE:
         resolve_template(template_name)
     rewards = []
-    for reward in section.rewards:
-        function = resolve_reward(reward.name, reward.params)
+    for reward, function in zip(section.rewards, functions, strict=True):
         if hasattr(function, "probe"):  # a judge: its server answers now, or the evaluation does not start
             function.probe()
         rewards.append((reward, function))

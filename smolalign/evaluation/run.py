@@ -15,7 +15,7 @@ from smolalign.evaluation.report import (
     write_outputs,
 )
 from smolalign.hardware import free_accelerator_memory
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 EVAL_FILE = "eval.json"
 """A stage's evaluation of its model in its run directory (a recipe's eval: section, a sweep cell, `smolalign eval
@@ -40,15 +40,16 @@ def evaluate(inputs: EvalInputs, *, json_path: Path | None = None, markdown_path
     return report
 
 
-def check_stage_eval(recipe: Recipe) -> EvalInputs | None:
-    """The recipe's `eval:` section checked before training (data, columns, rewards, the input model); the stage's
-    output joins the models in `evaluate_stage`, once it exists."""
+def check_stage_eval(run: Run) -> EvalInputs | None:
+    """The run's `eval:` section checked before training (data, columns, its built rewards, the input model); the
+    stage's output joins the models in `evaluate_stage`, once it exists."""
+    recipe = run.recipe
     section = recipe.evaluation
     if section is None:
         return None
     models = [EvalModel("before", recipe.model.source)] if section.before else []
-    inputs = prepare(section, models, "before" if section.before else None, section.template or recipe.template.name,
-                     recipe.template.kwargs)
+    inputs = prepare(section, run.rewards.evaluation, models, "before" if section.before else None,
+                     section.template or recipe.template.name, recipe.template.kwargs)
     compared = "its input (before) and its output (after)" if section.before else "its output"
     rewards = ", ".join(reward.name for reward, _ in inputs.rewards)
     print(f"eval: when the stage ends, {len(inputs.prompts)} prompts × {section.samples} in "

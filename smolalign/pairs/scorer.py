@@ -1,5 +1,5 @@
 """The scorer of generated answers (graded pairs' scorer, strong-vs-weak pairs' verifier): the recipe's rewards,
-resolved by the rewards registry like GRPO's and eval's, and their weighted sum per answer; and the pick of the chosen and rejected candidates from the scores.
+built when the run was resolved (`Run.rewards`) like GRPO's and eval's, and their weighted sum per answer; and the pick of the chosen and rejected candidates from the scores.
 
 A candidate that one reward cannot score (None: an unparseable gold answer, a judge that timed out) gets no score
 at all, rather than a sum that silently treats the missing part as 0.
@@ -15,7 +15,7 @@ from smolalign.data.check import check_reward_rows
 from smolalign.data.mixture import ORIGIN
 from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.recipe.generation_schema import RewardSection
-from smolalign.recipe.typecheck import resolve_rewards
+from smolalign.resolve import Run
 
 
 @dataclass
@@ -70,10 +70,14 @@ class Scorer:
                 reward.close()
 
 
-def build_scorer(sections: list[RewardSection], where: str) -> Scorer:
-    """Every reward resolved now, so an unknown name, a bad parameter or a reward model without a head is refused
-    before anything generates."""
-    return Scorer(list(sections), resolve_rewards(sections, where), where)
+def graded_scorer(run: Run) -> Scorer:
+    """`pairs.graded.scorer` of a resolved run, on its built rewards."""
+    return Scorer(list(run.recipe.pairs.graded.scorer), list(run.rewards.scorer), "pairs.graded.scorer")
+
+
+def verifier_scorer(run: Run) -> Scorer:
+    """`pairs.verifier.rewards` of a resolved run, on its built rewards."""
+    return Scorer(list(run.recipe.pairs.verifier.rewards), list(run.rewards.verifier), "pairs.verifier.rewards")
 
 
 def pick(scores: list[float | None], how: str, margin: float, rng: random.Random) -> tuple[int, int] | str:

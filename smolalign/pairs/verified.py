@@ -7,9 +7,10 @@ pair's chosen answer scores at least the threshold and its rejected answer less;
 from rewards.think_mode import row_mode
 from smolalign.pairs.output import WorkLog
 from smolalign.pairs.prompts import Prompt, load_prompts
-from smolalign.pairs.scorer import Scorer, build_scorer
+from smolalign.pairs.scorer import Scorer, verifier_scorer
 from smolalign.pairs.sides import exclusion, generate_side, pair_row
 from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 DROPPED = ("empty_answer", "cut_off", "unscored", "weak_right", "strong_never_right")
 """Why a prompt gives no verified pair, in the order the checks run."""
@@ -52,15 +53,12 @@ def verified_pairs(recipe: Recipe, prompts: list[Prompt], log: WorkLog, verifier
     return progress, rows, dropped
 
 
-def verifier_plan_row(recipe: Recipe) -> str:
+def verifier_plan_row(run: Run) -> str:
     """The plan's line for the verifier, after checking it can score the prompts' rows (the columns its rewards read,
-    a gold answer that parses) before anything loads."""
-    section = recipe.pairs.verifier
-    verifier = build_scorer(section.rewards, "pairs.verifier.rewards")
-    try:
-        verifier.check(load_prompts(recipe.pairs).prompts)
-    finally:
-        verifier.close()
+    a gold answer that parses) before anything loads. Its rewards stay open for the pairs' generation."""
+    section = run.recipe.pairs.verifier
+    verifier = verifier_scorer(run)
+    verifier.check(load_prompts(run.recipe.pairs).prompts)
     budget = (f"strong draws up to {section.strong_samples} answers for each prompt whose weak answer fails"
               if section.strong_samples > 1 else "strong answers each prompt whose weak answer fails")
     return (f"{verifier.describe()}: a pair's chosen answer scores >= {section.threshold:g}, its rejected one less; "

@@ -2,9 +2,9 @@
 resolved for its target, so `--dry-run` and a real run refuse it before any weight loads, with exit 2 and one line
 naming the key and the fix.
 
-The checks are one table, `CHECKS` (docs/scaling/preflight.md lists the same table). Each takes the recipe and the
-`Target` it is checked for (smolalign.target: this machine, or the nodes of a Slurm job) and returns the problem and
-its fix, or None. The checks live with their concern: preflight.gpus (processes per GPU, bf16, the driver),
+The checks are one table, `CHECKS` (docs/scaling/preflight.md lists the same table). Each takes the resolved run,
+whose `Target` is what it is checked for (smolalign.target: this machine, or the nodes of a Slurm job), and returns
+the problem and its fix, or None. The checks live with their concern: preflight.gpus (processes per GPU, bf16, the driver),
 preflight.kernels (attention, Liger), preflight.vllm, preflight.packages (trackers, DeepSpeed) and
 preflight.services (the hub, judges). Nothing here initialises CUDA: GPUs are counted through NVML.
 """
@@ -18,9 +18,7 @@ from smolalign.preflight.kernels import check_attention, check_liger
 from smolalign.preflight.packages import check_deepspeed, check_report_to
 from smolalign.preflight.services import check_hub, check_judges
 from smolalign.preflight.vllm import check_eval, check_pairs, check_rl_generation
-from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
-from smolalign.target import Target
 
 
 @dataclass(frozen=True)
@@ -28,7 +26,7 @@ class Check:
     key: str
     needs: str
     """What the check requires, in one line (docs/scaling/preflight.md says it at length)."""
-    run: Callable[[Recipe, Target], str | None]
+    run: Callable[[Run], str | None]
 
 
 CHECKS = (
@@ -42,7 +40,8 @@ CHECKS = (
           check_processes),
     Check("pairs.*.backend", "vllm: vLLM installed and importable", check_pairs),
     Check("eval.backend", "vllm: vLLM installed and importable", check_eval),
-    Check("rewards / pairs.graded.scorer / eval.rewards", "judge: its server answers", check_judges),
+    Check("rewards / pairs.graded.scorer / pairs.verifier.rewards / eval.rewards", "judge: its server answers",
+          check_judges),
     Check("train.use_liger_kernel", "liger-kernel installed and a GPU", check_liger),
     Check("train.report_to", "a tracker transformers knows, installed (extras: wandb, trackio, tensorboard)",
           check_report_to),
@@ -52,13 +51,13 @@ CHECKS = (
 )
 
 
-def findings(recipe: Recipe, target: Target) -> list[str]:
-    """What `target` cannot run of the recipe's choices, one message (key and fix) per failed check."""
-    return [problem for check in CHECKS if (problem := check.run(recipe, target))]
+def findings(run: Run) -> list[str]:
+    """What the run's target cannot run of its recipe's choices, one message (key and fix) per failed check."""
+    return [problem for check in CHECKS if (problem := check.run(run))]
 
 
 def preflight(run: Run) -> None:
     """Refuse the run (SmolalignError: key and fix) if its target cannot run one of the recipe's choices."""
-    problems = findings(run.recipe, run.target)
+    problems = findings(run)
     if problems:
         raise SmolalignError(problems[0])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from smolalign import hardware
 from smolalign.gpu_partition import server_device_count, training_device_count
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 
 def processes_problem(processes: int, gpus: int, generation, where: str, option: str) -> str | None:
@@ -28,13 +28,15 @@ def processes_problem(processes: int, gpus: int, generation, where: str, option:
             f"{gpus} or fewer")
 
 
-def check_processes(recipe: Recipe, target) -> str | None:
+def check_processes(run: Run) -> str | None:
     """One training process per GPU, beside a started vLLM server's GPUs (unless the server has a node of its own)."""
+    recipe, target = run.recipe, run.target
     generation = None if target.server_node else recipe.generation
     return processes_problem(target.processes, target.gpus, generation, target.where, "launch.num_processes")
 
 
-def check_bf16(recipe: Recipe, target) -> str | None:
+def check_bf16(run: Run) -> str | None:
+    recipe, target = run.recipe, run.target
     asks = recipe.model.dtype == "bfloat16" or recipe.train.get("bf16") is True
     if not (asks and target.gpus):
         return None
@@ -70,9 +72,10 @@ def nvidia_driver_version() -> str | None:
     return first if re.fullmatch(r"\d+\.\d+(?:\.\d+)?", first) else None
 
 
-def check_driver(recipe: Recipe, target) -> str | None:
+def check_driver(run: Run) -> str | None:
     """On this machine (a Slurm job's nodes have their own driver): its NVIDIA driver runs the CUDA torch is built
     for."""
+    target = run.target
     if not target.here:
         return None
     import torch

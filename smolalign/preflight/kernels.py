@@ -1,7 +1,7 @@
 """The preflight checks of a recipe's kernels: its attention implementation (flash-attn installed and a GPU, flex
 attention in this torch, a hub kernel's package) and Liger's kernels (installed, and a GPU to run on)."""
 
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 ATTENTION_DEFAULT = "flex_attention"
 """What the shipped GPU recipes name: built into torch (nothing to install in the image), and transformers builds
@@ -12,7 +12,8 @@ FLASH_ATTENTION = {"flash_attention_2": ("flash_attn", "pip install flash-attn -
                    "flash_attention_3": ("flash_attn_interface", "build flash-attention's hopper/ directory")}
 
 
-def check_attention(recipe: Recipe, target) -> str | None:
+def check_attention(run: Run) -> str | None:
+    recipe, target = run.recipe, run.target
     name = recipe.model.attn_implementation
     if name in (None, "eager", "sdpa"):
         return None
@@ -37,7 +38,8 @@ def check_attention(recipe: Recipe, target) -> str | None:
             "eager or flash_attention_2")
 
 
-def check_liger(recipe: Recipe, target) -> str | None:
+def check_liger(run: Run) -> str | None:
+    recipe, target = run.recipe, run.target
     if not recipe.train.get("use_liger_kernel"):
         return None
     if not target.has("liger_kernel"):

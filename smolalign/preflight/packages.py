@@ -4,14 +4,15 @@ for `train.report_to` (transformers knows it, and the target has it), DeepSpeed 
 
 from smolalign.errors import SmolalignError
 from smolalign.preflight.vllm import needs_vllm
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 from smolalign.target import EXTRA_MODULES, this_machine
 
 REPORT_EXTRAS = ("wandb", "trackio", "tensorboard")
 """The trackers smolalign ships as extras (pyproject's optional dependencies of the same names)."""
 
 
-def check_report_to(recipe: Recipe, target) -> str | None:
+def check_report_to(run: Run) -> str | None:
+    recipe, target = run.recipe, run.target
     wanted = recipe.train.get("report_to")
     names = [wanted] if isinstance(wanted, str) else list(wanted or [])
     names = [n for n in names if n not in ("none", "all")]
@@ -40,7 +41,8 @@ def check_report_to(recipe: Recipe, target) -> str | None:
     return None
 
 
-def check_deepspeed(recipe: Recipe, target) -> str | None:
+def check_deepspeed(run: Run) -> str | None:
+    recipe, target = run.recipe, run.target
     preset = recipe.launch.preset if recipe.launch else None
     if (recipe.train.get("deepspeed") or (preset or "").startswith("zero")) and not target.has("deepspeed"):
         key = "train.deepspeed" if recipe.train.get("deepspeed") else f"launch.preset {preset}"

@@ -4,12 +4,12 @@ before anything loads, not at every request."""
 
 import os
 
-from rewards.registry import resolve_reward
 from smolalign.errors import USER_ERRORS
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 
-def check_hub(recipe: Recipe, target) -> str | None:
+def check_hub(run: Run) -> str | None:
+    recipe = run.recipe
     if recipe.hub is None:
         return None
     if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
@@ -22,16 +22,23 @@ def check_hub(recipe: Recipe, target) -> str | None:
     return None
 
 
-def check_judges(recipe: Recipe, target) -> str | None:
-    """A judge's server (rl rewards, a graded scorer, eval rewards) is asked once, now, not at every request."""
-    graded = recipe.pairs.graded.scorer if recipe.pairs is not None and recipe.pairs.graded is not None else []
-    entries = [*((f"rewards.{i}", r) for i, r in enumerate(recipe.rewards)),
-               *((f"pairs.graded.scorer.{i}", r) for i, r in enumerate(graded)),
-               *((f"eval.rewards.{i}", r) for i, r in enumerate(recipe.evaluation.rewards if recipe.evaluation else []))]
-    for key, section in entries:
-        if section.name == "judge":
-            try:
-                resolve_reward(section.name, section.params).probe()
-            except USER_ERRORS as exc:
-                return f"{key}: {exc}"
+def check_judges(run: Run) -> str | None:
+    """A judge's server (rl rewards, a graded scorer, a verifier, eval rewards) is asked once, now, not at every
+    request: the run's own judges, built when it was resolved."""
+    recipe, built = run.recipe, run.rewards
+    pairs = recipe.pairs
+    sections = {
+        "rewards": (recipe.rewards, built.training),
+        "pairs.graded.scorer": (pairs.graded.scorer if pairs is not None and pairs.graded is not None else (),
+                                built.scorer),
+        "pairs.verifier.rewards": (pairs.verifier.rewards if pairs is not None and pairs.verifier is not None else (),
+                                   built.verifier),
+        "eval.rewards": (recipe.evaluation.rewards if recipe.evaluation else (), built.evaluation)}
+    for where, (listed, functions) in sections.items():
+        for index, (section, function) in enumerate(zip(listed, functions, strict=True)):
+            if section.name == "judge":
+                try:
+                    function.probe()
+                except USER_ERRORS as exc:
+                    return f"{where}.{index}: {exc}"
     return None

@@ -4,7 +4,7 @@ exist, and no sleep mode on a CPU. Whether vLLM installs and imports is generati
 generation code asks too before it builds an engine."""
 
 from smolalign.generation.vllm_install import vllm_import_problem, vllm_install
-from smolalign.recipe.schema import Recipe
+from smolalign.resolve import Run
 
 
 def needs_vllm(key: str, target, fallback: str) -> str | None:
@@ -17,7 +17,8 @@ def needs_vllm(key: str, target, fallback: str) -> str | None:
     return None
 
 
-def check_rl_generation(recipe: Recipe, target) -> str | None:
+def check_rl_generation(run: Run) -> str | None:
+    recipe, target = run.recipe, run.target
     generation = recipe.generation
     if generation is None or generation.backend == "transformers":
         return None
@@ -36,7 +37,8 @@ def check_rl_generation(recipe: Recipe, target) -> str | None:
     return None  # enough GPUs for the server and the training processes: check_processes
 
 
-def check_pairs(recipe: Recipe, target) -> str | None:
+def check_pairs(run: Run) -> str | None:
+    recipe, target = run.recipe, run.target
     if recipe.pairs is None:
         return None
     for side, section in recipe.pairs.generators.items():
@@ -48,7 +50,8 @@ def check_pairs(recipe: Recipe, target) -> str | None:
     return None
 
 
-def check_eval(recipe: Recipe, target) -> str | None:
+def check_eval(run: Run) -> str | None:
+    recipe, target = run.recipe, run.target
     if recipe.evaluation is None or recipe.evaluation.backend != "vllm":
         return None
     return needs_vllm("eval.backend vllm", target, "eval.backend: transformers")

@@ -13,7 +13,7 @@ from smolalign.errors import SmolalignError
 from smolalign.recipe.generation_schema import GenerationSection, RewardSection
 from smolalign.recipe.method_table import METHODS, method_spec
 from smolalign.recipe.schema import Method, ReferenceSection, TeacherSection
-from smolalign.recipe.typecheck import build, resolve_rewards, suggest
+from smolalign.recipe.typecheck import build, suggest
 
 DPO_LOSSES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot",
               "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm")
@@ -87,8 +87,8 @@ def parse_reference(value: Any, method: Method, has_peft: bool) -> ReferenceSect
 
 
 def parse_rl_sections(raw: dict):
-    """(method, rewards, generation, teacher) of an rl recipe; each reward is built once here so a bad name, file or
-    parameter fails before anything loads."""
+    """(method, rewards, generation, teacher) of an rl recipe (the rewards' sections; `smolalign.resolve` builds
+    them)."""
     name = raw.get("method", "grpo")
     if name not in RL_METHODS:
         raise SmolalignError(f"method: {name!r} is not an rl method{suggest(str(name), RL_METHODS)}; one of "
@@ -107,5 +107,4 @@ def parse_rl_sections(raw: dict):
     if not isinstance(listed, list) or not listed:
         raise SmolalignError("rewards: an rl recipe needs a list of rewards, e.g. [{name: math_accuracy}]")
     rewards = tuple(build(RewardSection, item, f"rewards.{i}") for i, item in enumerate(listed))
-    resolve_rewards(rewards, "rewards")
     return Method(name, name), rewards, generation, None

@@ -11,8 +11,7 @@ import typing
 from typing import Any, Literal, Union
 
 from rewards.errors import suggest  # the one did-you-mean, shared with the rewards
-from rewards.registry import resolve_reward
-from smolalign.errors import USER_ERRORS, SmolalignError
+from smolalign.errors import SmolalignError
 from smolalign.recipe.upstream import rename_hint
 
 
@@ -137,15 +136,3 @@ def check_config_section(cls: type, mapping: dict, where: str, extra: typing.Ite
     for key, value in mapping.items():
         if key in fields and value is not None:
             check_value(value, fields[key], _join(where, key))
-
-
-def resolve_rewards(sections: typing.Sequence[Any], where: str) -> list:
-    """Each reward section (`name` and `params`) resolved by the rewards registry, so an unknown name, a bad
-    parameter or a reward model without a head is refused as `where.INDEX` before anything loads."""
-    built = []
-    for index, section in enumerate(sections):
-        try:
-            built.append(resolve_reward(section.name, section.params))
-        except USER_ERRORS as exc:
-            raise SmolalignError(f"{where}.{index}: {exc}") from None
-    return built

@@ -1,9 +1,7 @@
-"""From a merged recipe mapping to a typed `Recipe`: every section parsed and type-checked, `train:` against the
-method's TRL config. Nothing here looks at the machine, a model or a generated file: `smolalign.resolve` does that,
-once, when it turns the `Recipe` into a `Run`.
-
-Checking `train:` and `peft:` imports trl and peft (seconds), so this runs for validate, dry-run and training,
-never for `--help`.
+"""From a merged recipe mapping to a typed `Recipe`: every section parsed and type-checked against smolalign's own
+schema, and keys that contradict each other refused with both named. Parsing imports neither TRL nor peft and builds
+nothing: `smolalign.resolve` checks `train:` against the method's TRL config and `peft:` against peft's, builds the
+rewards and looks at the machine, a model or a generated file, once, when it turns the `Recipe` into a `Run`.
 """
 
 from typing import Any
@@ -26,17 +24,11 @@ from smolalign.recipe.schema import (
     ToolsSection,
 )
 from smolalign.recipe.train_section import normalize_train
-from smolalign.recipe.typecheck import build, check_config_section, reject_unknown, resolve_rewards
+from smolalign.recipe.typecheck import build, reject_unknown
 
 SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train", "launch", "eval", "hub")
 STAGE_SECTIONS = {"po": ("method", "reference", "pairs"),
                   "rl": ("method", "rewards", "generation", "teacher", "tools")}
-
-
-def lora_config_class() -> type:
-    from peft import LoraConfig
-
-    return LoraConfig
 
 
 def parse_recipe(raw: dict, stage: str, source: str) -> Recipe:
@@ -56,8 +48,6 @@ def parse_recipe(raw: dict, stage: str, source: str) -> Recipe:
     template = build(TemplateSection, raw.get("template"), "template")
     data = _data_section(raw.get("data"), pairs)
     peft = _section(raw, "peft")
-    if peft is not None:
-        check_config_section(lora_config_class(), peft, "peft")
     method = reference = generation = teacher = tools = None
     rewards: tuple = ()
     if stage == "rl":
@@ -70,7 +60,6 @@ def parse_recipe(raw: dict, stage: str, source: str) -> Recipe:
         reference = parse_reference(raw.get("reference"), method, peft is not None)
     train = normalize_train(_section(raw, "train") or {}, method_spec(stage, method))
     launch = build(LaunchSection, raw["launch"], "launch") if raw.get("launch") is not None else None
-    check_config_section(method_spec(stage, method).config_class(), train, "train")
     if model.quantization and peft is None:
         raise SmolalignError("model.quantization needs a peft: section (QLoRA trains adapters on a quantized base)")
     evaluation = eval_section(raw.get("eval"))
@@ -93,17 +82,15 @@ def tools_section(mapping: Any, method) -> ToolsSection | None:
 
 
 def eval_section(mapping: Any) -> EvalSection | None:
-    """The `eval:` section, its rewards built once so a bad name or parameter fails before anything loads."""
+    """The `eval:` section (its rewards are built when the recipe is resolved)."""
     if mapping is None:
         return None
-    section = build(EvalSection, mapping, "eval")
-    resolve_rewards(section.rewards, "eval.rewards")
-    return section
+    return build(EvalSection, mapping, "eval")
 
 
 def _pairs_section(raw: dict) -> PairsSection | None:
-    """`pairs:`; a graded sampler without a source samples the policy (model.source), and its scorer's (or the
-    verifier's) rewards are resolved now, so an unknown reward or a reward model without a head is refused before anything generates."""
+    """`pairs:`; a graded sampler without a source samples the policy (model.source). The scorer's and the verifier's
+    rewards are built when the recipe is resolved."""
     mapping = raw.get("pairs")
     if mapping is None:
         return None
@@ -120,9 +107,6 @@ def _pairs_section(raw: dict) -> PairsSection | None:
         if pairs.graded.sampler.temperature == 0:
             raise SmolalignError(f"pairs.graded.sampler.temperature: 0 (greedy) writes {pairs.graded.n} identical "
                                  "answers per prompt; sample with a temperature > 0, e.g. 0.8")
-        resolve_rewards(pairs.graded.scorer, "pairs.graded.scorer")
-    if pairs.verifier is not None:
-        resolve_rewards(pairs.verifier.rewards, "pairs.verifier.rewards")
     return pairs
 
 

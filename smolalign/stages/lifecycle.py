@@ -109,7 +109,7 @@ def announce(run: Run, plan, dry_run: bool):
     """Print the plan and check the recipe's `eval:` section (both before anything loads); a dry run also prints
     the resolved recipe. Returns the checked evaluation inputs (None without an `eval:` section)."""
     print(plan.render())
-    evaluation = check_stage_eval(run.recipe)
+    evaluation = check_stage_eval(run)
     if dry_run:
         print("resolved recipe:\n" + dump_yaml(run.resolved_recipe()))
     return evaluation

@@ -116,7 +116,7 @@ def add_preference_rows(plan, run: Run) -> None:
             rows["pairs"] = (f"{state}: chosen from {pairs.strong.source} ({pairs.strong.backend}), rejected from "
                              f"{pairs.weak.source} ({pairs.weak.backend}) -> {pairs_path(pairs)}")
             if pairs.verifier is not None:
-                rows["verifier"] = verifier_plan_row(recipe)
+                rows["verifier"] = verifier_plan_row(run)
         if "steps" not in rows:
             plan.notes.append("steps are known once the pairs exist (run `smolalign po pairs` first to see them)")
 

@@ -21,8 +21,6 @@ from smolalign.generation.backend_settings import ServerAddress, describe_genera
 from smolalign.hardware import Hardware
 from smolalign.models.load import load_model, load_tokenizer, preflight_tokenizer
 from smolalign.plan import make_plan
-from smolalign.recipe.schema import Recipe
-from smolalign.recipe.typecheck import resolve_rewards
 from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
 from smolalign.stages.generating import generating
@@ -34,10 +32,6 @@ from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 from smolalign.tools.python_tool import PythonTool
 from smolalign.tools.rendering import install_response_parser
 from smolalign.tools.resolve import Tools, resolve_tools
-
-
-def build_rewards(recipe: Recipe) -> list:
-    return resolve_rewards(recipe.rewards, "rewards")
 
 
 def check_batch(run: Run) -> None:
@@ -61,7 +55,7 @@ class PromptsChecked(Checked):
     prompts: object
     """The prompts (`data.prompts.recipe_prompts`: train and held-out)."""
     rewards: list
-    """The rewards, built once."""
+    """The rewards (the run's, built once when it was resolved)."""
     tools: Tools | None = None
 
 
@@ -109,11 +103,11 @@ def add_tools_row(plan, run: Run, tools: Tools) -> None:
 
 def check_prompts_and_rewards(run: Run, rendered_kwargs: dict | None = None):
     """What every generating method checks before a model loads: the prompt rows (read, a sample rendered and
-    tokenized with the generation prompt), the rewards (built, the columns they read present, every row a reward
-    checks (math_accuracy: its gold answer parses), a team's function's signature and one call on the first row).
-    Returns (prompts, rewards, the data check)."""
+    tokenized with the generation prompt), the rewards (the run's, built when it was resolved: the columns they read
+    present, every row a reward checks (math_accuracy: its gold answer parses), a team's function's signature and one
+    call on the first row). Returns (prompts, rewards, the data check)."""
     recipe = run.recipe
-    rewards = build_rewards(recipe)
+    rewards = list(run.rewards.training)
     rows = read_prompt_rows(run.data)
     checked = check_prompt_rows(run, rows.train, run.data.seed, recipe.template.kwargs)
     prompts = recipe_prompts(recipe, rows, rendered_kwargs)

@@ -114,5 +114,5 @@ def evaluate_cell(run: CellRun) -> None:
     """The recipe's `eval:` section on the cell's saved model, as the stage runs it when it ends, and the results
     into the cell's model card."""
     recipe = run.resolved.recipe
-    evaluate_stage(check_stage_eval(recipe), run.run_dir, run.run_dir / MODEL_DIR)
+    evaluate_stage(check_stage_eval(run.resolved), run.run_dir, run.run_dir / MODEL_DIR)
     write_cards(run.run_dir, recipe.hub.repo_id if recipe.hub is not None else None)

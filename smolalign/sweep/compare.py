@@ -52,7 +52,8 @@ def cell_inputs(runs: list[CellRun]) -> EvalInputs:
     recipe = runs[0].resolved.recipe
     section = recipe.evaluation
     models = [EvalModel(run.cell.name, str(run.run_dir / MODEL_DIR)) for run in runs]
-    return prepare(section, models, models[0].label, section.template or recipe.template.name, recipe.template.kwargs)
+    return prepare(section, runs[0].resolved.rewards.evaluation, models, models[0].label,
+                   section.template or recipe.template.name, recipe.template.kwargs)
 
 
 def read_samples(run: CellRun, inputs: EvalInputs) -> dict[str, ModeSamples]:

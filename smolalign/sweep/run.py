@@ -97,7 +97,7 @@ def run_sweep(request: SweepRequest) -> dict | None:
         dry_run(sweep, request, plans)
         return None
 
-    check_stage_eval(sweep.runs[0].resolved.recipe)  # the eval data and its columns, before the first cell trains
+    check_stage_eval(sweep.runs[0].resolved)  # the eval data and its columns, before the first cell trains
     for run in sweep.runs:
         run_cell(run, sweep.recipe, overwrite=request.overwrite, launch=request.launch,
                  num_processes=request.num_processes)
