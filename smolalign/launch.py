@@ -9,7 +9,9 @@ more. For the DeepSpeed presets the preset becomes a DeepSpeed JSON config hande
 machine can test it. FSDP presets need GPUs here.
 
 Without --launch the same happens when the recipe has a `launch:` section, or when this machine has several GPUs for
-training (`planned_launch`: one process per GPU). Inside the launched processes `SMOLALIGN_LAUNCHED` is set, and a
+training (`planned_launch`: one process per GPU). The command resolves its recipe first and decides from that `Run`
+(a recipe that does not parse or resolve is refused once, before any process starts); each launched process
+resolves it again for itself. Inside the launched processes `SMOLALIGN_LAUNCHED` is set, and a
 process any launcher started (accelerate, torchrun, srun) runs the stage instead of launching again. A run that
 starts its vLLM server on this machine's GPUs hands the training processes the GPU partition in their environment;
 with one training process, that process is a child started on it (`run_on_partition`).
@@ -34,9 +36,8 @@ from smolalign.gpu_partition import handed_partition, partition_for_children, tr
 from smolalign.hardware import processes_on_this_node
 from smolalign.ports import free_port
 from smolalign.preflight.gpus import processes_problem
-from smolalign.recipe.generation_schema import GenerationSection
-from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
-from smolalign.recipe.typecheck import build, suggest
+from smolalign.recipe.typecheck import suggest
+from smolalign.resolve import Run
 from smolalign.target import THIS_MACHINE, launch_plan
 
 LAUNCHED = "SMOLALIGN_LAUNCHED"
@@ -59,21 +60,6 @@ def preset_path(name_or_path: str, option: str = "--launch") -> Path:
                          f"(presets: {', '.join(known)})")
 
 
-def _recipe_sections(argv: list[str]) -> tuple[dict, object]:
-    """(the recipe's `launch:` mapping, its generation section or None), with --set applied; empty when the recipe
-    cannot be read here (the stage itself then reports what is wrong with it)."""
-    overrides = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--set", "-s")]
-    if len(argv) < 2 or argv[1].startswith("-"):  # `smolalign STAGE RECIPE ...`: the recipe follows the stage
-        return {}, None
-    try:
-        raw = apply_overrides(read_recipe(recipe_path(argv[1])), overrides)
-        generation = build(GenerationSection, raw["generation"], "generation") if raw.get("generation") else None
-    except (SmolalignError, TypeError, ValueError):
-        return {}, None
-    section = raw.get("launch") or {}
-    return (section if isinstance(section, dict) else {}), generation
-
-
 def training_gpus(generation=None) -> int:
     """GPUs of this machine left for training processes (the CUDA devices this process sees, counted without
     starting CUDA, less a started vLLM server's unless this process was started on the GPU partition already)."""
@@ -81,10 +67,10 @@ def training_gpus(generation=None) -> int:
     return visible if handed_partition() is not None else training_device_count(visible, generation)
 
 
-def partition_for(argv: list[str], processes: int):
-    """The GPU partition (gpu_partition.GpuPartition) the `processes` training processes of `smolalign ARGV` are
-    started on, or None when they need none."""
-    return partition_for_children(_recipe_sections(argv)[1], processes)
+def partition_for(run: Run, processes: int):
+    """The GPU partition (gpu_partition.GpuPartition) the `processes` training processes of `run` are started on,
+    or None when they need none."""
+    return partition_for_children(run.recipe.generation, processes)
 
 
 def run_on_partition(argv: list[str], gpus) -> int:
@@ -97,11 +83,11 @@ def run_on_partition(argv: list[str], gpus) -> int:
     return run_child(command, {**os.environ, **gpus.training_env()})
 
 
-def planned_launch(argv: list[str], launch: str | None, num_processes: int | None) -> tuple[str | None, int]:
-    """(preset, processes) for a train verb that no launcher started, or (None, 1) to run in this process: the
-    recipe's `launch:` and this machine's GPUs left for training, by target.launch_plan."""
-    section, generation = _recipe_sections(argv)
-    return launch_plan(section, training_gpus(generation), launch=launch, num_processes=num_processes)
+def planned_launch(run: Run, launch: str | None, num_processes: int | None) -> tuple[str | None, int]:
+    """(preset, processes) for a run of a train verb that no launcher started, or (None, 1) to run in this process:
+    the recipe's `launch:` and this machine's GPUs left for training, by target.launch_plan."""
+    recipe = run.recipe
+    return launch_plan(recipe.launch, training_gpus(recipe.generation), launch=launch, num_processes=num_processes)
 
 
 def check_not_data_parallel(recipe, argv: list[str]) -> None:
@@ -230,18 +216,19 @@ def strip_launch_options(argv: list[str]) -> list[str]:
     return out
 
 
-def relaunch(preset_name: str, num_processes: int, argv: list[str]) -> int:
-    """Run `smolalign ARGV` under accelerate on `num_processes` processes; returns the launcher's exit code."""
+def relaunch(run: Run, preset_name: str, num_processes: int, argv: list[str]) -> int:
+    """Run `smolalign ARGV` (the command that resolved `run`) under accelerate on `num_processes` processes; returns
+    the launcher's exit code."""
     if num_processes < 1:
         raise SmolalignError("--num-processes must be at least 1")
     preset = preset_path(preset_name)
 
     settings = read_preset(preset)
-    gpus = partition_for(argv, num_processes)
+    gpus = partition_for(run, num_processes)
     env = {**os.environ, LAUNCHED: "1", **(gpus.training_env() if gpus else {})}
     config_file = deepspeed_file = None
     if hardware.detect_hardware().on_gpu:
-        problem = processes_problem(num_processes, hardware.visible_gpu_count(), _recipe_sections(argv)[1],
+        problem = processes_problem(num_processes, hardware.visible_gpu_count(), run.recipe.generation,
                                     THIS_MACHINE, "--num-processes")
         if problem:
             raise SmolalignError(problem)

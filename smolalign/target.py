@@ -3,6 +3,7 @@ machine or for another one (a Slurm job's nodes, the machine `recipes validate -
 smolalign GPU image). The target is chosen by whoever resolves the recipe (`smolalign.resolve.resolve`); the `Run`
 carries it, and the preflight checks the recipe against it."""
 
+import dataclasses
 import importlib.util
 import re
 from dataclasses import dataclass
@@ -65,11 +66,11 @@ def this_machine() -> Target:
     return Target(gpus, THIS_MACHINE, bf16=None, processes=hardware.processes_on_this_node())
 
 
-def launch_plan(section: dict, training_gpus: int, *, launch: str | None = None,
+def launch_plan(section, training_gpus: int, *, launch: str | None = None,
                 num_processes: int | None = None) -> tuple[str | None, int]:
     """(preset, processes) of a train verb on a node whose `training_gpus` are left for training, or (None, 1) to
     run in one process: the one rule of both the launch (launch.planned_launch, this machine) and `recipes validate
-    --for` (a described one). `section` is the recipe's raw `launch:`.
+    --for` (a described one). `section` is the recipe's `launch:` (a LaunchSection, or None).
 
     The preset: --launch, else the recipe's `launch.preset`, else `ddp` where several GPUs are left for training (one
     process seeing them all would be torch's DataParallel, which TRL's trainers refuse). The processes:
@@ -77,12 +78,14 @@ def launch_plan(section: dict, training_gpus: int, *, launch: str | None = None,
     more than one without a launcher is refused, naming what to add."""
     if num_processes is not None and num_processes < 1:
         raise SmolalignError(f"--num-processes {num_processes}: must be at least 1")
-    preset = launch or section.get("preset") or ("ddp" if training_gpus > 1 else None)
+    asked_preset = section.preset if section is not None else None
+    asked_processes = section.num_processes if section is not None else None
+    preset = launch or asked_preset or ("ddp" if training_gpus > 1 else None)
     if preset is None:
-        refuse_processes_without_launcher(num_processes, section.get("num_processes"))
+        refuse_processes_without_launcher(num_processes, asked_processes)
         return None, 1
     if num_processes is None:
-        num_processes = int(section.get("num_processes") or max(training_gpus, 1))
+        num_processes = asked_processes or max(training_gpus, 1)
     return str(preset), num_processes
 
 
@@ -97,25 +100,24 @@ def refuse_processes_without_launcher(asked: int | None, recipe_processes) -> No
                              "launch.preset (ddp, zero2, zero3, fsdp2) or add --launch ddp")
 
 
-def described_target(spec: str, launch=None, generation=None, section: dict | None = None) -> tuple[Target, str | None]:
+def described_target(spec: str, launch=None, generation=None) -> tuple[Target, str | None]:
     """The machine `recipes validate --for SPEC` checks against, and the preset the launch would use there: `NxGPU`
     (8xH100, 2xA100-80GB: N GPUs of a type in the GPU table on one node), or `launch` (the recipe's
     launch.num_processes × launch.gpu), running the smolalign GPU image (its packages: IMAGE_PACKAGES). Its training
-    processes and preset are the ones the launch would start there (`launch_plan` on the recipe's raw `section`),
-    with a vLLM server the run starts (`generation`) on GPUs of its own."""
+    processes and preset are the ones the launch would start there (`launch_plan` on the recipe's `launch`), with a
+    vLLM server the run starts (`generation`) on GPUs of its own."""
 
     if spec == "launch":
         if launch is None or not launch.gpu:
             raise SmolalignError("--for launch: the recipe has no launch.gpu; set it, or name the machine (--for 8xH100)")
-        count, gpu = launch.num_processes, gpu_named(launch.gpu)
+        count, gpu = launch.num_processes or 1, gpu_named(launch.gpu)
     else:
         match = re.fullmatch(r"\s*(\d+)\s*[x×]\s*(\S+)\s*", spec)
         if match is None or int(match[1]) < 1:
             raise SmolalignError(f"--for {spec}: not a machine description; use NxGPU (8xH100, 1xA100-80GB) or launch")
         count, gpu = int(match[1]), gpu_named(match[2], "--for")
-    section = dict(section or {})
     if spec == "launch":  # the recipe's num_processes named the machine's GPUs
-        section.pop("num_processes", None)
-    preset, processes = launch_plan(section, training_device_count(count, generation))
+        launch = dataclasses.replace(launch, num_processes=None)
+    preset, processes = launch_plan(launch, training_device_count(count, generation))
     return Target(count, f"{count}×{gpu.name} (the smolalign image)", bf16=True, processes=processes,
                   packages=IMAGE_PACKAGES), preset

@@ -23,3 +23,10 @@ def loaded_run(name_or_path: str, overrides: list[str], stage: str, *, hardware:
     run = resolve(load_recipe(name_or_path, overrides, stage), hardware, target)
     preflight(run)
     return run
+
+
+def command_run(argv: list[str]) -> Run:
+    """The run a train command line (`[STAGE, RECIPE, --set KEY=VALUE, ...]`) resolves before it decides whether to
+    launch, on one CPU process (the GPUs a test stands in for are counted apart), unchecked."""
+    overrides = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in ("--set", "-s")]
+    return resolve(load_recipe(argv[1], overrides, argv[0]), Hardware("cpu", 0, "a test CPU", False, 1, 1))

@@ -58,8 +58,7 @@ def validate(recipe: RecipeArg, set_: SetOption = None,
         preflight(resolve(parsed))
         typer.echo(f"{path}: ok")
         return
-    section = raw.get("launch") if isinstance(raw.get("launch"), dict) else {}
-    target, preset = described_target(for_, parsed.launch, parsed.generation, section)
+    target, preset = described_target(for_, parsed.launch, parsed.generation)
     # the target's processes and GPUs divide the global batch; its caches are not this machine's
     run = resolve(parsed, Hardware("cuda", target.gpus, target.where, True, target.processes, 1), target)
     preflight(run)

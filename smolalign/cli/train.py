@@ -25,18 +25,36 @@ def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:
     refuse(resume, overwrite)
 
 
-def _maybe_launch(argv: list[str], launch: str | None, num_processes: int | None) -> bool:
-    """Re-run this command (`argv`) on several processes (launch.planned_launch decides: --launch, the recipe's
-    `launch:` section, or one process per GPU), or as one process in a child that sees only training's GPUs when
-    the run starts a vLLM server beside it; unless a launcher started this process."""
-    from smolalign.launch import partition_for, planned_launch, relaunch, run_on_partition, under_launcher
+def _train(stage: str, recipe: str, overrides: list[str] | None, argv: list[str], *, launch: str | None,
+           num_processes: int | None, **options) -> None:
+    """Parse the recipe for `stage` and resolve it once for this machine; then either launch this command (`argv`)
+    on several processes, or as one process in a child that sees only training's GPUs when the run starts a vLLM
+    server beside it (launch.planned_launch decides: --launch, the recipe's `launch:` section, or one process per
+    GPU), or run it here: check what it needs from the machine and run it with its method's stage
+    (`stages.registry`). A process some launcher started (ours, accelerate, torchrun, srun) runs it here; one process
+    that would see several GPUs is refused first, with the command that runs one per GPU."""
+    from smolalign.launch import check_not_data_parallel, under_launcher
+    from smolalign.resolve import load_run
 
-    if under_launcher():  # a rank of a run some launcher started (ours, accelerate, torchrun, srun): run the stage
-        return False
-    launch, num_processes = planned_launch(argv, launch, num_processes)
+    run = load_run(recipe, overrides or [], stage)
+    if not under_launcher() and _launched(run, argv, launch, num_processes):
+        return
+    from smolalign.preflight import preflight  # only where it runs here: a launching command loads no stage
+    from smolalign.stages.registry import run_stage
+
+    preflight(run)
+    check_not_data_parallel(run.recipe, argv)
+    run_stage(run, **options)
+
+
+def _launched(run, argv: list[str], launch: str | None, num_processes: int | None) -> bool:
+    """Whether `run` went to other processes (exit with the launcher's code when it failed)."""
+    from smolalign.launch import partition_for, planned_launch, relaunch, run_on_partition
+
+    launch, num_processes = planned_launch(run, launch, num_processes)
     if launch is not None:
-        code = relaunch(launch, num_processes, argv)
-    elif (gpus := partition_for(argv, 1)) is not None:
+        code = relaunch(run, launch, num_processes, argv)
+    elif (gpus := partition_for(run, 1)) is not None:
         code = run_on_partition(argv, gpus)
     else:
         return False
@@ -45,30 +63,13 @@ def _maybe_launch(argv: list[str], launch: str | None, num_processes: int | None
     return True
 
 
-def _run(stage: str, recipe: str, overrides: list[str] | None, argv: list[str], **options) -> None:
-    """Parse the recipe for `stage`, resolve it once for this machine, check what it needs from the machine, and run
-    it in this process with its method's stage (`stages.registry` decides which); one process that would see several
-    GPUs is refused first, with the command (`argv` launched) that runs one per GPU."""
-    from smolalign.launch import check_not_data_parallel
-    from smolalign.preflight import preflight
-    from smolalign.resolve import load_run
-    from smolalign.stages.registry import run_stage
-
-    run = load_run(recipe, overrides or [], stage)
-    preflight(run)
-    check_not_data_parallel(run.recipe, argv)
-    run_stage(run, **options)
-
-
 def sft(ctx: typer.Context, recipe: RecipeArg, set_: SetOption = None, output_dir: OutputDirOption = None,
         dry_run: DryRun = False, resume: Resume = False, overwrite: Overwrite = False, launch: Launch = None,
         num_processes: NumProcesses = None) -> None:
     """Supervised fine-tuning (assistant-only loss, packing, /think and /no_think templates)."""
     refuse_resume_with_overwrite(resume, overwrite)
-    if _maybe_launch(command_line(ctx), launch, num_processes):
-        return
-    _run("sft", recipe, set_, command_line(ctx), output_dir=output_dir, dry_run=dry_run, resume=resume,
-         overwrite=overwrite)
+    _train("sft", recipe, set_, command_line(ctx), launch=launch, num_processes=num_processes, output_dir=output_dir,
+           dry_run=dry_run, resume=resume, overwrite=overwrite)
 
 
 PoTarget = Annotated[str, typer.Argument(
@@ -86,12 +87,6 @@ def po(ctx: typer.Context, target: PoTarget, pairs_recipe: PairsRecipe = None, s
     """Preference optimization (DPO and its loss variants, APO-zero, KTO, ORPO); `po pairs RECIPE` generates
     chosen/rejected pairs from a strong and a weak model."""
     refuse_resume_with_overwrite(resume, overwrite)
-    argv = command_line(ctx)
-    if target != "pairs" and regenerate:
-        _regenerate_first(target, set_, dry_run)
-        argv = [arg for arg in argv if arg != "--regenerate"]  # launched processes find them generated
-    if target != "pairs" and _maybe_launch(argv, launch, num_processes):
-        return
     if target == "pairs":
         if pairs_recipe is None:
             raise SmolalignError("usage: smolalign po pairs RECIPE")
@@ -99,8 +94,12 @@ def po(ctx: typer.Context, target: PoTarget, pairs_recipe: PairsRecipe = None, s
         return
     if pairs_recipe is not None:
         raise SmolalignError(f"unexpected argument {pairs_recipe!r} (did you mean smolalign po pairs {pairs_recipe}?)")
-    _run("po", target, set_, command_line(ctx), output_dir=output_dir, dry_run=dry_run, resume=resume,
-         overwrite=overwrite)
+    argv = command_line(ctx)
+    if regenerate:
+        _regenerate_first(target, set_, dry_run)
+        argv = [arg for arg in argv if arg != "--regenerate"]  # launched processes find them generated
+    _train("po", target, set_, argv, launch=launch, num_processes=num_processes, output_dir=output_dir,
+           dry_run=dry_run, resume=resume, overwrite=overwrite)
 
 
 def _generate_pairs(recipe: str, overrides: list[str] | None, *, force: bool) -> None:
@@ -130,10 +129,8 @@ def rl(ctx: typer.Context, recipe: RecipeArg, set_: SetOption = None, output_dir
     """On-policy training: GRPO with verifiable rewards (math, format, length, code in a sandbox), or on-policy
     distillation from a teacher (distill, gold, auto)."""
     refuse_resume_with_overwrite(resume, overwrite)
-    if _maybe_launch(command_line(ctx), launch, num_processes):
-        return
-    _run("rl", recipe, set_, command_line(ctx), output_dir=output_dir, dry_run=dry_run, resume=resume,
-         overwrite=overwrite)
+    _train("rl", recipe, set_, command_line(ctx), launch=launch, num_processes=num_processes, output_dir=output_dir,
+           dry_run=dry_run, resume=resume, overwrite=overwrite)
 
 
 def register(app: typer.Typer) -> None:

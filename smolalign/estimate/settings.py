@@ -90,7 +90,7 @@ def launch_fields(recipe, hardware: Hardware, preset: Path | None = None) -> dic
         return _zero_setup(zero, processes, None)
     if preset is None and recipe.launch is not None and recipe.launch.preset:
         preset = preset_path(recipe.launch.preset, "launch.preset")
-        processes = recipe.launch.num_processes
+        processes = recipe.launch.num_processes or 1
     if preset is None:
         return {"sharding": "none", "processes": processes}
     per_node = hardware.device_count if hardware.world_size > hardware.device_count > 0 else None

@@ -177,8 +177,8 @@ class LaunchSection:
 
     preset: str | None = None
     """An accelerate preset (ddp, zero2, zero3, zero3_offload, fsdp2) or config file; --launch overrides it."""
-    num_processes: int = 1
-    """Processes to run on (one per GPU); --num-processes overrides it."""
+    num_processes: int | None = None
+    """Processes to run on; --num-processes overrides it. Unset: one per GPU left for training (1 on a CPU)."""
     global_batch_size: int | None = None
     """Sequences per optimizer step over all processes: gradient accumulation is derived from it, so the batch
     stays the same on 1 or 64 processes."""
@@ -194,7 +194,8 @@ class LaunchSection:
     """Run even when the plan's memory peak is above MEMORY_REFUSED of the device's memory (refused otherwise)."""
 
     def __post_init__(self) -> None:
-        if self.num_processes < 1 or (self.global_batch_size is not None and self.global_batch_size < 1):
+        if (self.num_processes is not None and self.num_processes < 1) or (
+                self.global_batch_size is not None and self.global_batch_size < 1):
             raise ValueError("num_processes and global_batch_size must be at least 1")
 
         if self.gpu is not None:

@@ -5,6 +5,7 @@ recipe's generation.server section; every node runs the Python environment that 
 --container IMAGE, every srun step runs in that image with the paths the run needs mounted at the same place.
 """
 
+import dataclasses
 import os
 import re
 import shlex
@@ -20,10 +21,11 @@ from smolalign.generation.server_command import SERVER_NODE_PORT, serve_options,
 from smolalign.hardware import Hardware
 from smolalign.launch import distributed_type, preset_path
 from smolalign.preflight import preflight
-from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
+from smolalign.recipe.load import recipe_path
 from smolalign.recipe.method_table import METHODS
-from smolalign.recipe.validate import recipe_stage
-from smolalign.resolve import Run, load_run
+from smolalign.recipe.schema import Recipe
+from smolalign.recipe.validate import load_recipe, recipe_stage
+from smolalign.resolve import Run, resolve
 from smolalign.runs.rundir import last_checkpoint
 from smolalign.slurm.container import container_of
 from smolalign.slurm.options import (
@@ -83,8 +85,8 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
     path = recipe_path(request.recipe)
     overrides = list(request.overrides)
     stage = recipe_stage(str(path), overrides)
-    launch = apply_overrides(read_recipe(path), overrides).get("launch")
-    named = launch.get("preset") if isinstance(launch, dict) else None
+    recipe = load_recipe(str(path), overrides, stage)
+    named = recipe.launch.preset if recipe.launch is not None else None
     preset = preset_path(request.preset or named or DEFAULT_PRESET, "--preset")
     kind = distributed_type(preset)
     if kind not in MULTI_NODE_TYPES:
@@ -99,12 +101,11 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
     where = f"the job's nodes ({request.container})" if request.container else "the job's nodes"
     nodes = Target(request.gpus_per_node, where, processes=request.gpus_per_node, server_node=True,
                    packages=IMAGE_PACKAGES if request.container else None)
-    run = load_run(str(path), overrides, stage, hardware, nodes)
+    run = resolve(recipe, hardware, nodes)
     preflight(run)
     server, notes = vllm_server(run, request)
-    if server is not None:  # the plan names the server node the job will start
-        run = load_run(str(path), [*overrides, f"generation.server.base_url=http://VLLM_NODE:{server.port}"], stage,
-                       hardware, nodes)
+    if server is not None:  # the plan names the server node the job will start, and the run is checked against it
+        run = resolve(served_by(recipe, f"http://VLLM_NODE:{server.port}"), hardware, nodes)
         preflight(run)
     plan = check_stage(run, skip_data=request.skip_data)
     if plan is not None:  # memory and time for the job's sharding (the preset), not this node's
@@ -133,6 +134,13 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
         signal_seconds=request.signal_before, overwrite=request.overwrite, vllm=server, setup=tuple(request.setup),
         command=shlex.join(["smolalign", *request.argv]) if request.argv else "", container=container)
     return job, plan, notes
+
+
+def served_by(recipe: Recipe, base_url: str) -> Recipe:
+    """`recipe` generating with the vLLM server at `base_url` (the job's server node) instead of one it starts."""
+    generation = recipe.generation
+    server = dataclasses.replace(generation.server, base_url=base_url)
+    return dataclasses.replace(recipe, generation=dataclasses.replace(generation, server=server))
 
 
 def time_limit_notes(run: Run, request: SlurmRequest, plan) -> list[str]:

@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 from launched_config import launched_sft_config
+from recipe_runs import command_run
 from resume_checks import assert_resumed, cut_back
 from tiny_models import chat_rows, write_jsonl
 
@@ -91,6 +92,6 @@ def test_the_recipe_launch_section_launches(sft_recipe, monkeypatch):
 
     monkeypatch.setattr(smolalign.hardware, "visible_gpu_count", lambda: 0)  # a CPU machine
     argv = ["sft", sft_recipe, "-o", "out", "--set", "launch.preset=ddp", "--set", "launch.num_processes=4"]
-    assert planned_launch(argv, None, None) == ("ddp", 4)
-    assert planned_launch(argv, None, 2) == ("ddp", 2)  # --num-processes wins over the recipe
-    assert planned_launch(["sft", sft_recipe], None, None) == (None, 1)
+    assert planned_launch(command_run(argv), None, None) == ("ddp", 4)
+    assert planned_launch(command_run(argv), None, 2) == ("ddp", 2)  # --num-processes wins over the recipe
+    assert planned_launch(command_run(["sft", sft_recipe]), None, None) == (None, 1)

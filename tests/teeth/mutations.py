@@ -773,8 +773,8 @@ MUTATIONS = [
     M("one_process_per_gpu", "on a machine with several GPUs the train verbs run one process per GPU by default (a "
       "started vLLM server's GPUs left out), and --launch without --num-processes takes the same count",
       "scaling/index.md", "smolalign/target.py",
-      '    preset = launch or section.get("preset") or ("ddp" if training_gpus > 1 else None)',
-      '    preset = launch or section.get("preset")',
+      '    preset = launch or asked_preset or ("ddp" if training_gpus > 1 else None)',
+      '    preset = launch or asked_preset',
       ("tests/unit/test_launch_processes.py::test_one_process_per_gpu_by_default",
        "tests/unit/test_launch_processes.py::test_the_cli_launches_one_process_per_gpu"),
       "one process sees every GPU: TRL refuses DataParallel after the data is prepared and the model loaded"),

@@ -72,7 +72,8 @@ def launched(preset: str, on_gpu: bool, monkeypatch) -> dict:
         return 0
 
     monkeypatch.setattr(launch, "run_child", run)
-    assert launch.relaunch(preset, 2, ["sft", "recipe.yaml"]) == 0
+    no_server = SimpleNamespace(recipe=SimpleNamespace(generation=None))  # what relaunch reads of the run
+    assert launch.relaunch(no_server, preset, 2, ["sft", "recipe.yaml"]) == 0
     return seen
 
 

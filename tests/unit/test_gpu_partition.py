@@ -9,6 +9,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+from recipe_runs import command_run
 from tiny_models import write_jsonl
 
 from smolalign.errors import SmolalignError
@@ -38,6 +39,14 @@ def node(monkeypatch):
         return 0
 
     monkeypatch.setattr(smolalign.launch, "run_child", run)
+    # The stand-in GPUs are for the launcher only: the modules a command runs bind detect_hardware by name when first
+    # imported, so they are imported before it is replaced (and TRL, which sets VLLM_LOGGING_LEVEL on import, before
+    # the environment is compared).
+    import trl  # noqa: F401
+
+    import smolalign.resolve  # noqa: F401
+    import smolalign.stages.registry  # noqa: F401
+
     monkeypatch.setattr(smolalign.hardware, "detect_hardware",
                         lambda: smolalign.hardware.Hardware("cuda", 8, "H100", True, 1, 16))
 
@@ -89,7 +98,7 @@ def test_a_process_started_on_the_partition_starts_nothing_more_and_counts_the_s
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     monkeypatch.setenv(SERVER_GPUS, "1")
     argv = ["rl", rl_recipe, "--dry-run"]
-    assert planned_launch(argv, None, None) == (None, 1) and partition_for(argv, 1) is None
+    assert planned_launch(command_run(argv), None, None) == (None, 1) and partition_for(command_run(argv), 1) is None
     assert this_machine().gpus == 2
     monkeypatch.delenv(SERVER_GPUS)
     assert this_machine().gpus == 1

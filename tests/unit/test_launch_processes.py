@@ -8,6 +8,7 @@ read back with accelerate's own config loader."""
 from types import SimpleNamespace
 
 import pytest
+from recipe_runs import command_run
 from tiny_models import chat_rows, write_jsonl
 
 from smolalign.errors import SmolalignError
@@ -37,16 +38,16 @@ def node(monkeypatch):
 
 def test_one_process_per_gpu_by_default(node, sft_recipe):
     node(8)
-    assert planned_launch(["sft", sft_recipe], None, None) == ("ddp", 8)
-    assert planned_launch(["sft", sft_recipe], "zero3", None) == ("zero3", 8)  # not 1: --num-processes unset
-    assert planned_launch(["sft", sft_recipe], "zero3", 2) == ("zero3", 2)
-    assert planned_launch(["sft", sft_recipe, "--set", "launch.num_processes=4"], "zero3", None) == ("zero3", 4)
-    assert planned_launch(["sft", sft_recipe, "--set", "launch.preset=zero2"], None, None) == ("zero2", 8)
+    assert planned_launch(command_run(["sft", sft_recipe]), None, None) == ("ddp", 8)
+    assert planned_launch(command_run(["sft", sft_recipe]), "zero3", None) == ("zero3", 8)  # not 1: --num-processes unset
+    assert planned_launch(command_run(["sft", sft_recipe]), "zero3", 2) == ("zero3", 2)
+    assert planned_launch(command_run(["sft", sft_recipe, "--set", "launch.num_processes=4"]), "zero3", None) == ("zero3", 4)
+    assert planned_launch(command_run(["sft", sft_recipe, "--set", "launch.preset=zero2"]), None, None) == ("zero2", 8)
     node(1)
-    assert planned_launch(["sft", sft_recipe], None, None) == (None, 1)
+    assert planned_launch(command_run(["sft", sft_recipe]), None, None) == (None, 1)
     node(0)  # a CPU: one process unless asked
-    assert planned_launch(["sft", sft_recipe], None, None) == (None, 1)
-    assert planned_launch(["sft", sft_recipe], "ddp", None) == ("ddp", 1)
+    assert planned_launch(command_run(["sft", sft_recipe]), None, None) == (None, 1)
+    assert planned_launch(command_run(["sft", sft_recipe]), "ddp", None) == ("ddp", 1)
 
 
 def test_a_started_vllm_server_keeps_its_gpus(node, write_recipe, tiny_dir, tmp_path):
@@ -55,12 +56,12 @@ def test_a_started_vllm_server_keeps_its_gpus(node, write_recipe, tiny_dir, tmp_
                                "data": {"sources": [{"path": str(rows)}]}, "rewards": [{"name": "math_accuracy"}],
                                "generation": {"backend": "vllm_server"}}))
     node(8)
-    assert planned_launch(["rl", recipe], None, None) == ("ddp", 7)
-    assert planned_launch(["rl", recipe, "--set", "generation.server.gpus=[6,7]"], None, None) == ("ddp", 6)
-    assert planned_launch(["rl", recipe, "--set", "generation.server.tensor_parallel=4"], None, None) == ("ddp", 4)
-    assert planned_launch(["rl", recipe, "--set", "generation.server.base_url=http://h:8000"], None, None) == ("ddp", 8)
+    assert planned_launch(command_run(["rl", recipe]), None, None) == ("ddp", 7)
+    assert planned_launch(command_run(["rl", recipe, "--set", "generation.server.gpus=[6,7]"]), None, None) == ("ddp", 6)
+    assert planned_launch(command_run(["rl", recipe, "--set", "generation.server.tensor_parallel=4"]), None, None) == ("ddp", 4)
+    assert planned_launch(command_run(["rl", recipe, "--set", "generation.server.base_url=http://h:8000"]), None, None) == ("ddp", 8)
     node(2)  # one GPU for the server, one for training: a single process
-    assert planned_launch(["rl", recipe], None, None) == (None, 1)
+    assert planned_launch(command_run(["rl", recipe]), None, None) == (None, 1)
 
 
 @pytest.fixture
@@ -71,6 +72,14 @@ def launches(monkeypatch):
 
     started = []
     gpu = smolalign.hardware.Hardware("cuda", 8, "H100", True, 1, 16)
+    # The stand-in GPUs are for the launcher only: the modules a command runs bind detect_hardware by name when first
+    # imported, so they are imported before it is replaced (and TRL, which sets VLLM_LOGGING_LEVEL on import, before
+    # the environment is compared).
+    import trl  # noqa: F401
+
+    import smolalign.resolve  # noqa: F401
+    import smolalign.stages.registry  # noqa: F401
+
     monkeypatch.setattr(smolalign.hardware, "detect_hardware", lambda: gpu)
 
     def run(command, env):
@@ -133,9 +142,19 @@ def test_processes_asked_for_without_a_launcher_are_refused_not_run_as_one(cli, 
     assert code == 2 and err.strip().splitlines()[-1].startswith(
         "error: launch.num_processes 2 needs a launcher to start them: set launch.preset")
     assert launches == [] and not (tmp_path / "run").exists()
-    assert planned_launch(["sft", sft_recipe], None, 1) == (None, 1)
+    assert planned_launch(command_run(["sft", sft_recipe]), None, 1) == (None, 1)
     node(1)
-    assert planned_launch(["sft", sft_recipe], None, 1) == (None, 1)
+    assert planned_launch(command_run(["sft", sft_recipe]), None, 1) == (None, 1)
     with pytest.raises(SmolalignError, match="--num-processes 2 needs a launcher"):
-        planned_launch(["sft", sft_recipe], None, 2)
-    assert planned_launch(["sft", sft_recipe], "ddp", 2) == ("ddp", 2)  # with a launcher: used
+        planned_launch(command_run(["sft", sft_recipe]), None, 2)
+    assert planned_launch(command_run(["sft", sft_recipe]), "ddp", 2) == ("ddp", 2)  # with a launcher: used
+
+
+def test_a_recipe_that_does_not_resolve_is_refused_once_before_any_process_starts(cli, node, launches, sft_recipe,
+                                                                                  tmp_path):
+    """The command resolves its recipe before it decides to launch: a bad `train:` key is one exit 2 here, and no
+    launcher starts processes that would each refuse it."""
+    node(8)
+    code, out, err = cli("sft", sft_recipe, "--set", "train.learning_rat=0.1", "--launch", "ddp")
+    assert code == 2 and "train.learning_rat" in err
+    assert launches == []

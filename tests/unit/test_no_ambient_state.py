@@ -30,7 +30,7 @@ def test_the_command_line_reaches_the_relaunch_as_a_value_and_no_module_keeps_it
     import smolalign.launch
 
     relaunched = []
-    monkeypatch.setattr(smolalign.launch, "relaunch", lambda preset, n, argv: relaunched.append(argv) or 0)
+    monkeypatch.setattr(smolalign.launch, "relaunch", lambda run, preset, n, argv: relaunched.append(argv) or 0)
     for name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "SMOLALIGN_LAUNCHED"):
         monkeypatch.delenv(name, raising=False)
     first = ["sft", sft_recipe, "-o", str(tmp_path / "a"), "--launch", "ddp", "--num-processes", "2"]

@@ -6,6 +6,7 @@ import importlib.util
 import re
 
 import pytest
+from recipe_runs import command_run
 
 from smolalign.target import IMAGE_EXTRAS
 
@@ -91,16 +92,13 @@ def test_validate_plans_the_processes_the_launch_starts(overrides, monkeypatch):
     (launch.planned_launch, the GPU count stubbed): the same training processes and preset."""
     import smolalign.hardware
     from smolalign.launch import planned_launch
-    from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
-    from smolalign.recipe.validate import parse_recipe
     from smolalign.target import described_target
 
     for name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "SMOLALIGN_LAUNCHED", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(smolalign.hardware, "visible_gpu_count", lambda: 8)
     sets = [word for item in overrides for word in ("--set", item)]
-    preset, launched = planned_launch(["rl", "smollm3/grpo_no_think", *sets], None, None)
-    raw = apply_overrides(read_recipe(recipe_path("smollm3/grpo_no_think")), overrides)
-    parsed = parse_recipe(raw, "rl", "smollm3/grpo_no_think")
-    target, planned_preset = described_target("8xH100", parsed.launch, parsed.generation, raw.get("launch"))
+    run = command_run(["rl", "smollm3/grpo_no_think", *sets])
+    preset, launched = planned_launch(run, None, None)
+    target, planned_preset = described_target("8xH100", run.recipe.launch, run.recipe.generation)
     assert (target.processes, planned_preset) == (launched, preset)
