@@ -55,24 +55,25 @@ NEEDS = {"rl": "runs/quickstart/po/model", "distill": "runs/quickstart/rl/model"
 
 CHILD = r'''
 import contextlib, json, sys, time
+import dataclasses
 import smolalign.stages.generation_copy as generation_copy
-import smolalign.stages.lifecycle as lifecycle
-import smolalign.stages.trainers as trainers
+import smolalign.stages.library_patches as library_patches
+import smolalign.stages.registry as registry
 from transformers.generation.utils import GenerationMixin
 from trl import DistillationTrainer, GRPOTrainer
 
 config = json.loads(sys.argv[1])
 off = lambda accelerator: contextlib.nullcontext()
 if not config["scored"]:
-    lifecycle.scored_positions_only = off
+    library_patches.scored_positions_only = off
 if not config["copy"]:
-    lifecycle.bf16_generation_copy = off
+    library_patches.bf16_generation_copy = off
 if not config["shared"]:
-    trainers.TRAINERS["grpo"] = lambda: GRPOTrainer
+    registry.RUNNERS["grpo"] = dataclasses.replace(registry.RUNNERS["grpo"], trainer=lambda: GRPOTrainer)
 if not config["prefill"]:
     generation_copy.generate_sharing_prompts = lambda model, *args, **kwargs: type(model).generate(model, *args, **kwargs)
 if not config["autocast_loss"]:
-    trainers.TRAINERS["distill"] = lambda: DistillationTrainer
+    registry.RUNNERS["distill"] = dataclasses.replace(registry.RUNNERS["distill"], trainer=lambda: DistillationTrainer)
 times = {"generate": [], "step": [], "precision": []}
 depth = [0]
 

@@ -1,7 +1,7 @@
 """What each training method smolalign runs is, in one table: the stage (CLI verb) it belongs to, TRL's config class,
 the data and reference it trains on, and the `train:` keys smolalign sets itself. Code reads these facts where it
-would otherwise compare method names. Which stage function and trainer class run a method is `stages.registry`'s and
-`stages.trainers`'s (this package sits below the stages).
+would otherwise compare method names. Which stage and trainer class run a method is `stages.registry`'s, one row per
+method keyed as this table (parsing needs the facts here, and this package sits below the stages).
 
 Each config class is named by a function that imports it when called: trl loads in seconds, and `--help` never
 imports it.

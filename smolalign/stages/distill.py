@@ -30,7 +30,6 @@ from smolalign.runs.metrics import metrics_callback
 from smolalign.stages.generating import generating
 from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
-from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 DEFAULT_LEARNING_RATE = {"full": 1e-5, "lora": 1e-4}
@@ -218,7 +217,7 @@ def load(run: Run, opened: OpenRun, checked: DistillChecked) -> Iterator[tuple]:
         teacher.eval()
         teacher.requires_grad_(False)
         start_run(run, opened)
-        trainer = trainer_class(recipe.stage, recipe.method)(
+        trainer = opened.trainer(
             model=student, teacher_model=teacher, args=config, train_dataset=prompts, processing_class=tokenizer,
             peft_config=peft_config(run),
             callbacks=[metrics_callback(opened.run_dir), generation.watchdog.callback()])

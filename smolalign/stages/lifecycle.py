@@ -52,6 +52,8 @@ class OpenRun:
     overwrite: bool
     gpus: GpuPartition | None = None
     """For a stage that generates: the GPUs a vLLM server smolalign starts is given, apart from training's."""
+    trainer: type | None = None
+    """The trainer class of the run's method (`stages.registry`), which the stage's `load` builds."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +89,11 @@ class Stage:
     `launch slurm --skip-data-check`)."""
 
 
-def run_lifecycle(stage: Stage, run: Run, *, output_dir: Path | None = None, dry_run: bool = False,
-                  resume: bool = False, overwrite: bool = False) -> Path | None:
-    """Check, announce (a dry run ends there), open the run directory, load, train (resuming if asked), save; returns
-    the saved model's directory (None for a dry run)."""
+def run_lifecycle(stage: Stage, run: Run, *, trainer: Callable[[], type], output_dir: Path | None = None,
+                  dry_run: bool = False, resume: bool = False, overwrite: bool = False) -> Path | None:
+    """Check, announce (a dry run ends there), open the run directory, load (the stage builds `trainer()`, its
+    method's trainer class), train (resuming if asked), save; returns the saved model's directory (None for a dry
+    run)."""
     gpus = partition_of_this_process(run.recipe, run.hardware.device_count) if stage.generates else None
     checked = stage.check(run)
     if stage.generates:
@@ -99,7 +102,7 @@ def run_lifecycle(stage: Stage, run: Run, *, output_dir: Path | None = None, dry
     evaluation = announce(run, checked.plan, dry_run)
     if dry_run:
         return None
-    opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus)
+    opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus, trainer=trainer())
     with library_patches(run, generates=stage.generates), stage.load(run, opened, checked) as (trainer, tokenizer):
         model_dir = train_and_save(trainer, tokenizer, opened.run_dir, opened.checkpoint)
     return finish(trainer, opened.run_dir, model_dir, evaluation, *stage.summary, hub=run.recipe.hub)
@@ -145,7 +148,7 @@ def leave_process_group() -> None:
 
 
 def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool,
-             gpus: GpuPartition | None = None) -> OpenRun:
+             gpus: GpuPartition | None = None, trainer: type | None = None) -> OpenRun:
     """The run directory, the checkpoint to resume from and accelerate's state, with nothing written yet: the stage
     prepares data inside `state.main_process_first()` and loads the models, then calls `start_run`, so a run refused
     by any of those checks leaves the run directory as it was."""
@@ -162,7 +165,8 @@ def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool
             checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
         else:
             checkpoint = last_checkpoint(run_dir) if resume else None
-    return OpenRun(resolve_dtype(run.recipe.model.dtype, run.hardware), run_dir, checkpoint, state, overwrite, gpus)
+    return OpenRun(resolve_dtype(run.recipe.model.dtype, run.hardware), run_dir, checkpoint, state, overwrite, gpus,
+                   trainer)
 
 
 def start_run(run: Run, opened: OpenRun, **sections) -> None:

@@ -32,7 +32,6 @@ from smolalign.resolve import Role, Run
 from smolalign.runs.metrics import metrics_callback
 from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
-from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 KTO_NEEDS_BATCH = ("kto",)
@@ -207,12 +206,14 @@ def load_reference(run: Run, dtype: str, hardware: Hardware, tokenizer):
     return reference
 
 
-def build_trainer(run: Run, model, reference, tokenizer, data, config, run_dir: Path):
+def build_trainer(trainer_type: type, run: Run, model, reference, tokenizer, data, config, run_dir: Path):
+    """`trainer_type` (the method's, `stages.registry`) on the prepared pairs, with the reference where the method
+    trains against one."""
     kwargs = dict(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                   processing_class=tokenizer, peft_config=peft_config(run), callbacks=[metrics_callback(run_dir)])
     if not run.method_spec.reference_free:
         kwargs["ref_model"] = reference
-    return trainer_class(run.recipe.stage, run.recipe.method)(**kwargs)
+    return trainer_type(**kwargs)
 
 
 @contextmanager
@@ -237,7 +238,7 @@ def load(run: Run, opened: OpenRun, checked: PoChecked) -> Iterator[tuple]:
               data={"fingerprint": data.fingerprint, "stats": data.stats},
               method={"name": recipe.method.name, "trainer": recipe.method.trainer, "losses": list(recipe.method.losses),
                       "weights": recipe.method.weights, "reference": reference_description(run)})
-    trainer = build_trainer(run, model, reference, tokenizer, data, config, opened.run_dir)
+    trainer = build_trainer(opened.trainer, run, model, reference, tokenizer, data, config, opened.run_dir)
     del model, reference  # the trainer holds them; finish() frees them before an evaluation
     yield trainer, tokenizer
 

@@ -27,7 +27,6 @@ from smolalign.stages.generating import generating
 from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.tool_grpo import tool_grpo_trainer
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
-from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 from smolalign.tools.python_tool import PythonTool
 from smolalign.tools.rendering import install_response_parser
@@ -170,7 +169,7 @@ def load_generating(run: Run, opened: OpenRun, checked: PromptsChecked, make_con
     recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
     prompts, rewards, tools = checked.prompts, checked.rewards, checked.tools
     tokenizer, _ = load_tokenizer(recipe.model, recipe.template.name, run.source())
-    trainer_type, with_tools = trainer_class(recipe.stage, recipe.method), {}
+    trainer_type, with_tools = opened.trainer, {}
     if tools is not None:
         install_response_parser(tokenizer, recipe.template.name, dict(recipe.template.kwargs))
         trainer_type = tool_grpo_trainer(tools)

@@ -20,7 +20,6 @@ from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
 from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
-from smolalign.stages.trainers import trainer_class
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
 
@@ -70,7 +69,7 @@ def load(run: Run, opened: OpenRun, checked: SftChecked) -> Iterator[tuple]:
     model = load_model(recipe.model, opened.dtype, hardware, tokenizer, run.source())
     start_run(run, opened, template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
               data={"fingerprint": data.fingerprint, "stats": data.stats})
-    trainer = trainer_class(recipe.stage, recipe.method)(
+    trainer = opened.trainer(
         model=model, args=config, train_dataset=data.train, eval_dataset=data.eval, processing_class=tokenizer,
         peft_config=peft_config(run), callbacks=[metrics_callback(opened.run_dir)])
     del model  # the trainer holds it; finish() frees it before an evaluation

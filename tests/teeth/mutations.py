@@ -246,7 +246,7 @@ MUTATIONS = [
       "runs keep TRL's CPU choice: every position of the batch is projected"),
     M("grpo_shared_prompts", "on a CPU, GRPO runs each distinct prompt of a batch through the model once and its "
       "answers on that prompt's key/value cache: the same log-probabilities and gradients as TRL's pass over every "
-      "row whole", "checkpoints.md#precision", "smolalign/stages/trainers.py",
+      "row whole", "checkpoints.md#precision", "smolalign/stages/registry.py",
       "    from smolalign.stages.grpo_trainer import SharedPromptGRPOTrainer",
       "    from trl import GRPOTrainer as SharedPromptGRPOTrainer",
       ("tests/integration/test_grpo_shared_prompts.py::test_a_grpo_run_from_the_cli_shares_its_prompts",),
@@ -282,7 +282,7 @@ MUTATIONS = [
       "left-padded prompts cached at shifted positions: other answers"),
     M("distill_mixed_precision", "on-policy distillation (method distill) trains the student under the run's mixed "
       "precision: on a CPU with bf16, its loss's forward computes in bf16 over float32 weights",
-      "checkpoints.md#precision", "smolalign/stages/trainers.py",
+      "checkpoints.md#precision", "smolalign/stages/registry.py",
       "    from smolalign.stages.distill_trainer import MixedPrecisionDistillationTrainer",
       "    from trl import DistillationTrainer as MixedPrecisionDistillationTrainer",
       ("tests/integration/test_cpu_precision.py::"

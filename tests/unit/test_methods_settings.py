@@ -13,12 +13,11 @@ def test_every_method_names_a_config_a_trainer_and_a_stage(name):
     from transformers import Trainer, TrainingArguments
 
     from smolalign.stages.registry import RUNNERS
-    from smolalign.stages.trainers import TRAINERS
 
     spec = METHODS[name]
     assert issubclass(spec.config_class(), TrainingArguments)
-    assert issubclass(TRAINERS[name](), Trainer)
-    assert callable(RUNNERS[name].load) and callable(RUNNERS[name].check)
+    assert issubclass(RUNNERS[name].trainer(), Trainer)
+    assert callable(RUNNERS[name].stage.load) and callable(RUNNERS[name].stage.check)
     assert method_spec(spec.stage, None if spec.stage == "sft" else Method(name, name)) is spec
 
 
