@@ -297,6 +297,15 @@ MUTATIONS = [
       ("tests/integration/test_vllm_generation.py::"
        "test_sampled_vllm_answers_come_from_smolaligns_draw_and_repeat",),
       "engines keep vLLM's sampler: every row's vocabulary sorted for a top-p, an exponential drawn for every word"),
+    M("rewards_built_once", "parsing a recipe imports neither TRL nor peft and builds nothing; every reward a recipe "
+      "names is built once, when it is resolved, and every step of the run uses that one",
+      "architecture.md#parse-resolve-run", "smolalign/recipe/method_keys.py",
+      '    rewards = tuple(build(RewardSection, item, f"rewards.{i}") for i, item in enumerate(listed))\n',
+      '    rewards = tuple(build(RewardSection, item, f"rewards.{i}") for i, item in enumerate(listed))\n'
+      '    [__import__("rewards.registry").registry.resolve_reward(r.name, r.params) for r in rewards]\n',
+      ("tests/unit/test_parse_only_parses.py::test_parsing_a_recipe_imports_no_trainer_library_and_builds_no_reward",
+       "tests/unit/test_parse_only_parses.py::test_a_dry_run_builds_each_reward_of_its_recipe_once"),
+      "parse builds the rewards and throws them away, as it used to"),
     M("program_exit_frozen", "the smolalign program freezes what a command left alive before the interpreter exits: "
       "its last garbage collection has nothing to walk, and the command's exit code is kept",
       "architecture.md#parse-resolve-run", "smolalign/cli/__init__.py",
