@@ -10,6 +10,7 @@ reward model's config is read; a sandbox's workers start on first use).
 """
 
 import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -120,17 +121,33 @@ def lora_config_class() -> type:
     return LoraConfig
 
 
+REWARD_KEYS = {"training": "rewards", "scorer": "pairs.graded.scorer", "verifier": "pairs.verifier.rewards",
+               "evaluation": "eval.rewards"}
+"""Each field of `Rewards`, and the recipe key of the sections it is built from."""
+
+
+def reward_sections(recipe: Recipe) -> dict[str, tuple]:
+    """The recipe's reward sections, by field of `Rewards`."""
+    pairs = recipe.pairs
+    return {"training": tuple(recipe.rewards),
+            "scorer": tuple(pairs.graded.scorer) if pairs is not None and pairs.graded is not None else (),
+            "verifier": tuple(pairs.verifier.rewards) if pairs is not None and pairs.verifier is not None else (),
+            "evaluation": tuple(recipe.evaluation.rewards) if recipe.evaluation is not None else ()}
+
+
 def build_rewards(recipe: Recipe) -> Rewards:
     """Each reward section of the recipe built by the rewards registry: an unknown name, a bad parameter, a team's
     file that does not load or a reward model without a score head is refused (exit 2, named by its recipe key)
     before anything loads."""
-    pairs = recipe.pairs
-    return Rewards(
-        training=reward_functions(recipe.rewards, "rewards"),
-        scorer=reward_functions(pairs.graded.scorer, "pairs.graded.scorer") if pairs and pairs.graded else (),
-        verifier=reward_functions(pairs.verifier.rewards, "pairs.verifier.rewards") if pairs and pairs.verifier
-        else (),
-        evaluation=reward_functions(recipe.evaluation.rewards, "eval.rewards") if recipe.evaluation else ())
+    return Rewards(**{part: reward_functions(sections, REWARD_KEYS[part])
+                      for part, sections in reward_sections(recipe).items()})
+
+
+def each_reward(run: Run) -> Iterator[tuple[str, object, Callable]]:
+    """(its recipe key, as `rewards.0`; its section; the built reward) for every reward of `run`."""
+    for part, sections in reward_sections(run.recipe).items():
+        for index, (section, function) in enumerate(zip(sections, getattr(run.rewards, part), strict=True)):
+            yield f"{REWARD_KEYS[part]}.{index}", section, function
 
 
 def reward_functions(sections, where: str) -> tuple:

@@ -5,7 +5,7 @@ before anything loads, not at every request."""
 import os
 
 from smolalign.errors import USER_ERRORS
-from smolalign.resolve import Run
+from smolalign.resolve import Run, each_reward
 
 
 def check_hub(run: Run) -> str | None:
@@ -25,20 +25,10 @@ def check_hub(run: Run) -> str | None:
 def check_judges(run: Run) -> str | None:
     """A judge's server (rl rewards, a graded scorer, a verifier, eval rewards) is asked once, now, not at every
     request: the run's own judges, built when it was resolved."""
-    recipe, built = run.recipe, run.rewards
-    pairs = recipe.pairs
-    sections = {
-        "rewards": (recipe.rewards, built.training),
-        "pairs.graded.scorer": (pairs.graded.scorer if pairs is not None and pairs.graded is not None else (),
-                                built.scorer),
-        "pairs.verifier.rewards": (pairs.verifier.rewards if pairs is not None and pairs.verifier is not None else (),
-                                   built.verifier),
-        "eval.rewards": (recipe.evaluation.rewards if recipe.evaluation else (), built.evaluation)}
-    for where, (listed, functions) in sections.items():
-        for index, (section, function) in enumerate(zip(listed, functions, strict=True)):
-            if section.name == "judge":
-                try:
-                    function.probe()
-                except USER_ERRORS as exc:
-                    return f"{where}.{index}: {exc}"
+    for key, section, function in each_reward(run):
+        if section.name == "judge":
+            try:
+                function.probe()
+            except USER_ERRORS as exc:
+                return f"{key}: {exc}"
     return None

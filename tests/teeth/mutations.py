@@ -297,6 +297,12 @@ MUTATIONS = [
       ("tests/integration/test_vllm_generation.py::"
        "test_sampled_vllm_answers_come_from_smolaligns_draw_and_repeat",),
       "engines keep vLLM's sampler: every row's vocabulary sorted for a top-p, an exponential drawn for every word"),
+    M("judges_asked_first", "a judge whose server does not answer is refused before anything loads, named by its "
+      "recipe key, wherever the recipe names it (GRPO's rewards, a graded scorer, a verifier, eval:)",
+      "scaling/preflight.md", "smolalign/preflight/services.py",
+      "                function.probe()\n", "                pass\n",
+      ("tests/unit/test_preflight.py::test_every_judge_the_run_built_is_asked_before_anything_loads",),
+      "the run starts and every judged answer scores None"),
     M("rewards_built_once", "parsing a recipe imports neither TRL nor peft and builds nothing; every reward a recipe "
       "names is built once, when it is resolved, and every step of the run uses that one",
       "architecture.md#parse-resolve-run", "smolalign/recipe/method_keys.py",

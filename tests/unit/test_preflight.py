@@ -314,3 +314,29 @@ def test_a_vllm_that_fails_to_import_is_refused_with_its_error(write_recipe, tin
     assert lines[0].startswith("error: generation.backend vllm_colocate: vLLM is installed but does not import "
                                "(libcudart.so.13: cannot open shared object file: No such file or directory)")
     assert not (tmp_path / "run").exists()
+
+
+def test_every_judge_the_run_built_is_asked_before_anything_loads(tmp_path):
+    """A judge whose server does not answer is refused by the preflight, named by its recipe key, wherever the recipe
+    names it: GRPO's rewards, a strong-vs-weak verifier, the eval: section."""
+    from smolalign.ports import free_port
+
+    judge = {"name": "judge", "params": {"base_url": f"http://127.0.0.1:{free_port()}/v1", "model": "m",
+                                         "rubric": "Question: {prompt}\nAnswer: {completion}\nEnd with 'Score: N'.",
+                                         "cache_dir": str(tmp_path)}}
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "1 plus 2", "solution": "3"}\n')
+    prompts = [{"path": str(tmp_path / "prompts.jsonl")}]
+    model = {"source": "HuggingFaceTB/SmolLM3-3B"}
+    side = {"source": "HuggingFaceTB/SmolLM3-3B"}
+    cases = [
+        ("rl", {"model": model, "data": {"sources": prompts}, "rewards": [{"name": "math_accuracy"}, judge]},
+         "rewards.1"),
+        ("po", {"model": model, "method": "dpo", "pairs": {"prompts": prompts, "strong": side, "weak": side,
+                                                           "verifier": {"rewards": [judge]}}},
+         "pairs.verifier.rewards.0"),
+        ("sft", {"model": model, "data": {"sources": [{"path": "chat.jsonl"}]},
+                 "eval": {"data": prompts, "rewards": [judge]}}, "eval.rewards.0"),
+    ]
+    for stage, raw, key in cases:
+        with pytest.raises(SmolalignError, match=f"^{key}: .*does not answer"):
+            run_of(raw, stage, "test", target=CPU)
