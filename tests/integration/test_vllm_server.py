@@ -237,16 +237,16 @@ def test_a_trainer_killed_outright_leaves_no_server(write_recipe, vllm_tiny_dir,
 
 
 ENGINE_IN_ITS_OWN_PROCESS = """
-import pickle, sys, time
+import sys, time
 from types import SimpleNamespace
 from smolalign.generation import server as lifecycle
+from smolalign.resolve import load_run
 
 on_cpu = lifecycle.server_env
 lifecycle.server_env = lambda hardware: {name: value for name, value in on_cpu(hardware).items()
                                          if name != "VLLM_ENABLE_V1_MULTIPROCESSING"}
-with open(sys.argv[1], "rb") as stream:
-    recipe = pickle.load(stream)
-with lifecycle.served_generation(recipe, SimpleNamespace(is_main_process=True), "float32") as server:
+run = load_run(sys.argv[1], [], "rl")
+with lifecycle.served_generation(run, SimpleNamespace(is_main_process=True), "float32") as server:
     print("SERVER", server.process.pid, flush=True)
     time.sleep(600)
 """
@@ -257,14 +257,12 @@ def test_a_trainer_killed_outright_leaves_no_engine_process(write_recipe, vllm_t
     on GPUs): after SIGKILL to the process that started it, nothing of the server's process group is left and the
     port is free. Fails with the reaper switched off: the parent-death signal kills the server's own process, and
     VLLM::EngineCore, its VLLM::Worker and multiprocessing's resource tracker keep running."""
-    import pickle
-
     from recipe_runs import loaded_run
 
     port = free_port()
-    recipe = loaded_run(str(server_recipe(write_recipe, vllm_tiny_dir, tmp_path, port)), [], "rl")
-    (tmp_path / "recipe.pickle").write_bytes(pickle.dumps(recipe))
-    run = subprocess.Popen([sys.executable, "-c", ENGINE_IN_ITS_OWN_PROCESS, str(tmp_path / "recipe.pickle")],
+    recipe = server_recipe(write_recipe, vllm_tiny_dir, tmp_path, port)
+    loaded_run(str(recipe), [], "rl")  # checked here as the CLI checks it; the child resolves it for itself
+    run = subprocess.Popen([sys.executable, "-c", ENGINE_IN_ITS_OWN_PROCESS, str(recipe)],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     group = None
     try:
