@@ -5,14 +5,14 @@ turn, then all on (smolalign's default on a CPU with AMX or AVX512-BF16):
 - scored positions (smolalign/stages/scored_positions.py): TRL's fused LM head projects only the completion tokens;
 - generation copy (smolalign/stages/generation_copy.py): sampling from a bfloat16 copy of the float32 policy;
 - eager attention (hardware.autocast_attention): the trained model's attention under autocast;
-- shared prompts (smolalign/stages/grpo_trainer.py): each distinct prompt goes through the model once per batch,
+- shared prompts (smolalign/trainers/grpo.py): each distinct prompt goes through the model once per batch,
   its answers on its key/value cache;
-- prompts read once in generation (smolalign/generation/shared_prefill.py): the rollouts' `generate` runs each distinct
+- prompts read once in generation (smolalign/trainers/shared_prefill.py): the rollouts' `generate` runs each distinct
   prompt once and continues every copy from its cache.
 
 With `--stage distill`, the quickstart's distillation stage (`smolalign rl quickstart/distill`) with TRL's
 DistillationTrainer as it comes (its loss outside autocast, so in float32) against smolalign's, whose loss runs
-under the run's mixed precision (smolalign/stages/distill_trainer.py); the other adaptations on in both.
+under the run's mixed precision (smolalign/trainers/distillation.py); the other adaptations on in both.
 
     python benchmarks/cpu_training.py [--stage rl|distill] [--steps 6] [--threads 2] [--only all,baseline]
 
@@ -58,7 +58,7 @@ import contextlib, json, sys, time
 import dataclasses
 import smolalign.stages.generation_copy as generation_copy
 import smolalign.stages.library_patches as library_patches
-import smolalign.stages.registry as registry
+import smolalign.recipe.method_table as method_table
 from transformers.generation.utils import GenerationMixin
 from trl import DistillationTrainer, GRPOTrainer
 
@@ -69,11 +69,12 @@ if not config["scored"]:
 if not config["copy"]:
     library_patches.bf16_generation_copy = off
 if not config["shared"]:
-    registry.RUNNERS["grpo"] = dataclasses.replace(registry.RUNNERS["grpo"], trainer=lambda: GRPOTrainer)
+    method_table.METHODS["grpo"] = dataclasses.replace(method_table.METHODS["grpo"], trainer=lambda: GRPOTrainer)
 if not config["prefill"]:
     generation_copy.generate_sharing_prompts = lambda model, *args, **kwargs: type(model).generate(model, *args, **kwargs)
 if not config["autocast_loss"]:
-    registry.RUNNERS["distill"] = dataclasses.replace(registry.RUNNERS["distill"], trainer=lambda: DistillationTrainer)
+    method_table.METHODS["distill"] = dataclasses.replace(method_table.METHODS["distill"],
+                                                          trainer=lambda: DistillationTrainer)
 times = {"generate": [], "step": [], "precision": []}
 depth = [0]
 

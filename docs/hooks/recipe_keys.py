@@ -146,9 +146,7 @@ def imported_class(loader) -> str:
 
 def _methods_table() -> str:
     from smolalign.recipe.method_table import METHODS
-    from smolalign.stages.registry import RUNNERS
-
-    rows = [[name, spec.stage, code(imported_class(spec.config_class)), code(imported_class(RUNNERS[name].trainer)),
+    rows = [[name, spec.stage, code(imported_class(spec.config_class)), code(imported_class(spec.trainer)),
              ", ".join(f"`{k}`" for k in spec.refused)] for name, spec in METHODS.items()]
     return table(["method", "verb", "`train:` is checked against", "trainer", "`train:` keys smolalign sets itself"],
                  rows)

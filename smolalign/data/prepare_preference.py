@@ -1,5 +1,5 @@
 """The preference data pipeline: mixture -> prompt/answer token ids -> row checks -> length budget -> the rows
-TRL's DPO, KTO and ORPO trainers consume (their own tokenization is skipped; see `stages.po_trainers`).
+TRL's DPO, KTO and ORPO trainers consume (their own tokenization is skipped; see `trainers.preference`).
 
 KTO gets unpaired rows: `prompt/completion/label` data as it is, pairs split into a desirable and an undesirable
 row each. KTO's sampler is sequential (its KL estimate needs that), so the rows are shuffled here, with data.seed.

@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from smolalign.errors import SmolalignError
-from smolalign.generation.shared_prefill import generate_sharing_prompts
 from smolalign.generation.transformers_sampler import fast_sampling
 from smolalign.generation.vllm_engine import (
     PROMPT_TOKENS,
@@ -39,6 +38,7 @@ from smolalign.pairs.prompts import Prompt
 from smolalign.recipe.generation_schema import GeneratorSection
 from smolalign.recipe.schema import ModelSection
 from smolalign.templates.render import render
+from smolalign.trainers.shared_prefill import generate_sharing_prompts
 
 
 @dataclass

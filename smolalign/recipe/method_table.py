@@ -1,10 +1,11 @@
-"""What each training method smolalign runs is, in one table: the stage (CLI verb) it belongs to, TRL's config class,
-the data and reference it trains on, and the `train:` keys smolalign sets itself. Code reads these facts where it
-would otherwise compare method names. Which stage and trainer class run a method is `stages.registry`'s, one row per
-method keyed as this table (parsing needs the facts here, and this package sits below the stages).
+"""What each training method smolalign runs is, in one table, one row per method: the stage (CLI verb) it belongs
+to and the stage module that runs it (`stages.registry.STAGES`), TRL's config class, the trainer class (TRL's, or
+smolalign's subclass in `smolalign.trainers`), the data and reference it trains on, and the `train:` keys smolalign
+sets itself. Code reads these facts where it would otherwise compare method names. Adding a method is a row here and
+its stage module (or a row that names an existing one).
 
-Each config class is named by a function that imports it when called: trl loads in seconds, and `--help` never
-imports it.
+Each config and trainer class is named by a function that imports it when called: trl loads in seconds, GRPO's and
+online DPO's trainers import vLLM where it is installed, and `--help` (or a dry run) never imports a trainer.
 """
 
 import os
@@ -96,6 +97,53 @@ def gold_config() -> type:
     return GOLDConfig
 
 
+def sft_trainer() -> type:
+    from trl import SFTTrainer
+    return SFTTrainer
+
+
+def dpo_trainer() -> type:
+    from smolalign.trainers.preference import PreparedDPOTrainer
+    return PreparedDPOTrainer
+
+
+def kto_trainer() -> type:
+    from smolalign.trainers.preference import PreparedKTOTrainer
+    return PreparedKTOTrainer
+
+
+def orpo_trainer() -> type:
+    from smolalign.trainers.preference import PreparedORPOTrainer
+    return PreparedORPOTrainer
+
+
+def reward_trainer() -> type:
+    from smolalign.trainers.preference import PreparedRewardTrainer
+    return PreparedRewardTrainer
+
+
+def grpo_trainer() -> type:
+    from smolalign.trainers.grpo import SharedPromptGRPOTrainer
+    return SharedPromptGRPOTrainer
+
+
+def online_dpo_trainer() -> type:
+    quiet_experimental()
+    from trl.experimental.online_dpo import OnlineDPOTrainer
+    return OnlineDPOTrainer
+
+
+def distillation_trainer() -> type:
+    from smolalign.trainers.distillation import MixedPrecisionDistillationTrainer
+    return MixedPrecisionDistillationTrainer
+
+
+def gold_trainer() -> type:
+    quiet_experimental()
+    from trl.experimental.gold import GOLDTrainer
+    return GOLDTrainer
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     stage: str
@@ -103,6 +151,8 @@ class MethodSpec:
     config_class: Callable[[], type]
     """TRL's config dataclass (imported when called); `train:` is checked against it and its defaults fill the
     settings."""
+    trainer: Callable[[], type]
+    """The trainer class (imported when called), which the run's stage builds."""
     owned: dict[str, str] = field(default_factory=dict)
     """`train:` keys smolalign sets from this method's own sections, each with where to set it instead."""
     consumed: tuple[str, ...] = ()
@@ -146,6 +196,13 @@ class MethodSpec:
     off_policy: bool = False
     """Learns from the data's own completions a share 1 − train.lmbda of the time; else the student samples every
     sequence."""
+    runs_on: str = ""
+    """The stage module that runs it (a key of `stages.registry.STAGES`) where that is not its verb's own."""
+
+    @property
+    def stage_module(self) -> str:
+        """The key of the stage that runs it in `stages.registry.STAGES`."""
+        return self.runs_on or self.stage
 
     @property
     def refused(self) -> dict[str, str]:
@@ -163,19 +220,22 @@ class MethodSpec:
         return self.stage == "rl"
 
 
-_GOLD = MethodSpec("rl", gold_config, RL_KEYS_OWNED, distills=True, cross_tokenizer=True, off_policy=True)
+_GOLD = MethodSpec("rl", gold_config, gold_trainer, RL_KEYS_OWNED, distills=True, cross_tokenizer=True,
+                   off_policy=True, runs_on="distill")
 METHODS: dict[str, MethodSpec] = {
-    "sft": MethodSpec("sft", sft_config, consumed=("assistant_only_loss", "completion_only_loss")),
-    "dpo": MethodSpec("po", dpo_config, PO_KEYS_OWNED, pairs=True, combines_losses=True),
-    "kto": MethodSpec("po", kto_config, PO_KEYS_OWNED, unpaired=True),
-    "orpo": MethodSpec("po", orpo_config, PO_KEYS_OWNED, pairs=True, keeps_columns=True,
+    "sft": MethodSpec("sft", sft_config, sft_trainer, consumed=("assistant_only_loss", "completion_only_loss")),
+    "dpo": MethodSpec("po", dpo_config, dpo_trainer, PO_KEYS_OWNED, pairs=True, combines_losses=True),
+    "kto": MethodSpec("po", kto_config, kto_trainer, PO_KEYS_OWNED, unpaired=True),
+    "orpo": MethodSpec("po", orpo_config, orpo_trainer, PO_KEYS_OWNED, pairs=True, keeps_columns=True,
                        reference_free="orpo is reference-free"),
-    "reward": MethodSpec("po", reward_config, REWARD_KEYS_OWNED, pairs=True, scorer=True,
+    "reward": MethodSpec("po", reward_config, reward_trainer, REWARD_KEYS_OWNED, pairs=True, scorer=True,
                          reference_free="a reward model trains without a reference"),
-    "grpo": MethodSpec("rl", grpo_config, RL_KEYS_OWNED, prompt_groups=True, vllm_server=True, beta_reference=True),
-    "online_dpo": MethodSpec("rl", online_dpo_config, ONLINE_DPO_KEYS_OWNED, vllm_server=True, policy_reference=True,
-                             samples_pairs=True, beta_per_epoch=True),
-    "distill": MethodSpec("rl", distillation_config, RL_KEYS_OWNED, distills=True),
+    "grpo": MethodSpec("rl", grpo_config, grpo_trainer, RL_KEYS_OWNED, prompt_groups=True, vllm_server=True,
+                       beta_reference=True),
+    "online_dpo": MethodSpec("rl", online_dpo_config, online_dpo_trainer, ONLINE_DPO_KEYS_OWNED, vllm_server=True,
+                             policy_reference=True, samples_pairs=True, beta_per_epoch=True, runs_on="online_dpo"),
+    "distill": MethodSpec("rl", distillation_config, distillation_trainer, RL_KEYS_OWNED, distills=True,
+                          runs_on="distill"),
     "gold": _GOLD,
     "auto": _GOLD,  # GOLD, with ULD exactly when the tokenizers differ; its config is a superset of distill's
 }

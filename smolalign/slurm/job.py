@@ -182,7 +182,7 @@ def cluster_hardware(request: SlurmRequest) -> Hardware:
 
 def check_stage(run: Run, *, skip_data: bool):
     """The stage's own checks before loading (template, data, columns, rewards, batch rules); returns its plan."""
-    stage = runner(run).stage
+    stage = runner(run)
     if skip_data:
         if stage.check_batch is not None:
             stage.check_batch(run)

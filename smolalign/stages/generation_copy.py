@@ -12,7 +12,7 @@ one per token), samples the same policy faster (the quickstart's GRPO generation
 generating for a float32 model under bf16 mixed precision on a CPU, with the model whole in this process (not
 ZeRO-3, not PEFT); anything else gets TRL's own model. The copy's buffers (rotary frequencies) stay float32, as in a
 model loaded in bfloat16. The copy costs the weights once more in bf16 (270 MB for 135M parameters). Its `generate`
-reads each distinct prompt once for the rows that repeat it (smolalign/generation/shared_prefill.py).
+reads each distinct prompt once for the rows that repeat it (smolalign/trainers/shared_prefill.py).
 """
 
 import contextlib
@@ -22,8 +22,8 @@ import weakref
 from collections.abc import Iterator
 from copy import deepcopy
 
-from smolalign.generation.shared_prefill import generate_sharing_prompts
 from smolalign.hardware import CPU_AUTOCAST_ATTENTION
+from smolalign.trainers.shared_prefill import generate_sharing_prompts
 
 
 def generation_model(model, accelerator, copies: "weakref.WeakKeyDictionary"):

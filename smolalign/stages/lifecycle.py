@@ -53,7 +53,7 @@ class OpenRun:
     gpus: GpuPartition | None = None
     """For a stage that generates: the GPUs a vLLM server smolalign starts is given, apart from training's."""
     trainer: type | None = None
-    """The trainer class of the run's method (`stages.registry`), which the stage's `load` builds."""
+    """The trainer class of the run's method (`recipe.method_table`), which the stage's `load` builds."""
 
 
 @dataclass(frozen=True)
@@ -89,11 +89,11 @@ class Stage:
     `launch slurm --skip-data-check`)."""
 
 
-def run_lifecycle(stage: Stage, run: Run, *, trainer: Callable[[], type], output_dir: Path | None = None,
-                  dry_run: bool = False, resume: bool = False, overwrite: bool = False) -> Path | None:
-    """Check, announce (a dry run ends there), open the run directory, load (the stage builds `trainer()`, its
-    method's trainer class), train (resuming if asked), save; returns the saved model's directory (None for a dry
-    run)."""
+def run_lifecycle(stage: Stage, run: Run, *, output_dir: Path | None = None, dry_run: bool = False,
+                  resume: bool = False, overwrite: bool = False) -> Path | None:
+    """Check, announce (a dry run ends there), open the run directory, load (the stage builds its method's trainer
+    class, which the lifecycle imports here), train (resuming if asked), save; returns the saved model's directory
+    (None for a dry run)."""
     gpus = partition_of_this_process(run.recipe, run.hardware.device_count) if stage.generates else None
     checked = stage.check(run)
     if stage.generates:
@@ -102,7 +102,8 @@ def run_lifecycle(stage: Stage, run: Run, *, trainer: Callable[[], type], output
     evaluation = announce(run, checked.plan, dry_run)
     if dry_run:
         return None
-    opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus, trainer=trainer())
+    opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus,
+                      trainer=run.method_spec.trainer())
     with library_patches(run, generates=stage.generates), stage.load(run, opened, checked) as (trainer, tokenizer):
         model_dir = train_and_save(trainer, tokenizer, opened.run_dir, opened.checkpoint)
     return finish(trainer, opened.run_dir, model_dir, evaluation, *stage.summary, hub=run.recipe.hub)

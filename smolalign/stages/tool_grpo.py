@@ -1,4 +1,4 @@
-"""GRPO with tools: smolalign's GRPOTrainer (`stages.grpo_trainer`), whose tool loop (TRL's) runs the calls and
+"""GRPO with tools: smolalign's GRPOTrainer (`trainers.grpo`), whose tool loop (TRL's) runs the calls and
 hands every reward each answer's whole trajectory as its completion (the model's turns and the tools' results;
 `rewards.trajectory.read_trajectory` reads it, for the built-in rewards and a team's alike), with what the logs lack
 added: TRL logs `tools/call_frequency` and `tools/failure_frequency`; this counts, per answer, malformed calls and
@@ -9,7 +9,7 @@ from smolalign.tools.resolve import Tools
 
 
 def tool_grpo_trainer(tools: Tools) -> type:
-    from smolalign.stages.grpo_trainer import SharedPromptGRPOTrainer
+    from smolalign.trainers.grpo import SharedPromptGRPOTrainer
 
     class ToolGRPOTrainer(SharedPromptGRPOTrainer):
         _timeouts_logged = 0

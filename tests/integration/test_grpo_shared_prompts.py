@@ -1,5 +1,5 @@
 """On a CPU, smolalign's GRPOTrainer runs each distinct prompt of a batch through the model once and its answers on
-the prompt's key/value cache (smolalign.stages.grpo_trainer): the log-probabilities, entropies and gradients equal
+the prompt's key/value cache (smolalign.trainers.grpo): the log-probabilities, entropies and gradients equal
 TRL's own `_get_per_token_logps_and_entropies` (the reference, called as TRL ships it) in float32, and the token
 positions the model really embeds are counted against the count worked out by hand."""
 
@@ -41,7 +41,7 @@ def _batch(vocab: int, row_prompt=ROW_PROMPT):
 
 
 def _trainer(**overrides):
-    from smolalign.stages.grpo_trainer import SharedPromptGRPOTrainer
+    from smolalign.trainers.grpo import SharedPromptGRPOTrainer
 
     trainer = object.__new__(SharedPromptGRPOTrainer)  # the method under test reads only these attributes
     trainer.accelerator = SimpleNamespace(autocast=nullcontext, num_processes=1, is_main_process=True,
@@ -121,7 +121,7 @@ def test_trls_pass_where_the_cache_cannot_serve(tiny_model, case):
 
 
 def test_a_grpo_run_from_the_cli_shares_its_prompts(cli, write_recipe, tiny_dir, tmp_path, monkeypatch):
-    import smolalign.stages.grpo_trainer as grpo_trainer
+    import smolalign.trainers.grpo as grpo_trainer
     from smolalign.stages.tool_grpo import tool_grpo_trainer
 
     shared = []

@@ -36,7 +36,6 @@ def uniform_trainer(tiny_dir, tiny_tokenizer, tmp_path, write_recipe):
     from smolalign.hardware import detect_hardware
     from smolalign.models.load import load_tokenizer
     from smolalign.stages.po import build_trainer, po_config
-    from smolalign.stages.registry import runner
 
     data = write_jsonl(tmp_path / "pairs.jsonl", pair_rows(4))
 
@@ -52,7 +51,7 @@ def uniform_trainer(tiny_dir, tiny_tokenizer, tmp_path, write_recipe):
             model.get_output_embeddings().weight.zero_()
         prepared = prepare_preference_data(recipe, tokenizer, template)
         hardware = detect_hardware()
-        trainer = build_trainer(runner(recipe).trainer(), recipe, model, None, tokenizer, prepared,
+        trainer = build_trainer(recipe.method_spec.trainer(), recipe, model, None, tokenizer, prepared,
                                 po_config(recipe, hardware, tmp_path / "run"), tmp_path / "run")
         return trainer, len(tokenizer)
 

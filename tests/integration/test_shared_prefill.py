@@ -1,4 +1,4 @@
-"""Generation that reads each distinct prompt once (smolalign/generation/shared_prefill.py), against transformers' own
+"""Generation that reads each distinct prompt once (smolalign/trainers/shared_prefill.py), against transformers' own
 `generate` on the same rows in float32: the same sequences and every new token's logits (within 1e-5), greedy and
 sampled from one seed, with prompts of several lengths left-padded and their copies interleaved; the positions the embedding layer really sees equal the count worked
 out by hand; rows that never repeat, and calls asking for more than TRL asks, go to `generate` unchanged; and a real
@@ -8,7 +8,7 @@ import pytest
 import torch
 from tiny_models import addition_prompts, grpo_recipe, write_jsonl
 
-import smolalign.generation.shared_prefill as shared_prefill
+import smolalign.trainers.shared_prefill as shared_prefill
 from smolalign.hardware import CPU_BF16_VARIABLE
 
 NEW_TOKENS = 6

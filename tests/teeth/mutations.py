@@ -246,8 +246,8 @@ MUTATIONS = [
       "runs keep TRL's CPU choice: every position of the batch is projected"),
     M("grpo_shared_prompts", "on a CPU, GRPO runs each distinct prompt of a batch through the model once and its "
       "answers on that prompt's key/value cache: the same log-probabilities and gradients as TRL's pass over every "
-      "row whole", "checkpoints.md#precision", "smolalign/stages/registry.py",
-      "    from smolalign.stages.grpo_trainer import SharedPromptGRPOTrainer",
+      "row whole", "checkpoints.md#precision", "smolalign/recipe/method_table.py",
+      "    from smolalign.trainers.grpo import SharedPromptGRPOTrainer",
       "    from trl import GRPOTrainer as SharedPromptGRPOTrainer",
       ("tests/integration/test_grpo_shared_prompts.py::test_a_grpo_run_from_the_cli_shares_its_prompts",),
       "TRL's GRPOTrainer as it comes: every answer's row runs its prompt again"),
@@ -274,7 +274,7 @@ MUTATIONS = [
       "the shared reader's data is gguf's memmap again"),
     M("shared_prefill_positions", "a prompt read once for its copies keeps the positions generation gives it (left "
       "padding counted out)",
-      "checkpoints.md#precision", "smolalign/generation/shared_prefill.py",
+      "checkpoints.md#precision", "smolalign/trainers/shared_prefill.py",
       "    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generation computes them",
       "    positions = torch.arange(width - 1).expand_as(mask)",
       ("tests/integration/test_shared_prefill.py::test_the_same_sequences_as_transformers_generate[False]",
@@ -282,8 +282,8 @@ MUTATIONS = [
       "left-padded prompts cached at shifted positions: other answers"),
     M("distill_mixed_precision", "on-policy distillation (method distill) trains the student under the run's mixed "
       "precision: on a CPU with bf16, its loss's forward computes in bf16 over float32 weights",
-      "checkpoints.md#precision", "smolalign/stages/registry.py",
-      "    from smolalign.stages.distill_trainer import MixedPrecisionDistillationTrainer",
+      "checkpoints.md#precision", "smolalign/recipe/method_table.py",
+      "    from smolalign.trainers.distillation import MixedPrecisionDistillationTrainer",
       "    from trl import DistillationTrainer as MixedPrecisionDistillationTrainer",
       ("tests/integration/test_cpu_precision.py::"
        "test_distillation_trains_the_student_in_the_precision_the_cpu_decides[1-computes0]",),

@@ -29,6 +29,8 @@ LAYERS: tuple[tuple[str, tuple[Part, ...]], ...] = (
         ("smolalign.ports", "TCP ports on this machine: free or in use"),
         ("smolalign.deepspeed_settings", "a DeepSpeed preset as accelerate and DeepSpeed take it"),
         ("smolalign.library_patch", "a library's attribute replaced while a block runs, and put back"))),
+    ("trainers", (
+        ("smolalign.trainers", "TRL's trainers as smolalign runs them, and the prefill a prompt's answers share"),)),
     ("recipe", (
         ("smolalign.recipe", "recipe YAML parsed and type-checked: extends, --set, did-you-mean, the method table"),)),
     ("machine", (
@@ -184,7 +186,7 @@ def test_the_checks_find_what_they_look_for(tmp_path):
                                             "smolalign.stages.rl:4 imports yaml inside a function"]
 
 
-@pytest.mark.parametrize("module", ["smolalign.stages.po_trainers"])
+@pytest.mark.parametrize("module", ["smolalign.trainers.preference"])
 def test_a_module_that_loads_a_heavy_package_may_be_imported_inside_a_function(module):
     """It imports trl at module level (its classes subclass TRL's trainers): deferring it is deferring trl."""
     assert module in heavy_modules(all_imports(), heavy_packages())

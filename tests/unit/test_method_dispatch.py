@@ -1,6 +1,7 @@
-"""Dispatch by direct references: the method table (`recipe.method_table`: what a method is) and the runner table
-(`stages.registry`: its stage and trainer) hold functions and classes, never import strings; every method a recipe
-can name has a row in each; and each method's dry run goes through the stage its row names."""
+"""Dispatch by direct references: the method table (`recipe.method_table`: one row per method, with its config and
+trainer classes and the stage module that runs it) and the stage table (`stages.registry`) hold functions and
+classes, never import strings; every method a recipe can name has a row, whose stage module has a stage; and each
+method's dry run goes through the stage its row names."""
 
 import inspect
 import typing
@@ -13,14 +14,14 @@ from smolalign.recipe.method_keys import PO_METHODS, RL_METHODS, parse_method
 from smolalign.recipe.method_table import METHODS, method_spec
 from smolalign.recipe.schema import Method
 from smolalign.stages import registry
-from smolalign.stages.registry import RUNNERS
+from smolalign.stages.registry import STAGES
 
 
 def test_the_tables_hold_functions_not_import_strings():
     for name, spec in METHODS.items():
         assert inspect.isfunction(spec.config_class), name
-        assert inspect.isfunction(RUNNERS[name].trainer), name
-        runner = RUNNERS[name].stage
+        assert inspect.isfunction(spec.trainer), name
+        runner = STAGES[spec.stage_module]
         for function in (runner.check, runner.load, runner.check_batch):
             assert function is None or inspect.isfunction(function), name
         assert runner.load.__module__.startswith("smolalign.stages."), name
@@ -31,7 +32,8 @@ def test_the_tables_hold_functions_not_import_strings():
 
 def test_every_method_a_recipe_can_name_has_a_row_in_each_table():
     accepted = {*typing.get_args(typing.get_type_hints(Method)["trainer"]), "sft"}
-    assert set(METHODS) == accepted == set(RUNNERS)
+    assert set(METHODS) == accepted
+    assert {spec.stage_module for spec in METHODS.values()} == set(STAGES)
     for name in PO_METHODS:
         assert method_spec("po", parse_method(name)).stage == "po", name
     assert {METHODS[name].stage for name in RL_METHODS} == {"rl"}
@@ -73,11 +75,11 @@ def test_every_method_dry_runs_through_the_stage_its_row_names(name, cli, write_
     assert PLAN_SAYS[name] in out, out
 
 
-@pytest.mark.parametrize("name", sorted(RUNNERS))
+@pytest.mark.parametrize("name", sorted(STAGES))
 def test_each_stage_summary_names_a_logged_value_and_a_tuple_of_companions(name):
     """`runs.metrics.summary(run_dir, key, companions)`: companions passed as a bare string would be read letter by
     letter, and the summary would report none of them."""
-    summary = RUNNERS[name].stage.summary
+    summary = STAGES[name].summary
     assert len(summary) <= 2, summary
     assert all(isinstance(key, str) for key in summary[:1]), summary
     assert all(isinstance(companions, tuple) and all(isinstance(c, str) for c in companions)

@@ -12,12 +12,12 @@ from smolalign.recipe.settings import TrainSettings, train_settings
 def test_every_method_names_a_config_a_trainer_and_a_stage(name):
     from transformers import Trainer, TrainingArguments
 
-    from smolalign.stages.registry import RUNNERS
+    from smolalign.stages.registry import STAGES
 
     spec = METHODS[name]
     assert issubclass(spec.config_class(), TrainingArguments)
-    assert issubclass(RUNNERS[name].trainer(), Trainer)
-    assert callable(RUNNERS[name].stage.load) and callable(RUNNERS[name].stage.check)
+    assert issubclass(spec.trainer(), Trainer)
+    assert callable(STAGES[spec.stage_module].load) and callable(STAGES[spec.stage_module].check)
     assert method_spec(spec.stage, None if spec.stage == "sft" else Method(name, name)) is spec
 
 

@@ -99,7 +99,7 @@ ENVIRONMENT_EDITS = {
     ("smolalign/launch.py", "kept_process_variables"): "puts back what TRL's colocated vLLM wrote into the process",
     ("smolalign/recipe/method_table.py", "quiet_experimental"): "TRL reads TRL_EXPERIMENTAL_SILENCE at import, from "
                                                                 "os.environ only",
-    ("smolalign/stages/po_trainers.py", ""): "the same, for the experimental trainers this module imports",
+    ("smolalign/trainers/preference.py", ""): "the same, for the experimental trainers this module imports",
 }
 """The only places smolalign's own process environment is written, and why."""
 

@@ -24,7 +24,7 @@ import torch
 from trl import GRPOTrainer
 from trl.extras.profiling import profiling_decorator
 
-from smolalign.generation.shared_prefill import copyable_cache, distinct_rows
+from smolalign.trainers.shared_prefill import copyable_cache, distinct_rows
 
 
 def shared_prompt_log_probs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
