@@ -24,7 +24,7 @@ from smolalign.pairs.output import (
 )
 from smolalign.pairs.prompts import drop_long_prompts, load_prompts
 from smolalign.pairs.report import counts_text, length_report
-from smolalign.pairs.scorer import verifier_scorer
+from smolalign.pairs.scorer import run_scorer
 from smolalign.pairs.sides import generate_side, pair_row
 from smolalign.pairs.verified import verified_pairs
 from smolalign.recipe.schema import Recipe
@@ -46,7 +46,7 @@ def generate_pairs(run: Run, *, force: bool = False) -> Path:
         print(f"pairs: up to date ({out})")
         return out
     key = config_key(pairs)
-    verifier = verifier_scorer(run) if pairs.verifier else None
+    verifier = run_scorer(run, "verifier") if pairs.verifier else None
     prompt_set = load_prompts(pairs)
     if verifier is not None:
         verifier.check(prompt_set.prompts)

@@ -34,7 +34,7 @@ from smolalign.pairs.report import (
     score_distribution,
     unpaired_lengths,
 )
-from smolalign.pairs.scorer import Scorer, graded_scorer, pick
+from smolalign.pairs.scorer import Scorer, pick, run_scorer
 from smolalign.pairs.sides import answer_fields, exclusion
 from smolalign.progress import Progress
 from smolalign.recipe.schema import Recipe
@@ -51,7 +51,7 @@ def generate_graded(run: Run, *, force: bool = False) -> Path:
     if not force and is_up_to_date(recipe):
         print(f"pairs: up to date ({out})")
         return out
-    scorer = graded_scorer(run)
+    scorer = run_scorer(run, "scorer")
     prompt_set = load_prompts(pairs)
     scorer.check(prompt_set.prompts)
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())

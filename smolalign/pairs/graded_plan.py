@@ -9,7 +9,7 @@ from smolalign.hardware import Hardware, generation_dtype
 from smolalign.inputs.pairs_file import pairs_path
 from smolalign.models.sources import resolve_source
 from smolalign.pairs.prompts import load_prompts
-from smolalign.pairs.scorer import graded_scorer
+from smolalign.pairs.scorer import run_scorer
 from smolalign.quantities import describe_bytes
 from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
@@ -23,7 +23,7 @@ def add_graded_rows(rows: dict, run: Run, state: str) -> None:
     rows["pairs"] = (f"{state}: graded {kind}, {graded.n} candidates per prompt from {sampler.source} "
                      f"({sampler.backend}, temperature {sampler.temperature:g}), prompts dropped when best - worst "
                      f"< {graded.margin:g} or tied -> {pairs_path(pairs)}")
-    scorer = graded_scorer(run)
+    scorer = run_scorer(run, "scorer")
     prompt_set = load_prompts(pairs)
     scorer.check(prompt_set.prompts)
     rows["scorer"] = scorer.describe()

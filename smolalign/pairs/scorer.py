@@ -15,7 +15,7 @@ from smolalign.data.check import check_reward_rows
 from smolalign.data.mixture import ORIGIN
 from smolalign.errors import USER_ERRORS, SmolalignError
 from smolalign.recipe.generation_schema import RewardSection
-from smolalign.resolve import Run
+from smolalign.resolve import REWARD_KEYS, Run, reward_sections
 
 
 @dataclass
@@ -70,14 +70,10 @@ class Scorer:
                 reward.close()
 
 
-def graded_scorer(run: Run) -> Scorer:
-    """`pairs.graded.scorer` of a resolved run, on its built rewards."""
-    return Scorer(list(run.recipe.pairs.graded.scorer), list(run.rewards.scorer), "pairs.graded.scorer")
-
-
-def verifier_scorer(run: Run) -> Scorer:
-    """`pairs.verifier.rewards` of a resolved run, on its built rewards."""
-    return Scorer(list(run.recipe.pairs.verifier.rewards), list(run.rewards.verifier), "pairs.verifier.rewards")
+def run_scorer(run: Run, part: str) -> Scorer:
+    """The run's built rewards of `part`, a field of `resolve.Rewards` ("scorer": pairs.graded.scorer, "verifier":
+    pairs.verifier.rewards), as a scorer named by their recipe key."""
+    return Scorer(list(reward_sections(run.recipe)[part]), list(getattr(run.rewards, part)), REWARD_KEYS[part])
 
 
 def pick(scores: list[float | None], how: str, margin: float, rng: random.Random) -> tuple[int, int] | str:

@@ -7,7 +7,7 @@ pair's chosen answer scores at least the threshold and its rejected answer less;
 from rewards.think_mode import row_mode
 from smolalign.pairs.output import WorkLog
 from smolalign.pairs.prompts import Prompt, load_prompts
-from smolalign.pairs.scorer import Scorer, verifier_scorer
+from smolalign.pairs.scorer import Scorer, run_scorer
 from smolalign.pairs.sides import exclusion, generate_side, pair_row
 from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
@@ -57,7 +57,7 @@ def verifier_plan_row(run: Run) -> str:
     """The plan's line for the verifier, after checking it can score the prompts' rows (the columns its rewards read,
     a gold answer that parses) before anything loads. Its rewards stay open for the pairs' generation."""
     section = run.recipe.pairs.verifier
-    verifier = verifier_scorer(run)
+    verifier = run_scorer(run, "verifier")
     verifier.check(load_prompts(run.recipe.pairs).prompts)
     budget = (f"strong draws up to {section.strong_samples} answers for each prompt whose weak answer fails"
               if section.strong_samples > 1 else "strong answers each prompt whose weak answer fails")

@@ -207,7 +207,7 @@ def load_reference(run: Run, dtype: str, hardware: Hardware, tokenizer):
 
 
 def build_trainer(trainer_type: type, run: Run, model, reference, tokenizer, data, config, run_dir: Path):
-    """`trainer_type` (the method's, `stages.registry`) on the prepared pairs, with the reference where the method
+    """`trainer_type` (the method's, `recipe.method_table`) on the prepared pairs, with the reference where the method
     trains against one."""
     kwargs = dict(model=model, args=config, train_dataset=data.train, eval_dataset=data.eval,
                   processing_class=tokenizer, peft_config=peft_config(run), callbacks=[metrics_callback(run_dir)])
