@@ -151,3 +151,27 @@ def test_preference_and_grpo_runs_train_bf16_weights_with_it_too(cli, write_reci
     assert code == 0, err
     state = torch.load(tmp_path / "run" / "checkpoint-2" / "optimizer.pt", weights_only=False)["state"]
     assert state and all(s["exp_avg"].dtype == torch.float32 for s in state.values())
+
+
+def test_a_bf16_run_resumes_with_float32_moments_to_the_uninterrupted_weights(cli, write_recipe, tiny_dir, tmp_path,
+                                                                               monkeypatch):
+    """A bf16-weights SFT run cut back to checkpoint-2 and resumed: the resumed optimizer keeps float32 moments (torch
+    casts loaded state to the weights' dtype, and the next step refused bf16 moments) and ends on the uninterrupted
+    run's weights and losses bit for bit (the rounding noise follows the step, not the process)."""
+    from resume_checks import assert_resumed, cut_back
+
+    monkeypatch.setenv(CPU_BF16_VARIABLE, "1")
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(32))
+    recipe = write_recipe({"model": {"source": str(tiny_dir), "dtype": "bfloat16"}, "template": {"name": "smollm3"},
+                           "data": {"sources": [{"path": str(data)}]},
+                           "train": {"max_length": 128, "packing": "bfd", "per_device_train_batch_size": 2,
+                                     "max_steps": 4, "save_steps": 2, "learning_rate": 1e-3, "logging_steps": 1,
+                                     "gradient_checkpointing": False, "seed": 0}}, "bf16.yaml")
+    code, _, err = cli("sft", recipe, "-o", tmp_path / "full")
+    assert code == 0, err
+    cut = cut_back(tmp_path / "full", tmp_path / "resumed")
+    code, _, err = cli("sft", recipe, "-o", tmp_path / "resumed", "--resume")
+    assert code == 0, err
+    assert_resumed(tmp_path / "full", tmp_path / "resumed", cut)
+    state = torch.load(tmp_path / "resumed" / "checkpoint-4" / "optimizer.pt", weights_only=False)["state"]
+    assert state and all(s["exp_avg"].dtype == torch.float32 for s in state.values())

@@ -186,12 +186,39 @@ MUTATIONS = [
       "moments"),
     M("bf16_stochastic_rounding", "an AdamW update far below bf16's spacing reaches bf16 weights on average (stochastic "
       "rounding, not rounding to the nearest)", "checkpoints.md#precision", "smolalign/stages/stochastic_rounding.py",
-      "                    p.copy_(round_stochastically(weight, self._generator(p.device)))",
+      "                    p.copy_(round_stochastically(weight, generator))",
       "                    p.copy_(weight)",
       ("tests/integration/test_update_precision.py::"
        "test_an_update_far_below_bf16s_spacing_reaches_the_weights_on_average",
        "tests/integration/test_update_precision.py::test_bf16_weights_learn_at_the_pace_of_float32"),
       "the float32 update is rounded to the nearest bf16: weights of 1.0 never move by 1e-4 steps"),
+    M("bf16_fused_rounding", "on a CUDA GPU each bf16 tensor's AdamW step is one fused Triton kernel (22 bytes a "
+      "parameter against the torch operations' ~126): torch's AdamW moments, the weight rounded stochastically",
+      "checkpoints.md#precision", "smolalign/stages/stochastic_rounding_kernel.py",
+      "    noise = (tl.randint(seed, offsets.to(tl.uint32)) & 0xFFFF).to(tl.int32)\n",
+      "    noise = (tl.randint(seed, offsets.to(tl.uint32)) & 0).to(tl.int32) + 0x8000\n",
+      ("tests/integration/test_stochastic_rounding_kernel.py::"
+       "test_an_update_far_below_bf16s_spacing_reaches_the_weights_on_average",
+       "tests/integration/test_stochastic_rounding_kernel.py::test_the_seed_decides_the_noise"),
+      "the kernel rounds to the nearest bf16 (half a spacing added, no noise): an update far below the spacing is "
+      "lost and the seed changes nothing"),
+    M("bf16_resume_float32_moments", "a bf16-weights run resumes with float32 AdamW moments and ends on the "
+      "uninterrupted run's weights bit for bit (torch casts loaded optimizer state to the weights' dtype)",
+      "checkpoints.md#precision", "smolalign/stages/stochastic_rounding.py",
+      "                self.state[p][key] = value.to(device=p.device, dtype=torch.float32)\n",
+      "                pass\n",
+      ("tests/unit/test_stochastic_rounding.py::test_a_resumed_optimizer_rounds_as_the_uninterrupted_one",
+       "tests/integration/test_update_precision.py::"
+       "test_a_bf16_run_resumes_with_float32_moments_to_the_uninterrupted_weights"),
+      "the loaded moments stay torch's bf16 casts: the first step after the resume refuses them (a lerp of bf16 "
+      "moments with a float32 gradient)"),
+    M("bf16_rounding_follows_the_step", "the stochastic rounding's noise is drawn from the run's seed, the step and the "
+      "tensor, so a resumed optimizer rounds as the uninterrupted one", "checkpoints.md#precision",
+      "smolalign/stages/stochastic_rounding.py",
+      "                    generator = torch.Generator(device=p.device).manual_seed(seed)\n",
+      "                    generator = None\n",
+      ("tests/unit/test_stochastic_rounding.py::test_a_resumed_optimizer_rounds_as_the_uninterrupted_one",),
+      "the noise comes from the process's random stream, which a new process does not continue"),
     M("gpu_float32_masters", "model.dtype float32 on a GPU trains float32 master weights under bf16 (fp16) autocast; "
       "pure float32 only with train.bf16: false", "checkpoints.md#precision", "smolalign/hardware.py",
       '    return {"bf16": hardware.bf16, "fp16": not hardware.bf16}', '    return {"bf16": dtype == "bfloat16", '
