@@ -8,6 +8,7 @@ chat template installed on the tokenizer, EOS taken from the template's end-of-t
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -178,6 +179,13 @@ def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer,
     source = source or resolve_model(section)
     kwargs: dict = {"dtype": getattr(torch, dtype), "trust_remote_code": section.trust_remote_code}
     attention = section.attn_implementation or autocast_attention(section.dtype, hardware, dtype, model_width(source))
+    if attention == "flex_attention" and not hardware.on_gpu:
+        # torch's flex attention has no backward pass on a CPU ("FlexAttention does not support backward on CPU") and
+        # compiles its forward there for minutes: a GPU recipe smoke-tested on a CPU takes the CPU's attention, which
+        # keeps packed rows apart by their position ids as flex attention does.
+        attention = autocast_attention(section.dtype, hardware, dtype, model_width(source))
+        print(f"note: model.attn_implementation flex_attention runs on a GPU; on this CPU: {attention or 'sdpa'}",
+              file=sys.stderr)
     if attention == cpu_attention.NAME:
         cpu_attention.register()
     if attention:

@@ -157,3 +157,17 @@ def test_same_recipe_and_seed_give_the_same_losses(cli, sft_recipe, tmp_path):
         assert code == 0, err
     losses = [[m["loss"] for m in read_metrics(tmp_path / name) if "loss" in m] for name in ("a", "b")]
     assert losses[0] == losses[1] and len(losses[0]) == 3
+
+
+def test_a_gpu_recipe_with_flex_attention_trains_on_a_cpu(cli, write_recipe, tiny_dir, tmp_path):
+    """The shipped GPU recipes name flex attention, which torch cannot train on a CPU ("FlexAttention does not support
+    backward on CPU"): smoke-tested on a CPU, the run trains with the CPU's attention and says so."""
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(16))
+    recipe = write_recipe({"model": {"source": str(tiny_dir), "attn_implementation": "flex_attention"},
+                           "template": {"name": "smollm3"}, "data": {"sources": [{"path": str(data)}]},
+                           "train": {"max_length": 256, "packing": "bfd", "per_device_train_batch_size": 2,
+                                     "max_steps": 2, "logging_steps": 1, "gradient_checkpointing": False}})
+    code, _, err = cli("sft", recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    assert "flex_attention runs on a GPU; on this CPU: sdpa" in err
+    assert len([m for m in read_metrics(tmp_path / "run") if "loss" in m]) == 2
