@@ -9,8 +9,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
 """Dense bf16 tensor-core peaks (NVIDIA datasheets; H100/H200 SXM)."""
-CHATML = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
-          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+CHATML = ("{% for m in messages %}{% if m['role'] == 'assistant' %}{{ '<|im_start|>assistant\\n' }}{% generation %}"
+          "{{ m['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\\n' }}{% else %}"
+          "{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endif %}{% endfor %}"
+          "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+"""ChatML, with generation markers around each answer so that TRL's `assistant_only_loss` can mask the rest."""
 
 
 def require_gpu(what: str) -> None:
@@ -28,8 +31,9 @@ def peak_flops(device_name: str, override_tflops: float | None) -> float | None:
     return next((tflops * 1e12 for key, tflops in PEAK_BF16_TFLOPS.items() if key in device_name), None)
 
 
-def smollm3_3b(folder: Path, layers: int | None = None) -> Path:
-    """A random SmolLM3-3B (bf16 safetensors) and a tokenizer in `folder`, built once."""
+def smollm3_3b(folder: Path, layers: int | None = None, device: str = "cuda", **sizes) -> Path:
+    """A random SmolLM3-3B (bf16 safetensors) and a tokenizer in `folder`, built once; `sizes` override the 3B's
+    config (a small one for a CPU check of a GPU script)."""
     if (folder / "config.json").is_file():
         return folder
     import torch
@@ -43,8 +47,9 @@ def smollm3_3b(folder: Path, layers: int | None = None) -> Path:
     tokenizer.save_pretrained(folder)
     # The layer count goes to the constructor: it sizes layer_types and the no-RoPE layers from it.
     config = SmolLM3Config(pad_token_id=tokenizer.pad_token_id or 0, bos_token_id=tokenizer.bos_token_id,
-                           eos_token_id=tokenizer.eos_token_id, **({"num_hidden_layers": layers} if layers else {}))
-    with torch.device("cuda"):
+                           eos_token_id=tokenizer.eos_token_id, **({"num_hidden_layers": layers} if layers else {}),
+                           **sizes)
+    with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     model.save_pretrained(folder)
     print(f"built a random SmolLM3 ({sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters) in {folder}")

@@ -1,26 +1,33 @@
 """SFT throughput on one GPU: `smolalign sft` against plain TRL `SFTTrainer`, on the same randomly initialised
-SmolLM3-3B, the same conversations and the same padding-free BFD packing, one run each, side by side.
+SmolLM3-3B, the same conversations, the same padding-free BFD packing and the same settings, one run each, side by side.
 
     python benchmarks/gpu_sft.py [--steps 30] [--max-length 16384] [--words 1500] [--peak-tflops 989]
-                                 [--only smolalign|trl]
+                                 [--attention sdpa|flex_attention] [--trl-attention sdpa|flex_attention]
+                                 [--liger on|off] [--loss assistant|all] [--only smolalign|trl]
 
-smolalign runs its recipe path (flex attention, Liger when installed, gradient checkpointing, bf16); plain TRL runs
-SFTConfig with the same batch, packing and checkpointing and its defaults otherwise. tokens/s = the tokens trained
-between the end of step --warmup and the last step over the wall time between them (both logged each step), so the
-first steps' compilation (flex attention's block mask compiles for minutes) is left out; the whole run's rate, first
-steps included, is printed beside it, and so is the time to the first logged step (loading, compilation, one step).
-Each run's result is printed as it ends (`RUN name {json}`), so a lease that ends during the second run keeps the
-first's; `--only` runs one of them. MFU =
-tokens/s × (6 N + 12 L d s̄) / peak, with N parameters, L layers, d hidden size and s̄ the mean document length
-(packed documents do not attend to each other). Without a GPU it says so and exits 0.
+Both sides get the same attention (`--attention`, flex by default; `--trl-attention` gives TRL another one, for the
+unequal comparison of RESULTS' first row), the same Liger setting (`--liger`, on when liger-kernel is installed), the
+same loss (`--loss assistant`: assistant tokens only, smolalign's default and TRL's `assistant_only_loss` through a
+template with generation markers; `all`: every token), gradient checkpointing, batch and packing. Precision is each
+side's default for bf16 weights: TRL's fused AdamW, smolalign's stochastic-rounding AdamW (`--optim` gives smolalign
+another train.optim). tokens/s = the tokens trained between the end of step --warmup and the last step over the wall
+time between them (both logged each step), so the first steps' compilation (flex attention's block mask compiles for
+minutes) is left out; the whole run's rate, first steps included, is printed beside it, and so is the time to the
+first logged step (loading, compilation, one step), and each side's peak allocated memory. Each run's result is
+printed as it ends (`RUN name {json}`), so a lease that ends during the second run keeps the first's; `--only` runs
+one of them. MFU = tokens/s × (6 N + 12 L d s̄) / peak, with N parameters, L layers, d hidden size and s̄ the mean
+document length (packed documents do not attend to each other). Without a GPU it says so and exits 0.
 """
 
 import argparse
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 # This file's folder comes first on sys.path when it runs as a script, where benchmarks/rewards.py would shadow the
@@ -29,27 +36,59 @@ _HERE = Path(__file__).resolve().parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 from gpu_model import REPO, conversations, parameter_count, peak_flops, require_gpu, smollm3_3b  # noqa: E402
 
-PLAIN_TRL = """
+PEAK = "PEAK "
+"""The line each child ends with: its peak allocated GPU memory in bytes (null on a CPU)."""
+PRINT_PEAK = ("import atexit, json, torch\n"
+              "atexit.register(lambda: print('PEAK ' + json.dumps(torch.cuda.max_memory_allocated() "
+              "if torch.cuda.is_available() else None), flush=True))\n")
+
+PLAIN_TRL = PRINT_PEAK + """
 import json, sys, time
 import datasets, torch
 from transformers import AutoTokenizer, TrainerCallback
 from trl import SFTConfig, SFTTrainer
-model, data, out, settings = sys.argv[1:5]
-settings = json.loads(settings)
+model, data, out, settings, side = sys.argv[1:6]
+settings, side = json.loads(settings), json.loads(side)
 tokenizer = AutoTokenizer.from_pretrained(model)
 args = SFTConfig(output_dir=out, bf16=True, report_to="none", save_strategy="no", logging_steps=1,
-                 model_init_kwargs={"dtype": torch.bfloat16}, **settings)
+                 use_cpu=not torch.cuda.is_available(),
+                 model_init_kwargs={"dtype": torch.bfloat16, "attn_implementation": side["attention"]},
+                 use_liger_kernel=side["liger"], assistant_only_loss=side["assistant_only"], **settings)
 points = []
 class Clock(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "num_tokens" in logs:
-            points.append({"step": state.global_step, "time": time.time(), "num_tokens": logs["num_tokens"]})
+            points.append({"step": state.global_step, "time": time.time(), "num_tokens": logs["num_tokens"],
+                           "loss": logs.get("loss")})
 trainer = SFTTrainer(model=model, args=args, train_dataset=datasets.load_dataset("json", data_files=data)["train"],
                      processing_class=tokenizer, callbacks=[Clock()])
 result = trainer.train()
 print("RESULT " + json.dumps({"train_runtime": result.metrics["train_runtime"], "num_tokens": points[-1]["num_tokens"],
                               "points": points}))
 """
+
+SMOLALIGN = PRINT_PEAK + """
+import runpy, sys
+sys.argv = ["smolalign"] + sys.argv[1:]
+runpy.run_module("smolalign", run_name="__main__")
+"""
+
+
+@dataclass(frozen=True)
+class Side:
+    """What a run sets beyond the shared TRL settings; both sides of a comparison get the same one."""
+
+    attention: str = "sdpa"
+    liger: bool = False
+    assistant_only: bool = True
+    dtype: str = "bfloat16"
+    """smolalign's model.dtype (TRL's side always loads bf16 weights)."""
+    optim: str | None = None
+    """smolalign's train.optim; None: its default for the weights (stochastic-rounding AdamW for bf16)."""
+
+    def label(self) -> str:
+        return (f"{self.attention}, Liger {'on' if self.liger else 'off'}, "
+                f"{'assistant-only' if self.assistant_only else 'every-token'} loss")
 
 
 def steady_rate(points: list[dict], warmup: int) -> float | None:
@@ -61,39 +100,77 @@ def steady_rate(points: list[dict], warmup: int) -> float | None:
     return (end["num_tokens"] - start["num_tokens"]) / (end["time"] - start["time"])
 
 
+def steady_step_seconds(points: list[dict], warmup: int) -> float | None:
+    """Seconds a step between the end of step `warmup` and the last logged step."""
+    start = next((p for p in points if p["step"] == warmup), None)
+    end = points[-1] if points else None
+    if start is None or end is start:
+        return None
+    return (end["time"] - start["time"]) / (end["step"] - start["step"])
+
+
 def first_step_seconds(result: dict) -> float:
     """Seconds from the trainer's start to its first logged step: the run's time less the logged steps' span."""
     points = result["points"]
     return result["train_runtime"] - (points[-1]["time"] - points[0]["time"])
 
 
-def smolalign_run(model: Path, data: Path, work: Path, settings: dict) -> dict:
-    import importlib.util
+def peak_of(output: str) -> int | None:
+    line = next((line for line in reversed(output.splitlines()) if line.startswith(PEAK)), None)
+    return json.loads(line[len(PEAK):]) if line else None
 
+
+PLANNED = re.compile(r"time per step\s+≈ ([\d.,]+) (ms|s|min|h)\b")
+UNITS = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
+
+
+def planned_step_seconds(output: str) -> float | None:
+    """The plan's "time per step" estimate, as the run printed it before training."""
+    found = PLANNED.search(output)
+    return float(found.group(1).replace(",", "")) * UNITS[found.group(2)] if found else None
+
+
+def smolalign_run(model: Path, data: Path, work: Path, settings: dict, side: Side = Side(), name: str = "smolalign",
+                  env: dict | None = None) -> dict:
     import yaml
 
-    train = {**settings, "logging_steps": 1, "save_strategy": "no", "learning_rate": 1e-5}
-    if importlib.util.find_spec("liger_kernel"):
+    train = {**settings, "logging_steps": 1, "save_strategy": "no", "learning_rate": 1e-5,
+             "assistant_only_loss": side.assistant_only}
+    if side.liger:
         train["use_liger_kernel"] = True
-    recipe = work / "sft.yaml"
+    if side.optim:
+        train["optim"] = side.optim
+    recipe = work / f"{name}.yaml"
     recipe.write_text(yaml.safe_dump({
-        "model": {"source": str(model), "dtype": "bfloat16", "attn_implementation": "flex_attention"},
+        "model": {"source": str(model), "dtype": side.dtype, "attn_implementation": side.attention},
         "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]}, "train": train}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    subprocess.run([sys.executable, "-m", "smolalign", "sft", str(recipe), "-o", str(work / "smolalign-run"),
-                    "--overwrite"], check=True, env=env, cwd=REPO)
-    rows = [json.loads(line) for line in (work / "smolalign-run" / "metrics.jsonl").read_text().splitlines()]
+    run_dir = work / f"{name}-run"
+    child_env = {**os.environ, **(env or {}),
+                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", SMOLALIGN, "sft", str(recipe), "-o", str(run_dir), "--overwrite"],
+                         check=True, env=child_env, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     runtime = next(r["train_runtime"] for r in rows if "train_runtime" in r)
     points = [r for r in rows if "num_tokens" in r and "time" in r]
     return {"train_runtime": runtime, "num_tokens": points[-1]["num_tokens"], "points": points,
-            "liger": "use_liger_kernel" in train}
+            "liger": side.liger, "peak_bytes": peak_of(out.stdout), "planned_step_seconds": planned_step_seconds(out.stdout)}
 
 
-def plain_trl_run(model: Path, data: Path, work: Path, settings: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", PLAIN_TRL, str(model), str(data), str(work / "trl-run"),
-                          json.dumps(settings)], check=True, stdout=subprocess.PIPE, text=True, cwd=REPO)
+def plain_trl_run(model: Path, data: Path, work: Path, settings: dict, side: Side = Side(),
+                  name: str = "trl") -> dict:
+    out = subprocess.run([sys.executable, "-c", PLAIN_TRL, str(model), str(data), str(work / f"{name}-run"),
+                          json.dumps(settings), json.dumps({"attention": side.attention, "liger": side.liger,
+                                                            "assistant_only": side.assistant_only})],
+                         check=True, stdout=subprocess.PIPE, text=True, cwd=REPO)
     line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return {**json.loads(line[len("RESULT "):]), "liger": side.liger, "peak_bytes": peak_of(out.stdout)}
+
+
+def shared_settings(max_length: int, steps: int, batch: int = 1) -> dict:
+    """The TRL settings both sides share: padding-free BFD rows, gradient checkpointing, one row a device."""
+    return {"max_length": max_length, "packing": True, "packing_strategy": "bfd", "max_steps": steps,
+            "per_device_train_batch_size": batch, "gradient_accumulation_steps": 1,
+            "gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
 
 
 def main() -> None:
@@ -103,6 +180,13 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=1500, help="mean assistant words per conversation")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=5, help="steps left out of the steady-state rate")
+    parser.add_argument("--attention", choices=("sdpa", "flex_attention"), default="flex_attention")
+    parser.add_argument("--trl-attention", choices=("sdpa", "flex_attention"), default=None,
+                        help="TRL's attention when it should differ from --attention (an unequal comparison)")
+    parser.add_argument("--liger", choices=("on", "off"), default=None,
+                        help="both sides; default on when liger-kernel is installed")
+    parser.add_argument("--loss", choices=("assistant", "all"), default="assistant")
+    parser.add_argument("--optim", default=None, help="smolalign's train.optim (default: its choice for bf16)")
     parser.add_argument("--peak-tflops", type=float, default=None)
     parser.add_argument("--only", choices=("smolalign", "trl"), default=None, help="run only this side")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "smolalign-gpu-bench")
@@ -119,9 +203,10 @@ def main() -> None:
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     lengths = [len(tokenizer.apply_chat_template(r["messages"], tokenize=True, return_dict=False)) for r in rows[:200]]
     mean_doc = sum(lengths) / len(lengths)
-    settings = {"max_length": args.max_length, "packing": True, "packing_strategy": "bfd", "max_steps": args.steps,
-                "per_device_train_batch_size": args.batch, "gradient_accumulation_steps": 1,
-                "gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
+    settings = shared_settings(args.max_length, args.steps, args.batch)
+    liger = importlib.util.find_spec("liger_kernel") is not None if args.liger is None else args.liger == "on"
+    ours = Side(args.attention, liger, args.loss == "assistant", optim=args.optim)
+    theirs = Side(args.trl_attention or args.attention, liger, args.loss == "assistant")
     config = AutoConfig.from_pretrained(model)
     n = parameter_count(model)
     flops_per_token = 6 * n + 12 * config.num_hidden_layers * config.hidden_size * mean_doc
@@ -129,22 +214,23 @@ def main() -> None:
     peak = peak_flops(device, args.peak_tflops)
     print(f"GPU {device}; SmolLM3 random init, {n / 1e9:.2f} B parameters; rows of {args.max_length} tokens, "
           f"documents of {mean_doc:.0f} tokens on average; {args.steps} steps")
-    runs = {"smolalign sft": smolalign_run, "plain TRL SFTTrainer": plain_trl_run}
+    runs = {"smolalign sft": (smolalign_run, ours), "plain TRL SFTTrainer": (plain_trl_run, theirs)}
     if args.only:
         runs = {name: run for name, run in runs.items() if args.only in name.lower()}
     results = {}
-    for name, run in runs.items():
-        results[name] = run(model, data, args.work, settings)
+    for name, (run, side) in runs.items():
+        results[name] = run(model, data, args.work, settings, side)
         print(f"RUN {name} " + json.dumps(results[name]), flush=True)
-    print(f"| run | tokens/s after step {args.warmup} | MFU | tokens/s, whole run | time to step 1 |\n"
-          "|---|---|---|---|---|")
+    print(f"| run | settings | tokens/s after step {args.warmup} | MFU | tokens/s, whole run | time to step 1 | "
+          "peak allocated |\n|---|---|---|---|---|---|---|")
     rates = {}
     for name, result in results.items():
         whole = result["num_tokens"] / result["train_runtime"]
         rates[name] = steady_rate(result["points"], args.warmup) or whole
         mfu = f"{rates[name] * flops_per_token / peak:.1%}" if peak else "(pass --peak-tflops)"
-        print(f"| {name}{' (Liger)' if result.get('liger') else ''} | {rates[name]:,.0f} | {mfu} | {whole:,.0f} | "
-              f"{first_step_seconds(result):.0f} s |")
+        memory = f"{result['peak_bytes'] / 2 ** 30:.1f} GiB" if result.get("peak_bytes") else "—"
+        print(f"| {name} | {runs[name][1].label()} | {rates[name]:,.0f} | {mfu} | {whole:,.0f} | "
+              f"{first_step_seconds(result):.0f} s | {memory} |")
     if len(rates) == 2:
         print(f"ratio smolalign / TRL: {rates['smolalign sft'] / rates['plain TRL SFTTrainer']:.2f}")
 
