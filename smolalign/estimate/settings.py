@@ -6,10 +6,12 @@ from pathlib import Path
 
 from smolalign.deepspeed_settings import ZERO_BUCKETS, deepspeed_config
 from smolalign.estimate.memory import Setup
+from smolalign.gpu_partition import training_device_count
 from smolalign.gpus import Gpu, find_gpu, gpu_named, parse_size
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.launch import launched_sharding, preset_path, read_preset, under_launcher
 from smolalign.recipe.method_table import method_spec
+from smolalign.target import launch_plan
 
 ASSUMED_PROMPT = 512
 """Prompt tokens assumed for on-policy stages when train.max_prompt_length is not set."""
@@ -90,7 +92,8 @@ def launch_fields(recipe, hardware: Hardware, preset: Path | None = None) -> dic
         return _zero_setup(zero, processes, None)
     if preset is None and recipe.launch is not None and recipe.launch.preset:
         preset = preset_path(recipe.launch.preset, "launch.preset")
-        processes = recipe.launch.num_processes or 1
+        if hardware.world_size <= 1:  # not launched yet: the processes the launch will start on this machine
+            _, processes = launch_plan(recipe.launch, training_device_count(hardware.device_count, recipe.generation))
     if preset is None:
         return {"sharding": "none", "processes": processes}
     per_node = hardware.device_count if hardware.world_size > hardware.device_count > 0 else None

@@ -7,7 +7,7 @@ from smolalign.hardware import Hardware
 from smolalign.plan import _sharding
 
 GPUS = Hardware("cuda", 8, "H100", True, 8, 8)
-RECIPE = SimpleNamespace(launch=None)
+RECIPE = SimpleNamespace(launch=None, generation=None)
 
 
 def test_accelerate_deepspeed_environment(monkeypatch):
@@ -68,7 +68,8 @@ def test_the_plan_is_the_same_under_accelerate_launch_and_smolaligns_own(monkeyp
                  "ACCELERATE_USE_FSDP"):
         monkeypatch.delenv(name, raising=False)
     laptop = Hardware("cuda", 8, "H100", True, 1, 8)
-    own = launch_fields(SimpleNamespace(launch=LaunchSection(preset="zero3", num_processes=8)), laptop)
+    own = launch_fields(SimpleNamespace(launch=LaunchSection(preset="zero3", num_processes=8), generation=None),
+                        laptop)
     for key, value in accelerate_launch_environment("zero3", 8).items():
         monkeypatch.setenv(key, value)
     launched = launch_fields(RECIPE, GPUS)
@@ -78,3 +79,24 @@ def test_the_plan_is_the_same_under_accelerate_launch_and_smolaligns_own(monkeyp
     for name in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_CONFIG_FILE"):
         monkeypatch.delenv(name, raising=False)
     assert launch_fields(RECIPE, GPUS) == {"sharding": "ddp", "processes": 8}  # torchrun: WORLD_SIZE only
+
+
+def test_a_preset_without_a_process_count_is_planned_over_the_processes_its_launch_starts(monkeypatch):
+    """`launch: {preset: zero3}` alone starts one process per GPU left for training (target.launch_plan): the plan
+    shards over them (ZeRO-3 over 8 on an 8-GPU node, 7 when a started vLLM server takes one, 1 on a CPU), as it does
+    when the recipe states the count."""
+    from smolalign.recipe.schema import LaunchSection
+
+    for name in ("SMOLALIGN_LAUNCHED", "SMOLALIGN_DEEPSPEED_CONFIG", "WORLD_SIZE", "ACCELERATE_USE_DEEPSPEED",
+                 "ACCELERATE_USE_FSDP", "LOCAL_WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    node = Hardware("cuda", 8, "H100", True, 1, 8)
+    zero3 = LaunchSection(preset="zero3")
+    assert launch_fields(SimpleNamespace(launch=zero3, generation=None), node)["processes"] == 8
+    assert launch_fields(SimpleNamespace(launch=LaunchSection(preset="zero3", num_processes=8), generation=None),
+                         node)["processes"] == 8
+    server = SimpleNamespace(backend="vllm_server", server=SimpleNamespace(base_url=None, gpus=None,
+                                                                          tensor_parallel=1))
+    assert launch_fields(SimpleNamespace(launch=zero3, generation=server), node)["processes"] == 7
+    assert launch_fields(SimpleNamespace(launch=zero3, generation=None),
+                         Hardware("cpu", 0, "cpu", False, 1, 2))["processes"] == 1
