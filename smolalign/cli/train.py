@@ -35,7 +35,9 @@ def _train(stage: str, recipe: str, overrides: list[str] | None, argv: list[str]
     that would see several GPUs is refused first, with the command that runs one per GPU."""
     from smolalign.launch import check_not_data_parallel, under_launcher
     from smolalign.resolve import load_run
+    from smolalign.stages.compile_cache import keep_compiled_kernels
 
+    keep_compiled_kernels()  # before anything imports TRL, whose import sets torch's default; launched ranks inherit
     run = load_run(recipe, overrides or [], stage)
     if not under_launcher() and _launched(run, argv, launch, num_processes):
         return

@@ -186,8 +186,8 @@ def _time_rows(plan, run: Run, settings, setup: Setup, dims: ModelDims, gpu: Gpu
                  f"{gpu.name}'s bf16 peak, {source})")
         if attention == "flex_attention":
             plan.notes.append(f"the first step compiles flex attention's block mask and kernels: {FLEX_FIRST_STEP} "
-                              "before step 1; later runs reuse torch's compile cache (TORCHINDUCTOR_CACHE_DIR) where "
-                              "it persists")
+                              "before step 1; later runs reuse what it compiled, kept under SMOLALIGN_CACHE/compile "
+                              "(stages/compile_cache.py; how much that cuts on a GPU is not measured yet)")
     else:
         plan.rows["time per step"] = "not estimated (no GPU target: set launch.gpu, or launch.calibrate: true)"
         return

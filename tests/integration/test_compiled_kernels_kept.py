@@ -1,0 +1,54 @@
+"""What a run compiles outlives it: a train command points TorchInductor's and Triton's caches under
+SMOLALIGN_CACHE/compile, where the next run, another job or a requeue finds flex attention's kernels, instead of
+torch's default /tmp/torchinductor_<user>, which a container or a Slurm job's private /tmp loses. The default tier
+reads the cache folder torch itself resolves in a real command's process; the slow tier compiles (`train.torch_compile:
+true`, TorchInductor's C++ backend on a CPU) and finds the compiled graphs there."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from tiny_models import chat_rows, write_jsonl
+
+CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+REPORT = """
+import atexit, os, runpy, sys
+def report():
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    print("INDUCTOR " + cache_dir()); print("TRITON " + os.environ.get("TRITON_CACHE_DIR", ""))
+atexit.register(report)
+sys.argv = ["smolalign"] + sys.argv[1:]
+runpy.run_module("smolalign", run_name="__main__")
+"""
+
+
+def smolalign(tmp_path, recipe, *args) -> subprocess.CompletedProcess:
+    env = {name: value for name, value in os.environ.items() if name not in CACHE_VARIABLES}
+    env["SMOLALIGN_CACHE"] = str(tmp_path / "cache")
+    return subprocess.run([sys.executable, "-c", REPORT, "sft", str(recipe), "-o", str(tmp_path / "run"), *args],
+                          env=env, capture_output=True, text=True, timeout=900)
+
+
+def sft_recipe(write_recipe, tiny_dir, tmp_path, **train):
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    return write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"},
+                         "data": {"sources": [{"path": str(data)}]},
+                         "train": {"max_length": 128, "packing": "bfd", "per_device_train_batch_size": 2,
+                                   "max_steps": 1, "gradient_checkpointing": False, **train}})
+
+
+def test_a_train_commands_compile_caches_are_under_smolalign_cache(write_recipe, tiny_dir, tmp_path):
+    done = smolalign(tmp_path, sft_recipe(write_recipe, tiny_dir, tmp_path), "--dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    reported = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("INDUCTOR ", "TRITON ")))
+    assert reported == {"INDUCTOR": str(tmp_path / "cache" / "compile" / "inductor"),
+                        "TRITON": str(tmp_path / "cache" / "compile" / "triton")}
+
+
+@pytest.mark.slow
+def test_a_runs_compiled_graphs_land_in_smolalign_cache(write_recipe, tiny_dir, tmp_path):
+    done = smolalign(tmp_path, sft_recipe(write_recipe, tiny_dir, tmp_path, torch_compile=True))
+    assert done.returncode == 0, done.stderr[-3000:]
+    compiled = [p for p in (tmp_path / "cache" / "compile" / "inductor").rglob("*") if p.is_file()]
+    assert compiled, "nothing compiled landed in SMOLALIGN_CACHE/compile/inductor"
