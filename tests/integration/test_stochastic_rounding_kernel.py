@@ -21,30 +21,52 @@ if not (TRITON_DIR / "triton").is_dir():
                 allow_module_level=True)
 
 # Triton reads TRITON_INTERPRET when triton.language defines its own jitted helpers (tl.randint), so the kernel runs in
-# a fresh interpreter that sets it before importing Triton.
+# a fresh interpreter that sets it before importing Triton: one child runs every case of this file.
 RUNNER = """
 import sys, torch
 from smolalign.stages.stochastic_rounding_kernel import fused_step
-tensors, settings = torch.load(sys.argv[1])
-fused_step(*tensors, **settings)
-torch.save(tensors, sys.argv[1])
+cases = torch.load(sys.argv[1])
+for tensors, settings in cases.values():
+    fused_step(*tensors, **settings)
+torch.save(cases, sys.argv[1])
 """
+N = 20_000
+N_AVERAGE = 100_000
+MOMENTS = {"lr": 3e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "step": 7, "seed": 11}
+AVERAGE = {"lr": 1e-4, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0, "step": 1, "seed": 3}
 
 
-@pytest.fixture
-def fused_step(tmp_path):
-    """`stochastic_rounding_kernel.fused_step` under Triton's interpreter, updating the caller's tensors in place."""
+def moments_case():
+    generator = torch.Generator().manual_seed(0)
+    weight = (torch.randn(N, generator=generator) * 0.05).to(torch.bfloat16)
+    exp_avg = torch.randn(N, generator=generator) * 1e-3
+    exp_avg_sq = torch.rand(N, generator=generator) * 1e-6
+    grad = (torch.randn(N, generator=generator) * 1e-2).to(torch.bfloat16)
+    return weight, grad, exp_avg, exp_avg_sq
 
-    def run(weight, grad, exp_avg, exp_avg_sq, **settings):
-        exchange = tmp_path / "tensors.pt"
-        torch.save(((weight, grad, exp_avg, exp_avg_sq), settings), exchange)
-        subprocess.run([sys.executable, "-c", RUNNER, str(exchange)], check=True,
-                       env={**os.environ, "TRITON_INTERPRET": "1",
-                            "PYTHONPATH": os.pathsep.join(filter(None, [str(TRITON_DIR), os.environ.get("PYTHONPATH")]))})
-        for tensor, result in zip((weight, grad, exp_avg, exp_avg_sq), torch.load(exchange), strict=True):
-            tensor.copy_(result)
 
-    return run
+def average_case():
+    return (torch.ones(N_AVERAGE, dtype=torch.bfloat16), torch.full((N_AVERAGE,), -0.5, dtype=torch.bfloat16),
+            torch.zeros(N_AVERAGE), torch.zeros(N_AVERAGE))
+
+
+def seed_case(seed: int):
+    tensors = (torch.ones(4096, dtype=torch.bfloat16), torch.full((4096,), -0.5, dtype=torch.bfloat16),
+               torch.zeros(4096), torch.zeros(4096))
+    return tensors, {**AVERAGE, "lr": 1e-3, "seed": seed}
+
+
+@pytest.fixture(scope="module")
+def stepped(tmp_path_factory):
+    """Each case's tensors after `stochastic_rounding_kernel.fused_step` ran on them under Triton's interpreter."""
+    cases = {"moments": (moments_case(), MOMENTS), "average": (average_case(), AVERAGE),
+             "seed 5": seed_case(5), "seed 5 again": seed_case(5), "seed 6": seed_case(6)}
+    exchange = tmp_path_factory.mktemp("kernel") / "cases.pt"
+    torch.save(cases, exchange)
+    subprocess.run([sys.executable, "-c", RUNNER, str(exchange)], check=True,
+                   env={**os.environ, "TRITON_INTERPRET": "1",
+                        "PYTHONPATH": os.pathsep.join(filter(None, [str(TRITON_DIR), os.environ.get("PYTHONPATH")]))})
+    return {name: tensors for name, (tensors, _) in torch.load(exchange).items()}
 
 
 def torch_adamw_step(weight: torch.Tensor, grad: torch.Tensor, exp_avg, exp_avg_sq, step: int, **settings):
@@ -68,18 +90,11 @@ def bf16_neighbours(value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return down, torch.where(exact, down, up)
 
 
-def test_moments_are_torchs_and_each_weight_one_of_its_two_bf16_neighbours(fused_step):
-    generator = torch.Generator().manual_seed(0)
-    n = 20_000
-    weight = (torch.randn(n, generator=generator) * 0.05).to(torch.bfloat16)
-    exp_avg = torch.randn(n, generator=generator) * 1e-3
-    exp_avg_sq = torch.rand(n, generator=generator) * 1e-6
-    grad = (torch.randn(n, generator=generator) * 1e-2).to(torch.bfloat16)
-    settings = {"lr": 3e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
-    expected, expected_m, expected_v = torch_adamw_step(weight, grad, exp_avg, exp_avg_sq, 7, **settings)
-
-    updated, m, v = weight.clone(), exp_avg.clone(), exp_avg_sq.clone()
-    fused_step(updated, grad, m, v, lr=3e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, step=7, seed=11)
+def test_moments_are_torchs_and_each_weight_one_of_its_two_bf16_neighbours(stepped):
+    weight, grad, exp_avg, exp_avg_sq = moments_case()
+    expected, expected_m, expected_v = torch_adamw_step(weight, grad, exp_avg, exp_avg_sq, 7, lr=3e-3,
+                                                        betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    updated, _, m, v = stepped["moments"]
     # a few float32 ulps of the moments' scale: where the lerp cancels, the order of float32 operations shows
     torch.testing.assert_close(m, expected_m, rtol=1e-6, atol=5e-10)
     torch.testing.assert_close(v, expected_v, rtol=1e-6, atol=5e-13)
@@ -94,27 +109,17 @@ def test_moments_are_torchs_and_each_weight_one_of_its_two_bf16_neighbours(fused
     assert 0.3 < moved_up < 0.7  # both ways, not always to the nearest
 
 
-def test_an_update_far_below_bf16s_spacing_reaches_the_weights_on_average(fused_step):
+def test_an_update_far_below_bf16s_spacing_reaches_the_weights_on_average(stepped):
     """A weight of 1.0 (spacing 2^-7) moved by ~1e-4: to the nearest it stays 1.0; here 100,000 weights move by the
     float32 amount on average (within 5 standard errors), each to 1.0 or 1.0 + 2^-7."""
-    n = 100_000
-    weight = torch.ones(n, dtype=torch.bfloat16)
-    grad = torch.full((n,), -0.5, dtype=torch.bfloat16)
-    expected, _, _ = torch_adamw_step(weight, grad, torch.zeros(n), torch.zeros(n), 1, lr=1e-4, weight_decay=0.0)
-    fused_step(weight, grad, torch.zeros(n), torch.zeros(n), lr=1e-4, beta1=0.9, beta2=0.999, eps=1e-8,
-               weight_decay=0.0, step=1, seed=3)
+    expected, _, _ = torch_adamw_step(*average_case(), 1, lr=1e-4, weight_decay=0.0)
+    weight = stepped["average"][0]
     assert set(weight.float().unique().tolist()) == {1.0, 1.0 + 2 ** -7}
     p = (expected[0].item() - 1.0) / 2 ** -7
-    standard_error = 2 ** -7 * (p * (1 - p) / n) ** 0.5
+    standard_error = 2 ** -7 * (p * (1 - p) / N_AVERAGE) ** 0.5
     assert weight.float().mean().item() == pytest.approx(expected[0].item(), abs=5 * standard_error)
 
 
-def test_the_seed_decides_the_noise(fused_step):
-    def rounded(seed: int) -> torch.Tensor:
-        weight = torch.ones(4096, dtype=torch.bfloat16)
-        fused_step(weight, torch.full((4096,), -0.5, dtype=torch.bfloat16), torch.zeros(4096), torch.zeros(4096),
-                   lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, step=1, seed=seed)
-        return weight
-
-    assert torch.equal(rounded(5), rounded(5))
-    assert not torch.equal(rounded(5), rounded(6))
+def test_the_seed_decides_the_noise(stepped):
+    assert torch.equal(stepped["seed 5"][0], stepped["seed 5 again"][0])
+    assert not torch.equal(stepped["seed 5"][0], stepped["seed 6"][0])
