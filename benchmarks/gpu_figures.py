@@ -91,7 +91,8 @@ def losses(run_dir: Path) -> list[float]:
 def optimizer(ctx: Context) -> None:
     command = [sys.executable, str(_HERE / "optimizer_step.py")]
     command += ["--device", "cpu", "--model", "smollm2-135m", "--repeats", "1"] if ctx.smoke else ["--repeats", "5"]
-    out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True, cwd=REPO).stdout
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True, cwd=REPO, env=env).stdout
     ctx.write("### One AdamW step over SmolLM3-3B's shapes — `python benchmarks/optimizer_step.py`", "",
               *[line for line in out.splitlines() if line.startswith(("|", "copy", "NVIDIA", "CPU"))], "")
 
