@@ -5,20 +5,22 @@ against the measured, and flex attention's first step with a cold and a warm com
     python benchmarks/gpu_figures.py [--parts optimizer,precision,speed,plan,compile] [--out DIR] [--steps 10]
     python benchmarks/gpu_figures.py --smoke      # every part on the CPU with a small model: checks the script
 
-Parts, in the order they matter (estimated on one H200; two calls of ≤ 8 minutes: `--parts optimizer,precision,speed`
-then `--parts plan,compile`):
+Parts, in the order they matter, with their time on one H200 estimated from the first lease's runs (each child run:
+~15 s of start-up, loading and saving around its steps); no call should pass 8 minutes, so the parts go in three
+calls, `--parts optimizer,precision`, `--parts speed`, `--parts plan,compile --compile-lengths 4k,16k`:
 - optimizer (~30 s): `benchmarks/optimizer_step.py` on the 3B's shapes: the fused stochastic-rounding kernel, its torch
   operations and float32 masters, against `adamw_torch_fused` on bf16 weights.
-- precision (~2 min): `smolalign sft`, 4,096-token rows, lr 1e-5, sdpa, no Liger: bf16 weights with the default
+- precision (~2.5 min): `smolalign sft`, 4,096-token rows, lr 1e-5, sdpa, no Liger: bf16 weights with the default
   (stochastic-rounding AdamW), float32 masters under bf16 autocast (`model.dtype: float32`), bf16 weights with plain
   fused AdamW. The bar: the default's loss at the last step within 3% of float32 masters'.
-- speed (~5 min): smolalign against plain TRL, sdpa, 4,096-token rows, Liger on and off, assistant-only loss on and
+- speed (~6 min): smolalign against plain TRL, sdpa, 4,096-token rows, Liger on and off, assistant-only loss on and
   off (benchmarks/gpu_sft.py's sides); and smolalign with TRL's optimizer once, to show the optimizer's share.
-- plan (~3 min without vLLM): the plan's "time per step" (printed by each run) against the measured steady step:
+- plan (~2.5 min without vLLM): the plan's "time per step" (printed by each run) against the measured steady step:
   SFT with flex attention at 4,096 and 16,384 tokens, GRPO with transformers' generation (32 answers of 256 tokens),
   and with vLLM colocated when vLLM is installed.
-- compile (~6 min): the time to step 1 with flex attention at 4,096, 16,384 and 65,536 tokens, each with an empty
-  compile cache and then again with the cache the first run left.
+- compile (4k and 16k: ~6 min, most of it the 16k first compile, 247 s on the first lease): the time to step 1 with
+  flex attention at each of --compile-lengths (4k, 16k, 64k), with an empty compile cache and then again with the
+  cache the first run left.
 Each finished run's row goes to OUT/gpu_figures.md (and its raw numbers to OUT/gpu_figures.jsonl) at once, so a call
 that runs out of time keeps what it measured. Without a GPU (and without --smoke) it says so and exits 0.
 """
@@ -52,6 +54,7 @@ from gpu_sft import (  # noqa: E402
 )
 
 PARTS = ("optimizer", "precision", "speed", "plan", "compile")
+LENGTHS = {"4k": 4096, "16k": 16384, "64k": 65536}
 SMALL = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2}
 """The model of `--smoke`: SmolLM3's architecture at 2 layers of 256, so every part runs on a CPU in minutes."""
 
@@ -69,6 +72,7 @@ class Context:
     """The row lengths by the name the figures use ("4k", "16k", "64k"), scaled down by --smoke."""
     smoke: bool
     env: dict = field(default_factory=dict)
+    compile_lengths: tuple[str, ...] = ("4k", "16k", "64k")
 
     def write(self, *lines: str, record: dict | None = None) -> None:
         with (self.out / "gpu_figures.md").open("a") as md:
@@ -198,7 +202,7 @@ def plan(ctx: Context) -> None:
 def compile_times(ctx: Context) -> None:
     ctx.write("### Flex attention's first step: an empty compile cache, then the cache the first run left", "",
               "| rows | time to step 1, empty cache | with the cache | peak allocated |", "|---|---|---|---|")
-    for length in ["4k"] if ctx.smoke else ["4k", "16k", "64k"]:
+    for length in ["4k"] if ctx.smoke else ctx.compile_lengths:
         cache = Path(tempfile.mkdtemp(prefix=f"inductor-{length}-", dir=ctx.work))
         env = {"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"), "TRITON_CACHE_DIR": str(cache / "triton")}
         settings = shared_settings(ctx.lengths[length], 3)
@@ -222,11 +226,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3, help="steps left out of the steady-state rates")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "smolalign-gpu-figures")
+    parser.add_argument("--compile-lengths", default="4k,16k,64k", help="the compile part's row lengths")
     parser.add_argument("--smoke", action="store_true", help="run on the CPU with a small model (checks the script)")
     args = parser.parse_args()
     parts = [part.strip() for part in args.parts.split(",") if part.strip()]
     if unknown := [part for part in parts if part not in RUNS]:
         parser.error(f"unknown parts {unknown}; choose from {', '.join(PARTS)}")
+    if unknown := [length for length in args.compile_lengths.split(",") if length.strip() not in LENGTHS]:
+        parser.error(f"unknown --compile-lengths {unknown}; choose from {', '.join(LENGTHS)}")
     if not args.smoke:
         require_gpu("precision, speed against TRL, the plan's step time and flex attention's compilation")
     import torch
@@ -245,8 +252,9 @@ def main() -> None:
                                for i in range(256)))
     ctx = Context(model, data, prompts, args.work, args.out, 3 if args.smoke else args.steps,
                   1 if args.smoke else args.warmup,
-                  {"4k": 4096 // scale, "16k": 16384 // scale, "64k": 65536 // scale}, args.smoke,
-                  {"SMOLALIGN_CPU_BF16": "1"} if args.smoke else {})
+                  {name: tokens // scale for name, tokens in LENGTHS.items()}, args.smoke,
+                  {"SMOLALIGN_CPU_BF16": "1"} if args.smoke else {},
+                  tuple(length.strip() for length in args.compile_lengths.split(",") if length.strip()))
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() and not args.smoke else "CPU (--smoke)"
     ctx.write(f"## GPU figures on {device} — `python benchmarks/gpu_figures.py --parts {','.join(parts)}` "
               f"({datetime.date.today()})", "", f"torch {torch.__version__}, transformers {transformers.__version__}, "
