@@ -46,6 +46,13 @@ def fused_step(weight, grad, exp_avg, exp_avg_sq, *,
     """Update contiguous `weight` (bf16), `exp_avg` and `exp_avg_sq` (float32) in place from `grad` (bf16 or
     float32): AdamW step number `step` (from 1), the weight rounded stochastically with noise drawn from `seed`."""
     n = weight.numel()
-    _adamw_stochastic_rounding[(triton.cdiv(n, BLOCK),)](
-        weight, grad, exp_avg, exp_avg_sq, n, beta1, beta2, 1.0 - lr * weight_decay, lr / (1.0 - beta1 ** step),
-        (1.0 - beta2 ** step) ** 0.5, eps, seed, BLOCK_SIZE=BLOCK)
+    launch = _adamw_stochastic_rounding[(triton.cdiv(n, BLOCK),)]
+    arguments = (weight, grad, exp_avg, exp_avg_sq, n, beta1, beta2, 1.0 - lr * weight_decay,
+                 lr / (1.0 - beta1 ** step), (1.0 - beta2 ** step) ** 0.5, eps, seed)
+    if weight.is_cuda:  # Triton launches on the current device: make it the weight's
+        import torch
+
+        with torch.cuda.device(weight.device):
+            launch(*arguments, BLOCK_SIZE=BLOCK)
+    else:  # Triton's interpreter (TRITON_INTERPRET=1) on CPU tensors
+        launch(*arguments, BLOCK_SIZE=BLOCK)
