@@ -58,9 +58,11 @@ def sft_recipe(write_recipe, tmp_path, model: dict) -> str:
                   "gradient_checkpointing": False}}))
 
 
-def test_checkpoint_as_model_source(cli, write_recipe, nanotron_run, tiny_dir, tmp_path):
+def test_checkpoint_as_model_source(cli, write_recipe, nanotron_run, tiny_dir, tmp_path, monkeypatch):
     from smolalign.models.sources import cache_root
 
+    # a cache of its own: another test of this module may have converted the same checkpoint into the session's
+    monkeypatch.setenv("SMOLALIGN_CACHE", str(tmp_path / "cache"))
     run, _ = nanotron_run
     code, _, err = cli("sft", sft_recipe(write_recipe, tmp_path, {"source": str(run)}), "--dry-run")
     assert code == 2 and "is a nanotron checkpoint with no tokenizer of its own: set model.tokenizer" in err
