@@ -1,12 +1,13 @@
 """Where a training run's compiled kernels are kept: beside smolalign's other caches, so that the next run skips the
 compilation the first one paid for.
 
-Flex attention compiles its block mask and kernels on a run's first step (247 s for a 3B at 16,384 tokens on an
-H200), and TorchInductor and Triton keep what they compiled in /tmp/torchinductor_<user> and ~/.triton by default:
-inside a container (the image's HOME) or a Slurm job's private /tmp both are gone when the run ends, so every run
-compiled again. Under SMOLALIGN_CACHE (~/.cache/smolalign; the host's, mounted into a job's container) they persist
-across runs, jobs and requeues. A variable already set wins, so this is set when a train command starts (before
-TRL's import, which sets TorchInductor's default into the environment), and launched ranks inherit it.
+Flex attention compiles its block mask and kernels on a run's first step (247 s for a 3B at 16,384 tokens on an H200),
+and TorchInductor and Triton keep what they compiled by default in a torchinductor_<user> folder of the system's
+temporary directory and under the home directory: inside a container (the image's HOME) or a Slurm job's private
+temporary directory both are gone when the run ends, so every run compiled again. Under SMOLALIGN_CACHE
+(~/.cache/smolalign; the host's, mounted into a job's container) they persist across runs, jobs and requeues. A variable
+already set wins, so this is set when a train command starts (before TRL's import, which sets TorchInductor's default
+into the environment), and launched ranks inherit it.
 """
 
 import os

@@ -1,8 +1,9 @@
 """What a run compiles outlives it: a train command points TorchInductor's and Triton's caches under
 SMOLALIGN_CACHE/compile, where the next run, another job or a requeue finds flex attention's kernels, instead of
-torch's default /tmp/torchinductor_<user>, which a container or a Slurm job's private /tmp loses. The default tier
-reads the cache folder torch itself resolves in a real command's process; the slow tier compiles (`train.torch_compile:
-true`, TorchInductor's C++ backend on a CPU) and finds the compiled graphs there."""
+torch's default torchinductor_<user> in the system's temporary directory, which a container or a Slurm job's
+private temporary directory loses. The default tier reads the cache folder torch itself resolves in a real command's
+process; the slow tier compiles (`train.torch_compile: true`, TorchInductor's C++ backend on a CPU) and finds the
+compiled graphs there."""
 
 import os
 import subprocess

@@ -225,7 +225,8 @@ MUTATIONS = [
       "    keep_compiled_kernels()  # before anything imports TRL", "    pass  # before anything imports TRL",
       ("tests/integration/test_compiled_kernels_kept.py::"
        "test_a_train_commands_compile_caches_are_under_smolalign_cache",),
-      "torch keeps its default, /tmp/torchinductor_<user> (set into the environment when TRL is imported)"),
+      "torch keeps its default, torchinductor_<user> in the temporary directory (set into the environment when TRL "
+      "is imported)"),
     M("gpu_float32_masters", "model.dtype float32 on a GPU trains float32 master weights under bf16 (fp16) autocast; "
       "pure float32 only with train.bf16: false", "checkpoints.md#precision", "smolalign/hardware.py",
       '    return {"bf16": hardware.bf16, "fp16": not hardware.bf16}', '    return {"bf16": dtype == "bfloat16", '
