@@ -41,16 +41,15 @@ _HERE = Path(__file__).resolve().parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 from gpu_model import REPO, conversations, require_gpu, smollm3_3b  # noqa: E402
 from gpu_sft import (  # noqa: E402
-    SMOLALIGN,
     Side,
     first_step_seconds,
-    peak_of,
     plain_trl_run,
-    planned_step_seconds,
+    run_smolalign,
     shared_settings,
     smolalign_run,
     steady_rate,
     steady_step_seconds,
+    with_checkout,
 )
 
 PARTS = ("optimizer", "precision", "speed", "plan", "compile")
@@ -87,16 +86,14 @@ def gib(result: dict) -> str:
     return f"{result['peak_bytes'] / 2 ** 30:.1f} GiB" if result.get("peak_bytes") else "—"
 
 
-def losses(run_dir: Path) -> list[float]:
-    return [row["loss"] for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
-            if "loss" in row]
+def losses(result: dict) -> list[float]:
+    return [row["loss"] for row in result["rows"] if "loss" in row]
 
 
 def optimizer(ctx: Context) -> None:
     command = [sys.executable, str(_HERE / "optimizer_step.py")]
     command += ["--device", "cpu", "--model", "smollm2-135m", "--repeats", "1"] if ctx.smoke else ["--repeats", "5"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True, cwd=REPO, env=env).stdout
+    out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True, cwd=REPO, env=with_checkout()).stdout
     ctx.write("### One AdamW step over SmolLM3-3B's shapes — `python benchmarks/optimizer_step.py`", "",
               *[line for line in out.splitlines() if line.startswith(("|", "copy", "NVIDIA", "CPU"))], "")
 
@@ -114,7 +111,7 @@ def precision(ctx: Context) -> None:
     for number, (label, side) in enumerate(sides.items()):
         result = smolalign_run(ctx.model, ctx.data, ctx.work, settings, side, name=f"precision-{number}",
                                env=ctx.env)
-        run_losses = losses(ctx.work / f"precision-{number}-run")
+        run_losses = losses(result)
         if side.dtype == "float32":
             reference = run_losses[-1]
         ratio = f"{run_losses[-1] / reference:.3f}x" if reference else "(reference next)"
@@ -160,20 +157,8 @@ def grpo_run(ctx: Context, backend: str) -> dict:
                         "learning_rate": 1e-6, "logging_steps": 1, "save_strategy": "no",
                         "gradient_checkpointing": True}}
     (ctx.work / f"{name}.yaml").write_text(yaml.safe_dump(recipe))
-    return run_cli(ctx, "rl", ctx.work / f"{name}.yaml", ctx.work / f"{name}-run")
-
-
-def run_cli(ctx: Context, verb: str, recipe: Path, run_dir: Path, env: dict | None = None) -> dict:
-    """One smolalign command in a child: its metrics' time points, the plan's step estimate and the peak memory."""
-    child_env = {**os.environ, **ctx.env, **(env or {}),
-                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    out = subprocess.run([sys.executable, "-c", SMOLALIGN, verb, str(recipe), "-o", str(run_dir), "--overwrite"],
-                         check=True, env=child_env, cwd=REPO, stdout=subprocess.PIPE, text=True)
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    points = [row for row in rows if "time" in row and "step" in row and "train_runtime" not in row]
-    runtime = next(row["train_runtime"] for row in rows if "train_runtime" in row)
-    return {"train_runtime": runtime, "points": points, "peak_bytes": peak_of(out.stdout),
-            "planned_step_seconds": planned_step_seconds(out.stdout)}
+    result = run_smolalign("rl", ctx.work / f"{name}.yaml", ctx.work / f"{name}-run", ctx.env)
+    return {**result, "points": [row for row in result["rows"] if "time" in row and "step" in row and "train_runtime" not in row]}
 
 
 def plan(ctx: Context) -> None:

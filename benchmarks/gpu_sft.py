@@ -91,22 +91,25 @@ class Side:
                 f"{'assistant-only' if self.assistant_only else 'every-token'} loss")
 
 
-def steady_rate(points: list[dict], warmup: int) -> float | None:
-    """Tokens per second between the end of step `warmup` and the last logged step (None if too few steps)."""
+def steady_span(points: list[dict], warmup: int) -> tuple[dict, dict] | None:
+    """The logged points at the end of step `warmup` and at the last step (None if too few steps)."""
     start = next((p for p in points if p["step"] == warmup), None)
     end = points[-1] if points else None
     if start is None or end is start or end["time"] <= start["time"]:
         return None
-    return (end["num_tokens"] - start["num_tokens"]) / (end["time"] - start["time"])
+    return start, end
+
+
+def steady_rate(points: list[dict], warmup: int) -> float | None:
+    """Tokens per second between the end of step `warmup` and the last logged step (None if too few steps)."""
+    span = steady_span(points, warmup)
+    return (span[1]["num_tokens"] - span[0]["num_tokens"]) / (span[1]["time"] - span[0]["time"]) if span else None
 
 
 def steady_step_seconds(points: list[dict], warmup: int) -> float | None:
     """Seconds a step between the end of step `warmup` and the last logged step."""
-    start = next((p for p in points if p["step"] == warmup), None)
-    end = points[-1] if points else None
-    if start is None or end is start:
-        return None
-    return (end["time"] - start["time"]) / (end["step"] - start["step"])
+    span = steady_span(points, warmup)
+    return (span[1]["time"] - span[0]["time"]) / (span[1]["step"] - span[0]["step"]) if span else None
 
 
 def first_step_seconds(result: dict) -> float:
@@ -144,16 +147,25 @@ def smolalign_run(model: Path, data: Path, work: Path, settings: dict, side: Sid
     recipe.write_text(yaml.safe_dump({
         "model": {"source": str(model), "dtype": side.dtype, "attn_implementation": side.attention},
         "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]}, "train": train}))
-    run_dir = work / f"{name}-run"
-    child_env = {**os.environ, **(env or {}),
-                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    out = subprocess.run([sys.executable, "-c", SMOLALIGN, "sft", str(recipe), "-o", str(run_dir), "--overwrite"],
-                         check=True, env=child_env, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    result = run_smolalign("sft", recipe, work / f"{name}-run", env)
+    points = [r for r in result["rows"] if "num_tokens" in r and "time" in r]
+    return {**result, "num_tokens": points[-1]["num_tokens"], "points": points, "liger": side.liger}
+
+
+def with_checkout(env: dict | None = None) -> dict:
+    """This process's environment with `env` over it and the checkout first on PYTHONPATH (a GPU image has no
+    smolalign installed)."""
+    return {**os.environ, **(env or {}),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
+def run_smolalign(verb: str, recipe: Path, run_dir: Path, env: dict | None = None) -> dict:
+    """`smolalign VERB RECIPE` in a child: its metrics rows, time, peak memory and the plan's step estimate."""
+    out = subprocess.run([sys.executable, "-c", SMOLALIGN, verb, str(recipe), "-o", str(run_dir), "--overwrite"],
+                         check=True, env=with_checkout(env), cwd=REPO, stdout=subprocess.PIPE, text=True)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    runtime = next(r["train_runtime"] for r in rows if "train_runtime" in r)
-    points = [r for r in rows if "num_tokens" in r and "time" in r]
-    return {"train_runtime": runtime, "num_tokens": points[-1]["num_tokens"], "points": points,
-            "liger": side.liger, "peak_bytes": peak_of(out.stdout), "planned_step_seconds": planned_step_seconds(out.stdout)}
+    return {"rows": rows, "train_runtime": next(r["train_runtime"] for r in rows if "train_runtime" in r),
+            "peak_bytes": peak_of(out.stdout), "planned_step_seconds": planned_step_seconds(out.stdout)}
 
 
 def plain_trl_run(model: Path, data: Path, work: Path, settings: dict, side: Side = Side(),
