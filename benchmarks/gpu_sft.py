@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -134,7 +135,7 @@ def planned_step_seconds(output: str) -> float | None:
 
 
 def smolalign_run(model: Path, data: Path, work: Path, settings: dict, side: Side = Side(), name: str = "smolalign",
-                  env: dict | None = None) -> dict:
+                  env: dict | None = None, timeout: float | None = None) -> dict:
     import yaml
 
     train = {**settings, "logging_steps": 1, "save_strategy": "no", "learning_rate": 1e-5,
@@ -147,7 +148,7 @@ def smolalign_run(model: Path, data: Path, work: Path, settings: dict, side: Sid
     recipe.write_text(yaml.safe_dump({
         "model": {"source": str(model), "dtype": side.dtype, "attn_implementation": side.attention},
         "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]}, "train": train}))
-    result = run_smolalign("sft", recipe, work / f"{name}-run", env)
+    result = run_smolalign("sft", recipe, work / f"{name}-run", env, timeout)
     points = [r for r in result["rows"] if "num_tokens" in r and "time" in r]
     return {**result, "num_tokens": points[-1]["num_tokens"], "points": points, "liger": side.liger}
 
@@ -159,23 +160,52 @@ def with_checkout(env: dict | None = None) -> dict:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
-def run_smolalign(verb: str, recipe: Path, run_dir: Path, env: dict | None = None) -> dict:
+class ChildFailed(Exception):
+    """A benchmark's child run that exited non-zero or ran past its time."""
+
+    def __init__(self, reason: str, stderr: str):
+        super().__init__(reason)
+        self.reason = reason
+        self.stderr = stderr
+        """The end of what the child wrote to its standard error."""
+
+
+def run_child(command: list[str], env: dict | None = None, timeout: float | None = None) -> str:
+    """Run `command` in a process group of its own and return its standard output; raises ChildFailed when it exits
+    non-zero or is still running after `timeout` seconds (the whole group is killed then: a vLLM engine or compile
+    workers it started die with it)."""
+    child = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        out, err = child.communicate()
+        raise ChildFailed(f"still running after {timeout:.0f} s, killed", err[-6000:]) from None
+    if child.returncode != 0:
+        last = next((line for line in reversed(err.splitlines()) if line.strip()), "")
+        raise ChildFailed(f"exit {child.returncode}: {last[:200]}", err[-6000:])
+    return out
+
+
+def run_smolalign(verb: str, recipe: Path, run_dir: Path, env: dict | None = None,
+                  timeout: float | None = None) -> dict:
     """`smolalign VERB RECIPE` in a child: its metrics rows, time, peak memory and the plan's step estimate."""
-    out = subprocess.run([sys.executable, "-c", SMOLALIGN, verb, str(recipe), "-o", str(run_dir), "--overwrite"],
-                         check=True, env=with_checkout(env), cwd=REPO, stdout=subprocess.PIPE, text=True)
+    out = run_child([sys.executable, "-c", SMOLALIGN, verb, str(recipe), "-o", str(run_dir), "--overwrite"],
+                    with_checkout(env), timeout)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return {"rows": rows, "train_runtime": next(r["train_runtime"] for r in rows if "train_runtime" in r),
-            "peak_bytes": peak_of(out.stdout), "planned_step_seconds": planned_step_seconds(out.stdout)}
+            "peak_bytes": peak_of(out), "planned_step_seconds": planned_step_seconds(out)}
 
 
 def plain_trl_run(model: Path, data: Path, work: Path, settings: dict, side: Side = Side(),
-                  name: str = "trl") -> dict:
-    out = subprocess.run([sys.executable, "-c", PLAIN_TRL, str(model), str(data), str(work / f"{name}-run"),
-                          json.dumps(settings), json.dumps({"attention": side.attention, "liger": side.liger,
-                                                            "assistant_only": side.assistant_only})],
-                         check=True, stdout=subprocess.PIPE, text=True, cwd=REPO)
-    line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
-    return {**json.loads(line[len("RESULT "):]), "liger": side.liger, "peak_bytes": peak_of(out.stdout)}
+                  name: str = "trl", timeout: float | None = None) -> dict:
+    out = run_child([sys.executable, "-c", PLAIN_TRL, str(model), str(data), str(work / f"{name}-run"),
+                     json.dumps(settings), json.dumps({"attention": side.attention, "liger": side.liger,
+                                                       "assistant_only": side.assistant_only})],
+                    timeout=timeout)
+    line = next(line for line in out.splitlines() if line.startswith("RESULT "))
+    return {**json.loads(line[len("RESULT "):]), "liger": side.liger, "peak_bytes": peak_of(out)}
 
 
 def shared_settings(max_length: int, steps: int, batch: int = 1) -> dict:
@@ -231,7 +261,10 @@ def main() -> None:
         runs = {name: run for name, run in runs.items() if args.only in name.lower()}
     results = {}
     for name, (run, side) in runs.items():
-        results[name] = run(model, data, args.work, settings, side)
+        try:
+            results[name] = run(model, data, args.work, settings, side)
+        except ChildFailed as failure:
+            sys.exit(f"{name} failed: {failure.reason}\n{failure.stderr}")
         print(f"RUN {name} " + json.dumps(results[name]), flush=True)
     print(f"| run | settings | tokens/s after step {args.warmup} | MFU | tokens/s, whole run | time to step 1 | "
           "peak allocated |\n|---|---|---|---|---|---|---|")
