@@ -37,6 +37,9 @@ def sweep(ctx: typer.Context, recipe: RecipeArg, grid: Grid = None, seeds: Seeds
     """Run RECIPE once per cell of a grid (each a normal run directory named by its overrides), evaluate each with
     the recipe's eval: section and compare them with the first cell: intervals and paired differences."""
     from smolalign.runs.rundir import refuse_resume_with_overwrite
+    from smolalign.stages.compile_cache import keep_compiled_kernels
+
+    keep_compiled_kernels()  # before anything imports TRL: a Slurm array task trains its cell in this process
     from smolalign.sweep.run import SweepRequest, run_sweep
     from smolalign.sweep.slurm import write_sweep_job
 

@@ -24,23 +24,30 @@ runpy.run_module("smolalign", run_name="__main__")
 """
 
 
-def smolalign(tmp_path, recipe, *args) -> subprocess.CompletedProcess:
+def smolalign(tmp_path, recipe, *args, verb="sft") -> subprocess.CompletedProcess:
     env = {name: value for name, value in os.environ.items() if name not in CACHE_VARIABLES}
     env["SMOLALIGN_CACHE"] = str(tmp_path / "cache")
-    return subprocess.run([sys.executable, "-c", REPORT, "sft", str(recipe), "-o", str(tmp_path / "run"), *args],
+    return subprocess.run([sys.executable, "-c", REPORT, verb, str(recipe), "-o", str(tmp_path / "run"), *args],
                           env=env, capture_output=True, text=True, timeout=900)
 
 
-def sft_recipe(write_recipe, tiny_dir, tmp_path, **train):
+def sft_recipe(write_recipe, tiny_dir, tmp_path, evaluated=False, **train):
+    """An SFT recipe (`evaluated`: with the eval: section a sweep needs)."""
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    held_out = write_jsonl(tmp_path / "held_out.jsonl", [{"prompt": "what is 1 plus 1", "solution": "2"}])
+    evaluation = {"eval": {"data": [{"path": str(held_out)}], "rewards": [{"name": "math_accuracy"}]}}
     return write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"},
                          "data": {"sources": [{"path": str(data)}]},
                          "train": {"max_length": 128, "packing": "bfd", "per_device_train_batch_size": 2,
-                                   "max_steps": 1, "gradient_checkpointing": False, **train}})
+                                   "max_steps": 1, "gradient_checkpointing": False, **train},
+                         **(evaluation if evaluated else {})})
 
 
-def test_a_train_commands_compile_caches_are_under_smolalign_cache(write_recipe, tiny_dir, tmp_path):
-    done = smolalign(tmp_path, sft_recipe(write_recipe, tiny_dir, tmp_path), "--dry-run")
+@pytest.mark.parametrize(("verb", "args"), [("sft", ()), ("sweep", ("--grid", "train.learning_rate=1e-4,2e-4"))])
+def test_a_train_commands_compile_caches_are_under_smolalign_cache(write_recipe, tiny_dir, tmp_path, verb, args):
+    """sweep too: a Slurm array task (`--array-task`) trains its cell in the sweep command's own process."""
+    done = smolalign(tmp_path, sft_recipe(write_recipe, tiny_dir, tmp_path, evaluated=verb == "sweep"), *args,
+                     "--dry-run", verb=verb)
     assert done.returncode == 0, done.stderr[-3000:]
     reported = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("INDUCTOR ", "TRITON ")))
     assert reported == {"INDUCTOR": str(tmp_path / "cache" / "compile" / "inductor"),
