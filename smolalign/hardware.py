@@ -16,7 +16,10 @@ Trained bf16 weights lose most of AdamW's updates to rounding (an update of ~1e-
 of bf16's spacing there), so wherever they are trained without a launcher that keeps float32 masters (DeepSpeed's
 ZeRO, FSDP), AdamW computes each update in float32 and writes the weight back by stochastic rounding, with float32
 moments (`compensates_updates`; stages/low_precision_updates.py has the measurements). `model.dtype: float32` on a GPU trains
-float32 masters under bf16 (fp16) autocast; pure float32 only with `train.bf16: false` as well.
+float32 masters under bf16 (fp16) autocast; pure float32 only with `train.bf16: false` as well. `model.dtype: float16`
+trains float32 masters under fp16 autocast and generates in float16: float16 weights cannot train at all (torch's loss
+scaler refuses float16 gradients, so such a run would stop at its first step). QLoRA's adapters are bfloat16 (TRL casts
+them so), and take the stochastic-rounding AdamW like bf16 weights (`trained_dtype`).
 
 On a bf16 CPU, the matrix products of a model as wide as SmolLM2-135M (576) run several times faster in bf16
 (benchmarks/RESULTS.md); training keeps float32 master weights and AdamW state, so small updates are not rounded
@@ -128,13 +131,26 @@ def cpu_bf16_pays(hardware: Hardware, width: int | None) -> bool:
 
 def resolve_dtype(requested: str, hardware: Hardware) -> str:
     """The dtype trained weights load in (the module's table): `auto` -> bfloat16 on a GPU with bf16, else float32
-    (a float32 master copy under fp16 autocast on an older GPU); on a CPU, bfloat16 only where it computes in it,
-    float16 never."""
+    (a float32 master copy under fp16 autocast on an older GPU); `float16` -> float32 master weights (under fp16
+    autocast on a GPU: float16 weights cannot train); on a CPU, bfloat16 only where it computes in it."""
     if requested == "auto":
         return "bfloat16" if hardware.on_gpu and hardware.bf16 else "float32"
-    if not hardware.on_gpu and requested in ("bfloat16", "float16"):
-        return "bfloat16" if requested == "bfloat16" and hardware.bf16 else "float32"
+    if requested == "float16":
+        return "float32"
+    if not hardware.on_gpu and requested == "bfloat16":
+        return "bfloat16" if hardware.bf16 else "float32"
     return requested
+
+
+def trained_dtype(requested: str, hardware: Hardware, *, adapters: bool = False, quantized: bool = False) -> str:
+    """The dtype of the parameters the optimizer updates: the weights' (`resolve_dtype`), or LoRA's adapters'."""
+    return adapter_dtype(quantized=quantized) if adapters else resolve_dtype(requested, hardware)
+
+
+def adapter_dtype(*, quantized: bool) -> str:
+    """LoRA adapters' dtype on every device: float32 (peft's), bfloat16 over a quantized base (QLoRA: TRL's trainers
+    cast them so)."""
+    return "bfloat16" if quantized else "float32"
 
 
 def generation_dtype(requested: str, hardware: Hardware, width: int | None) -> str:
@@ -145,6 +161,8 @@ def generation_dtype(requested: str, hardware: Hardware, width: int | None) -> s
         return "bfloat16"
     if requested == "auto" and hardware.on_gpu:
         return "bfloat16" if hardware.bf16 else "float16"
+    if requested == "float16" and hardware.on_gpu:
+        return "float16"
     return resolve_dtype(requested, hardware)
 
 
@@ -173,10 +191,18 @@ def precision_flags(requested: str, hardware: Hardware, width: int | None) -> di
     `train.bf16: false` (a recipe's own flags win on a GPU, stages/trainer_config.py)."""
     if not hardware.on_gpu:
         return {"use_cpu": True, "bf16": cpu_autocast(requested, hardware, width), "fp16": False}
-    dtype = resolve_dtype(requested, hardware)
-    if dtype == "float16":
+    if requested == "float16":
         return {"bf16": False, "fp16": True}
     return {"bf16": hardware.bf16, "fp16": not hardware.bf16}
+
+
+def autocast_flags(requested: str, hardware: Hardware, width: int | None, train: dict) -> dict:
+    """The bf16/fp16 flags a run's trainer gets: `precision_flags`, with the recipe's own train.bf16/fp16 winning on
+    a GPU (on a CPU the machine decides; stages/trainer_config.py notes where it overrules the recipe)."""
+    flags = precision_flags(requested, hardware, width)
+    if hardware.on_gpu:
+        flags = {**flags, **{key: train[key] for key in ("bf16", "fp16") if key in train}}
+    return flags
 
 
 LOW_PRECISION_DTYPES = ("bfloat16", "float16")
@@ -194,20 +220,27 @@ def compensates_updates(weights: str, sharded: bool, optim: str = "adamw_torch")
 
 
 def precision_description(requested: str, hardware: Hardware, width: int | None, *, sharded: bool = False,
-                          adapters: bool = False, autocast: bool | None = None) -> str:
+                          adapters: bool = False, quantized: str | None = None, autocast: bool | None = None,
+                          optim: str = "adamw_torch") -> str:
     """One line for the plan: each part's precision and why (for a model `width` wide; `sharded`: launched with
-    DeepSpeed's ZeRO or FSDP; `adapters`: LoRA trains float32 adapters; `autocast`: the recipe's own train.bf16 or
-    train.fp16 on a GPU, None when it sets neither)."""
+    DeepSpeed's ZeRO or FSDP; `adapters`: LoRA trains adapters; `quantized`: the base's quantization ("4bit", "8bit";
+    QLoRA); `autocast`: the recipe's own train.bf16 or train.fp16 on a GPU, None when it sets neither; `optim`:
+    train.optim), ending with how the updates of bf16 trained parameters keep their precision."""
     weights, generation = resolve_dtype(requested, hardware), generation_dtype(requested, hardware, width)
+    updates = _updates(trained_dtype(requested, hardware, adapters=adapters, quantized=bool(quantized)), sharded,
+                       optim)
+    if adapters and (hardware.on_gpu or quantized):
+        adapter = "bfloat16 LoRA adapters (TRL casts QLoRA's so)" if quantized else "float32 LoRA adapters (peft)"
+        base = f"{quantized} quantized base weights" if quantized else f"{weights} base weights"
+        compute = f", {_gpu_compute(requested, hardware)} compute" if hardware.on_gpu else ""
+        return f"{base}, {adapter}{compute}{updates}"
     if hardware.on_gpu:
-        return _gpu_precision(weights, hardware, sharded=sharded, adapters=adapters, autocast=autocast)
+        return _gpu_precision(requested, weights, hardware, autocast=autocast) + updates
     if cpu_autocast(requested, hardware, width):
         return ("float32 weights, bf16 autocast; generation bfloat16 (the CPU computes in bf16: AMX or "
                 "AVX512-BF16)")
     if weights == "bfloat16":
-        kept = ("" if adapters or sharded else
-                "; AdamW rounds each update into them stochastically (float32 moments)")
-        return f"bfloat16 weights and generation (model.dtype bfloat16 on a bf16 CPU){kept}"
+        return f"bfloat16 weights and generation (model.dtype bfloat16 on a bf16 CPU){updates}"
     if requested == "auto" and hardware.bf16:
         return (f"float32 for training and generation (the model is {width} wide: below {CPU_BF16_MIN_WIDTH}, "
                 "float32 is faster than bf16 on this CPU)")
@@ -216,19 +249,31 @@ def precision_description(requested: str, hardware: Hardware, width: int | None,
     return f"{generation} for training and generation ({why})"
 
 
-def _gpu_precision(weights: str, hardware: Hardware, *, sharded: bool, adapters: bool, autocast: bool | None) -> str:
-    compute = "bf16" if hardware.bf16 else "fp16"
+def _gpu_compute(requested: str, hardware: Hardware) -> str:
+    return "fp16" if requested == "float16" or not hardware.bf16 else "bf16"
+
+
+def _gpu_precision(requested: str, weights: str, hardware: Hardware, *, autocast: bool | None) -> str:
+    compute = _gpu_compute(requested, hardware)
     if weights == "float32":
         if autocast is False:
             return "float32 weights and compute (train.bf16/fp16 false: pure float32, as asked)"
+        if requested == "float16":
+            return ("float32 master weights, fp16 autocast, generation float16 (model.dtype float16: float16 weights "
+                    "cannot train, torch's loss scaler refuses their gradients)")
         return f"float32 master weights, {compute} autocast"
-    if adapters:
-        return f"{weights} base weights, float32 LoRA adapters (peft), {compute} compute"
+    return f"{weights} weights, {compute} compute"
+
+
+def _updates(trained: str, sharded: bool, optim: str) -> str:
+    """How the updates of trained parameters of dtype `trained` keep their precision (nothing to say for float32)."""
+    if trained != "bfloat16":
+        return ""
     if sharded:
-        return f"{weights} weights, {compute} compute; the launcher keeps float32 master weights (DeepSpeed/FSDP)"
-    if weights != "bfloat16":
-        return f"{weights} weights, {compute} compute"
-    return f"{weights} weights, {compute} compute; AdamW rounds each update into them stochastically (float32 moments)"
+        return "; the launcher keeps float32 master weights (DeepSpeed/FSDP)"
+    if compensates_updates(trained, False, optim):
+        return "; AdamW rounds each update into them stochastically (float32 moments)"
+    return f"; train.optim {optim} rounds each update into them to the nearest: updates below bf16's spacing are lost"
 
 
 def free_accelerator_memory() -> None:

@@ -5,8 +5,9 @@ from dataclasses import dataclass, field
 
 from smolalign.data.check import Checked
 from smolalign.data.prepare import Layout
+from smolalign.estimate.memory import keeps_float32_masters
 from smolalign.estimate.plan_rows import add_memory_and_time_rows
-from smolalign.estimate.settings import keeps_float32_masters, launch_fields
+from smolalign.estimate.settings import launch_fields
 from smolalign.hardware import precision_description, resolve_dtype
 from smolalign.launch import launched_sharding
 from smolalign.models.config import model_width
@@ -106,8 +107,10 @@ def make_plan(run: Run, template: ChatTemplate | None, train_rows: int | None,
     asked_autocast = (bool(train.get("bf16") or train.get("fp16")) if {"bf16", "fp16"} & train.keys() else None)
     rows["dtype"] = precision_description(
         recipe.model.dtype, hardware, model_width(run.source()), adapters=bool(recipe.peft),
-        sharded=keeps_float32_masters(launch_fields(recipe, hardware)["sharding"]), autocast=asked_autocast)
-    if recipe.model.dtype not in ("auto", dtype):
+        quantized=recipe.model.quantization if recipe.peft else None,
+        sharded=keeps_float32_masters(launch_fields(recipe, hardware)["sharding"]), autocast=asked_autocast,
+        optim=str(train.get("optim") or "adamw_torch"))
+    if recipe.model.dtype not in ("auto", dtype) and not (recipe.model.dtype == "float16" and hardware.on_gpu):
         plan.notes.append(f"model.dtype {recipe.model.dtype} is not available on this hardware; using {dtype}")
     rows["model"] = recipe.model.source + (f" ({recipe.model.quantization} quantized)" if recipe.model.quantization else "")
     if recipe.peft:

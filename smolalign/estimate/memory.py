@@ -13,12 +13,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from smolalign.estimate.dims import ModelDims
-from smolalign.hardware import compensates_updates
+from smolalign.hardware import adapter_dtype, compensates_updates
 from smolalign.recipe.settings import lora_settings
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 CUDA_CONTEXT = 600 * 1024**2
 """CUDA context, cuBLAS/NCCL workspaces: held by the process, outside torch's allocator."""
+
+
+def keeps_float32_masters(sharding: str) -> bool:
+    """Whether a run sharded this way (a Setup's `sharding`) trains float32 master weights whatever the weights load
+    in: DeepSpeed's ZeRO stages and FSDP under mixed precision do; DDP and one process do not."""
+    return sharding in ("zero1", "zero2", "zero3", "fsdp")
 
 
 @dataclass(frozen=True)
@@ -128,10 +134,15 @@ def model_states(dims: ModelDims, settings: Mapping, setup: Setup) -> MemoryEsti
         base = _base_weight_bytes(dims, setup, b)
         if setup.sharding == "zero3":
             base = base / n + 4 * dims.largest_layer
-        # PEFT keeps adapters in fp32 whatever the base's dtype
-        parts["weights"] = int(base + 4 * lora)
-        parts["gradients"] = 4 * lora
-        parts["optimizer states"] = int(optimizer_state_bytes(optim, 4) * lora)
+        # peft keeps adapters float32 whatever the base's dtype; over a quantized base TRL casts them to bf16, where
+        # AdamW keeps float32 moments (stages/low_precision_updates.py) and a launcher float32 masters
+        adapter = adapter_dtype(quantized=bool(setup.quantization))
+        sharded = keeps_float32_masters(setup.sharding)
+        a = 4 if sharded else DTYPE_BYTES[adapter]
+        parts["weights"] = int(base + a * lora)
+        parts["gradients"] = a * lora
+        state_bytes = 4 if sharded or compensates_updates(adapter, False, optim) else a
+        parts["optimizer states"] = int(optimizer_state_bytes(optim, state_bytes) * lora)
         return est
     if setup.sharding in ("zero1", "zero2", "zero3"):
         return _deepspeed_states(dims, optim, setup)

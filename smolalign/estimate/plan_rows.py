@@ -17,8 +17,8 @@ from smolalign.estimate.time import (
     training_utilization,
 )
 from smolalign.gpus import Gpu
-from smolalign.hardware import Hardware, resolve_dtype
-from smolalign.models.config import read_config
+from smolalign.hardware import Hardware, generation_dtype
+from smolalign.models.config import model_width, read_config
 from smolalign.models.size import source_parameter_count
 from smolalign.quantities import describe_bytes, describe_count
 from smolalign.resolve import Run
@@ -53,7 +53,8 @@ def extra_parts(run: Run, settings: dict, setup: Setup, dims: ModelDims, budget:
         teacher = source_parameter_count(run.source("teacher"))
         if teacher:
             hardware = Hardware("cuda" if setup.gpu else "cpu", 1, "", setup.gpu, 1, 1)
-            teacher_b = DTYPE_BYTES.get(resolve_dtype(recipe.teacher.dtype, hardware), 4)
+            teacher_dtype = generation_dtype(recipe.teacher.dtype, hardware, model_width(run.source("teacher")))
+            teacher_b = DTYPE_BYTES.get(teacher_dtype, 4)
             parts["teacher model"] = teacher * teacher_b // shards
             parts["teacher logits"] = tokens * dims.vocab * 6  # 16-bit logits and their fp32 softmax, no grad
             scored = teacher

@@ -70,12 +70,6 @@ def _zero_setup(zero: dict, processes: int, per_node: int | None) -> dict:
             "offload_params": offloaded[1], "zero_buckets": buckets}
 
 
-def keeps_float32_masters(sharding: str) -> bool:
-    """Whether a run sharded this way (a Setup's `sharding`) trains float32 master weights whatever the weights load
-    in: DeepSpeed's ZeRO stages and FSDP under mixed precision do; DDP and one process do not."""
-    return sharding in ("zero1", "zero2", "zero3", "fsdp")
-
-
 def launch_fields(recipe, hardware: Hardware, preset: Path | None = None) -> dict:
     """Sharding and processes: the launcher's (inside a launched run, whichever launcher started it), else the given
     or the recipe's preset."""

@@ -18,20 +18,39 @@ float32 AdamW's, so a bf16 run holds 12 bytes a parameter against float32 master
 
 Not used where the trained parameters are already float32 (LoRA adapters, which peft keeps in float32; float32
 weights under autocast), nor under a launcher that keeps float32 master weights itself (DeepSpeed's ZeRO, FSDP with
-mixed precision): there is nothing to round there. A recipe's own `train.optim` other than AdamW is kept as asked,
+mixed precision): there is nothing to round there. QLoRA's adapters are bf16 (TRL casts them): they take this AdamW,
+and under FSDP, which leaves the trainable parameters of a quantized model as they are, they become float32 masters. A recipe's own `train.optim` other than AdamW is kept as asked,
 with a note that its updates of bf16 weights are rounded to the nearest.
 """
 
 import sys
 
-from smolalign.hardware import LOW_PRECISION_DTYPES, compensates_updates
+from smolalign.errors import SmolalignError
+from smolalign.estimate.settings import launch_fields
+from smolalign.hardware import LOW_PRECISION_DTYPES, autocast_flags, compensates_updates, trained_dtype
 from smolalign.launch import launched_sharding
+from smolalign.models.config import model_width
+from smolalign.resolve import Run
 
 
 def low_precision_trainable(model) -> list[str]:
     """Names of the trainable parameters of `model` held in bfloat16 or float16."""
     return [name for name, p in model.named_parameters() if p.requires_grad and str(p.dtype).removeprefix("torch.")
             in LOW_PRECISION_DTYPES]
+
+
+def is_quantized(model) -> bool:
+    """Whether `model` (or the model under its adapters) holds 4- or 8-bit weights: TRL's test for QLoRA."""
+    return bool(getattr(model, "is_loaded_in_4bit", False) or getattr(model, "is_loaded_in_8bit", False))
+
+
+def upcast_to_float32(model, names: list[str]) -> None:
+    """Make the named trainable parameters float32 master weights. Under FSDP, accelerate does so for 16-bit trainable
+    parameters, except over a quantized base (accelerate.utils.fsdp_utils skips it when the model holds 4-bit
+    parameters): QLoRA's adapters, which TRL casts to bf16, would then train bf16 with plain AdamW."""
+    parameters = dict(model.named_parameters())
+    for name in names:
+        parameters[name].data = parameters[name].data.float()
 
 
 def stochastic_rounding_adamw(args) -> tuple[type, dict]:
@@ -48,7 +67,11 @@ def keep_low_precision_updates(trainer) -> bool:
     masters, hand the trainer the stochastic-rounding AdamW in place of torch's (read when the trainer creates its
     optimizer). Returns whether it did."""
     low = low_precision_trainable(trainer.model)
-    if not low or launched_sharding() is not None:
+    sharding = launched_sharding()
+    if low and sharding is not None and "fsdp" in sharding and is_quantized(trainer.model):
+        upcast_to_float32(trainer.model, low)
+        return False
+    if not low or sharding is not None:
         return False
     optim = str(getattr(trainer.args.optim, "value", trainer.args.optim))
     if not compensates_updates("bfloat16", False, optim):
@@ -60,3 +83,25 @@ def keep_low_precision_updates(trainer) -> bool:
         trainer.optimizer_cls_and_kwargs = stochastic_rounding_adamw(trainer.args)
         return True
     return False
+
+
+def check_continuous_batching(run: Run) -> None:
+    """GRPO's `train.use_transformers_continuous_batching`: TRL casts the whole training model to its autocast dtype
+    in place before each generation (GRPOTrainer._generate_single_turn), so float32 trained parameters (master
+    weights, LoRA's adapters) would go on training as 16-bit ones with plain AdamW, silently. Refused (exit 2) where
+    the run trains float32 parameters under autocast without DeepSpeed (whose engine holds 16-bit parameters anyway);
+    bf16 weights, which the cast leaves as they are, keep it."""
+    recipe = run.recipe
+    if not run.settings.train.get("use_transformers_continuous_batching"):
+        return
+    trained = trained_dtype(recipe.model.dtype, run.hardware, adapters=recipe.peft is not None,
+                            quantized=bool(recipe.model.quantization))
+    flags = autocast_flags(recipe.model.dtype, run.hardware, model_width(run.source()), run.settings.train)
+    cast = "bf16" if flags["bf16"] else "fp16" if flags["fp16"] else None
+    if trained != "float32" or cast is None or launch_fields(recipe, run.hardware)["sharding"].startswith("zero"):
+        return
+    what = "LoRA's float32 adapters" if recipe.peft else "the float32 master weights"
+    raise SmolalignError(
+        f"train.use_transformers_continuous_batching: TRL casts the training model to {cast} in place before it "
+        f"generates, so {what} would train as {cast} ones and lose most updates; generate with generation.backend "
+        "vllm_colocate (or drop the key), or train bf16 weights (model.dtype auto or bfloat16, without peft)")

@@ -25,6 +25,7 @@ from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
 from smolalign.stages.generating import generating
 from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
+from smolalign.stages.low_precision_updates import check_continuous_batching
 from smolalign.stages.tool_grpo import tool_grpo_trainer
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
@@ -63,6 +64,7 @@ def check_before_loading(run: Run) -> PromptsChecked:
     run.source()
     template = None if recipe.template.name == MODEL_TEMPLATE else resolve_template(recipe.template.name)
     check_batch(run)
+    check_continuous_batching(run)
     check_config(run, grpo_config, None)
     prompts, rewards, checked = check_prompts_and_rewards(run)
     tools = check_tools(run, prompts) if recipe.tools is not None else None

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, detect_hardware, precision_description, precision_flags
+from smolalign.hardware import Hardware, autocast_flags, detect_hardware, precision_description
 from smolalign.launch import DEEPSPEED_CONFIG, is_launched
 from smolalign.models.config import model_width
 from smolalign.resolve import Run
@@ -50,22 +50,20 @@ def _config_error(exc: Exception, train: dict) -> SmolalignError:
 def trl_config(run: Run, hardware: Hardware, run_dir: Path, train: dict | None = None, *,
                check: bool = False, **fixed):
     """The method's TRL config (from the method table) built from the run's settings (`train`, when given, in their
-    place), with the precision flags the hardware and `model.dtype` decide (hardware.precision_flags, whatever the
-    recipe says), the run directory, and `fixed` values set by smolalign. Keys smolalign's own pipeline applies are
+    place), with the precision flags the hardware and `model.dtype` decide (hardware.autocast_flags: on a CPU
+    whatever the recipe says), the run directory, and `fixed` values set by smolalign. Keys smolalign's own pipeline applies are
     not passed. `check`: built only to run TRL's own checks (`check_config`): no DeepSpeed, no accelerate state, no
     note."""
     consumed = run.method_spec.consumed
     train = {k: v for k, v in (run.settings.train if train is None else train).items() if k not in consumed}
     width = model_width(run.source())
-    flags = precision_flags(run.recipe.model.dtype, hardware, width)
-    if hardware.on_gpu:
-        train = {**flags, **train}
-    else:
+    flags = autocast_flags(run.recipe.model.dtype, hardware, width, train)
+    if not hardware.on_gpu:
         asked = {k for k in ("bf16", "fp16") if train.get(k)}
         if asked - {k for k, on in flags.items() if on} and not check:
             print(f"note: on this CPU train.{'/'.join(sorted(asked))} is decided by the machine: "
                   f"{precision_description(run.recipe.model.dtype, hardware, width)}", file=sys.stderr)
-        train.update(flags)
+    train.update(flags)
     train.update(output_dir=str(run_dir), **fixed)
     train.setdefault("report_to", "none")
     if check:

@@ -130,6 +130,38 @@ def test_float32_weights_lora_and_launchers_masters_keep_torchs_adamw(unlaunched
     assert "train.optim adafactor updates" in capsys.readouterr().err
 
 
+def test_qloras_bf16_adapters_get_stochastic_rounding_alone_and_float32_masters_under_fsdp(unlaunched, tiny_dir,
+                                                                                            tmp_path, monkeypatch):
+    """TRL casts QLoRA's adapters to bf16 (trl/trainer/sft_trainer.py): in one process (or under DDP) they train with
+    the stochastic-rounding AdamW; under FSDP, whose float32 upcast accelerate skips for a model that holds 4-bit
+    weights (accelerate.utils.fsdp_utils), they become float32 master weights before training starts."""
+    pytest.importorskip("bitsandbytes")
+    import datasets
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+    from trl import SFTConfig, SFTTrainer
+
+    def qlora_trainer():
+        quantized = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16)
+        model = AutoModelForCausalLM.from_pretrained(tiny_dir, quantization_config=quantized)
+        return SFTTrainer(model=model, args=SFTConfig(output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none"),
+                          train_dataset=datasets.Dataset.from_list([{"text": "one two three"}]),
+                          processing_class=AutoTokenizer.from_pretrained(tiny_dir),
+                          peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+
+    alone = qlora_trainer()
+    adapters = low_precision_trainable(alone.model)
+    assert adapters and all("lora_" in name for name in adapters)  # TRL's cast
+    assert keep_low_precision_updates(alone)
+    sharded = qlora_trainer()
+    with monkeypatch.context() as launched:
+        launched.setenv("ACCELERATE_USE_FSDP", "true")
+        launched.setenv("FSDP_VERSION", "2")
+        assert not keep_low_precision_updates(sharded)
+    trained = {name: p.dtype for name, p in sharded.model.named_parameters() if p.requires_grad}
+    assert trained.keys() == set(adapters) and set(trained.values()) == {torch.float32}
+
+
 @pytest.mark.parametrize("stage", ["po", "rl"])
 def test_preference_and_grpo_runs_train_bf16_weights_with_it_too(cli, write_recipe, tiny_dir, tmp_path, monkeypatch,
                                                                  stage):
@@ -151,6 +183,45 @@ def test_preference_and_grpo_runs_train_bf16_weights_with_it_too(cli, write_reci
     assert code == 0, err
     state = torch.load(tmp_path / "run" / "checkpoint-2" / "optimizer.pt", weights_only=False)["state"]
     assert state and all(s["exp_avg"].dtype == torch.float32 for s in state.values())
+
+
+def test_grpo_with_continuous_batching_over_float32_masters_is_refused_before_loading(cli, write_recipe, tiny_dir,
+                                                                                       tmp_path, monkeypatch):
+    """Float32 masters under bf16 autocast (a bf16 CPU's `auto`, as a GPU's `model.dtype: float32`): TRL's continuous
+    batching would cast them to bf16 (the test below), so the dry run stops with exit 2 naming the key; over bf16
+    weights, which the cast leaves as they are, the key is kept."""
+    monkeypatch.setenv(CPU_BF16_VARIABLE, "1")
+    data = write_jsonl(tmp_path / "prompts.jsonl", addition_prompts(8))
+    recipe = {"stage": "rl", **grpo_recipe(tiny_dir, data, "chatml", max_completion_length=8,
+                                           use_transformers_continuous_batching=True)}
+    code, _, err = cli("rl", write_recipe(recipe), "--dry-run")
+    assert code == 2 and "train.use_transformers_continuous_batching: TRL casts the training model to bf16" in err
+    recipe["model"]["dtype"] = "bfloat16"
+    code, _, err = cli("rl", write_recipe(recipe, "bf16.yaml"), "--dry-run")
+    assert code == 0, err
+
+
+def test_trls_continuous_batching_turns_float32_masters_into_bf16_weights_with_bf16_moments(tiny_dir, tmp_path):
+    """Why the refusal above, on the real trainer: one GRPO step with `use_transformers_continuous_batching` under bf16
+    autocast leaves float32 master weights bf16, and AdamW's moments bf16 with them (TRL 1.16 casts the training model
+    in place before it generates). When TRL stops casting, this fails and the refusal can go."""
+    import datasets
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    prompts = datasets.Dataset.from_list([{"prompt": f"{i} plus {i}"} for i in range(2)])
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=True, num_generations=2,
+                      per_device_train_batch_size=2, max_steps=1, max_completion_length=2, report_to="none",
+                      save_strategy="no", use_transformers_continuous_batching=True,
+                      # a small paged cache: filling the default one takes ~16 s on a CPU
+                      transformers_continuous_batching_config={"num_blocks": 8, "max_batch_tokens": 64})
+    trainer = GRPOTrainer(model=model, args=args, train_dataset=prompts, processing_class=AutoTokenizer.from_pretrained(
+        tiny_dir), reward_funcs=lambda completions, **_: [float(len(c)) for c in completions])
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
+    trainer.train()
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
+    assert {s["exp_avg"].dtype for s in trainer.optimizer.state.values()} == {torch.bfloat16}
 
 
 def test_a_bf16_run_resumes_with_float32_moments_to_the_uninterrupted_weights(cli, write_recipe, tiny_dir, tmp_path,

@@ -219,6 +219,42 @@ MUTATIONS = [
       "                    generator = None\n",
       ("tests/unit/test_stochastic_rounding.py::test_a_resumed_optimizer_rounds_as_the_uninterrupted_one",),
       "the noise comes from the process's random stream, which a new process does not continue"),
+    M("float16_trains_float32_masters", "model.dtype float16 on a GPU trains float32 master weights under fp16 autocast "
+      "and generates in float16 (float16 weights cannot train: torch's loss scaler refuses their gradients)",
+      "checkpoints.md#precision", "smolalign/hardware.py",
+      '    if requested == "float16":\n        return "float32"\n', "",
+      ("tests/unit/test_precision_on_a_gpu.py::test_a_float16_recipe_loads_float32_masters_and_generates_in_float16",),
+      "the trainer loads float16 weights and stops at its first step (\"Attempting to unscale FP16 gradients\")"),
+    M("continuous_batching_refused", "GRPO's train.use_transformers_continuous_batching is refused before anything "
+      "loads where the run trains float32 parameters under autocast (TRL casts the training model to bf16 in place)",
+      "checkpoints.md#precision", "smolalign/stages/rl.py", "    check_continuous_batching(run)\n", "",
+      ("tests/integration/test_update_precision.py::"
+       "test_grpo_with_continuous_batching_over_float32_masters_is_refused_before_loading",),
+      "the dry run passes, and the run would train its float32 masters as bf16 weights with bf16 moments"),
+    M("qlora_fsdp_float32_masters", "under FSDP, QLoRA's bf16 adapters become float32 master weights before training "
+      "(accelerate's upcast skips a model holding 4-bit weights)", "checkpoints.md#precision",
+      "smolalign/stages/low_precision_updates.py", "        upcast_to_float32(trainer.model, low)\n", "",
+      ("tests/integration/test_update_precision.py::"
+       "test_qloras_bf16_adapters_get_stochastic_rounding_alone_and_float32_masters_under_fsdp",),
+      "the adapters stay bf16 under FSDP and train with plain AdamW, rounded to the nearest"),
+    M("launcher_masters_not_compensated_twice", "under DeepSpeed's ZeRO or FSDP, which keep float32 masters, AdamW keeps "
+      "torch's (no double compensation)", "checkpoints.md#precision", "smolalign/stages/low_precision_updates.py",
+      "    if not low or sharding is not None:\n", "    if not low:\n",
+      ("tests/integration/test_update_precision.py::"
+       "test_float32_weights_lora_and_launchers_masters_keep_torchs_adamw",),
+      "the stochastic-rounding AdamW is handed to a trainer whose launcher already keeps float32 masters"),
+    M("plan_names_the_update_rounding", "the dry run's dtype row says how bf16 trained parameters keep their updates: "
+      "stochastic rounding with AdamW, rounding to the nearest with another train.optim, a launcher's float32 masters",
+      "checkpoints.md#precision", "smolalign/hardware.py", "    if compensates_updates(trained, False, optim):\n",
+      "    if True:\n",
+      ("tests/unit/test_precision.py::test_the_plan_names_the_optimizer_that_updates_bf16_weights",),
+      "the plan claims stochastic rounding for adafactor and 8-bit AdamW, which round to the nearest"),
+    M("sweep_compiled_kernels_kept", "a sweep keeps compiled kernels under SMOLALIGN_CACHE/compile too: a Slurm array "
+      "task trains its cell in the sweep command's own process", "scaling/memory.md", "smolalign/cli/sweep.py",
+      "    keep_compiled_kernels()  # before anything imports TRL", "    pass  # before anything imports TRL",
+      ("tests/integration/test_compiled_kernels_kept.py::"
+       "test_a_train_commands_compile_caches_are_under_smolalign_cache[sweep-args1]",),
+      "an array task compiles into torch's default in the job's private temporary directory, lost with the job"),
     M("compiled_kernels_kept", "a train command keeps what TorchInductor and Triton compile (flex attention's kernels) "
       "under SMOLALIGN_CACHE/compile, which outlives a container and a Slurm job's /tmp",
       "scaling/memory.md", "smolalign/cli/train.py",

@@ -75,6 +75,10 @@ TABLE = [
     (BF16_GPU, "auto", "bfloat16", "bfloat16", True, False),
     (BF16_GPU, "float32", "float32", "float32", True, False),  # float32 masters under bf16 autocast
     (OLD_GPU, "auto", "float32", "float16", False, True),  # float32 masters under fp16 autocast
+    # float16 weights cannot train (torch's loss scaler refuses their gradients): float32 masters under fp16 autocast,
+    # generation in float16, on a GPU with bf16 or without
+    (BF16_GPU, "float16", "float32", "float16", False, True),
+    (OLD_GPU, "float16", "float32", "float16", False, True),
 ]
 
 
@@ -134,6 +138,35 @@ def test_the_plan_says_which_precision_each_part_uses_and_why():
     assert precision_description("bfloat16", BF16_CPU, WIDE) == (
         "bfloat16 weights and generation (model.dtype bfloat16 on a bf16 CPU); AdamW rounds each update into them "
         "stochastically (float32 moments)")
+    assert precision_description("float16", BF16_GPU, 64) == (
+        "float32 master weights, fp16 autocast, generation float16 (model.dtype float16: float16 weights cannot "
+        "train, torch's loss scaler refuses their gradients)")
+
+
+def test_the_plan_names_the_optimizer_that_updates_bf16_weights():
+    """train.optim other than AdamW is kept as asked (stages/low_precision_updates.py): the plan says its updates
+    round to the nearest instead of claiming stochastic rounding."""
+    assert precision_description("auto", BF16_GPU, 64, optim="adamw_torch_fused").endswith(
+        "AdamW rounds each update into them stochastically (float32 moments)")
+    assert precision_description("auto", BF16_GPU, 64, optim="adafactor") == (
+        "bfloat16 weights, bf16 compute; train.optim adafactor rounds each update into them to the nearest: updates "
+        "below bf16's spacing are lost")
+    assert precision_description("bfloat16", BF16_CPU, WIDE, optim="adamw_8bit").endswith(
+        "train.optim adamw_8bit rounds each update into them to the nearest: updates below bf16's spacing are lost")
+
+
+def test_the_plan_says_qloras_adapters_are_bf16_and_how_they_keep_their_updates():
+    """TRL's trainers cast the adapters over a quantized base to bf16 (the QLoRA paper's choice), on every device."""
+    assert precision_description("auto", BF16_GPU, 64, adapters=True, quantized="4bit") == (
+        "4bit quantized base weights, bfloat16 LoRA adapters (TRL casts QLoRA's so), bf16 compute; AdamW rounds each "
+        "update into them stochastically (float32 moments)")
+    assert precision_description("auto", BF16_GPU, 64, adapters=True, quantized="4bit", sharded=True).endswith(
+        "; the launcher keeps float32 master weights (DeepSpeed/FSDP)")
+    assert precision_description("auto", BF16_GPU, 64, adapters=True) == (
+        "bfloat16 base weights, float32 LoRA adapters (peft), bf16 compute")
+    assert precision_description("auto", PLAIN_CPU, WIDE, adapters=True, quantized="4bit") == (
+        "4bit quantized base weights, bfloat16 LoRA adapters (TRL casts QLoRA's so); AdamW rounds each update into "
+        "them stochastically (float32 moments)")
 
 
 def test_smolaligns_attention_only_for_float32_weights_under_cpu_autocast():

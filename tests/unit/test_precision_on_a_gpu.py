@@ -49,6 +49,9 @@ FLAGS = [
     pytest.param(H100, "float32", ["train.bf16=false"], False, False, id="H100-float32-asked-pure"),
     pytest.param(V100, "auto", [], False, True, id="V100-auto"),  # float32 masters under fp16 autocast
     pytest.param(V100, "float32", [], False, True, id="V100-float32"),
+    # float16 weights cannot train (torch's loss scaler refuses their gradients): float32 masters under fp16 autocast
+    pytest.param(H100, "float16", [], False, True, id="H100-float16"),
+    pytest.param(V100, "float16", [], False, True, id="V100-float16"),
 ]
 
 
@@ -71,7 +74,18 @@ ROWS = [
     ("auto", None, True, "bfloat16 base weights, float32 LoRA adapters (peft), bf16 compute"),
     ("float32", None, False, "float32 master weights, bf16 autocast"),
     ("float32", "zero3", False, "float32 master weights, bf16 autocast"),
+    ("float16", None, False, "float32 master weights, fp16 autocast, generation float16"),
 ]
+
+
+def test_a_float16_recipe_loads_float32_masters_and_generates_in_float16(stubbed_gpu, recipes):
+    """The weights the trainer loads (the run's OpenRun dtype) and the policy's generation dtype (its engines)."""
+    from smolalign.stages.generating import policy_generation_dtype
+    from smolalign.stages.lifecycle import resolve_dtype
+
+    run = load_run(str(recipes["rl"]), ["model.dtype=float16"], "rl", hardware=H100)
+    assert resolve_dtype(run.recipe.model.dtype, run.hardware) == "float32"
+    assert policy_generation_dtype(run) == "float16"
 
 
 @pytest.mark.parametrize(("dtype", "preset", "lora", "row"), ROWS)
@@ -109,3 +123,27 @@ def test_the_rule_is_one_function():
     assert compensates_updates("bfloat16", False) and compensates_updates("bfloat16", False, "adamw_torch_fused")
     assert not compensates_updates("bfloat16", True) and not compensates_updates("float32", False)
     assert not compensates_updates("bfloat16", False, "adamw_8bit") and not compensates_updates("float16", False)
+
+
+@pytest.mark.parametrize(("overrides", "refused"), [
+    (["model.dtype=float32"], True),  # float32 masters: cast to bf16 in place, then trained with plain AdamW
+    (["peft.r=8"], True),  # LoRA's float32 adapters: the same
+    (["model.dtype=float32", "train.bf16=false"], False),  # pure float32: TRL casts nothing
+    (["model.dtype=float32", "launch.preset=zero3"], False),  # DeepSpeed's engine holds bf16 parameters anyway
+    ([], False),  # bf16 weights: the cast changes nothing
+])
+def test_grpo_refuses_continuous_batching_where_it_would_cast_float32_trained_parameters(stubbed_gpu, recipes,
+                                                                                         overrides, refused):
+    """TRL's GRPOTrainer casts the whole training model to bf16 in place before it generates with continuous batching
+    (trl/trainer/grpo_trainer.py, `unwrapped_model.to(torch.bfloat16)`)."""
+    from smolalign.errors import SmolalignError
+    from smolalign.stages.low_precision_updates import check_continuous_batching
+
+    run = load_run(str(recipes["rl"]), ["train.use_transformers_continuous_batching=true", *overrides], "rl",
+                   hardware=H100)
+    if refused:
+        with pytest.raises(SmolalignError, match="train.use_transformers_continuous_batching: TRL casts the training "
+                                                 "model to bf16 in place"):
+            check_continuous_batching(run)
+    else:
+        check_continuous_batching(run)
