@@ -38,6 +38,7 @@ import os
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,11 +109,13 @@ class Context:
             return None
         try:
             return run(*args, **kwargs, timeout=left)
-        except ChildFailed as failure:
+        except Exception as failure:  # noqa: BLE001 (a run that failed in any way must not cost the runs after it)
+            reason = failure.reason if isinstance(failure, ChildFailed) else f"{type(failure).__name__}: {failure}"
+            detail = failure.stderr if isinstance(failure, ChildFailed) else traceback.format_exc()
             with (self.out / "gpu_figures.log").open("a") as log:
-                log.write(f"=== {label}: {failure.reason}\n{failure.stderr}\n")
-            print(failure.stderr, file=sys.stderr, flush=True)
-            self.write(f"| {label} | failed: {failure.reason.replace('|', '/')} (its stderr: gpu_figures.log) |")
+                log.write(f"=== {label}: {reason}\n{detail}\n")
+            print(detail, file=sys.stderr, flush=True)
+            self.write(f"| {label} | failed: {reason.replace('|', '/')[:300]} (gpu_figures.log) |")
             return None
 
 

@@ -172,20 +172,31 @@ class ChildFailed(Exception):
 
 def run_child(command: list[str], env: dict | None = None, timeout: float | None = None) -> str:
     """Run `command` in a process group of its own and return its standard output; raises ChildFailed when it exits
-    non-zero or is still running after `timeout` seconds (the whole group is killed then: a vLLM engine or compile
-    workers it started die with it)."""
-    child = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
-    try:
-        out, err = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        out, err = child.communicate()
-        raise ChildFailed(f"still running after {timeout:.0f} s, killed", err[-6000:]) from None
+    non-zero or is still running after `timeout` seconds. Whatever of its group is left when it ends (compile
+    workers, a vLLM engine) is killed then, so nothing holds the GPU into the next run; its output goes through files,
+    so a survivor holding it cannot keep this waiting."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen(command, env=env, cwd=REPO, stdout=out, stderr=err, text=True,
+                                 start_new_session=True)
+        timed_out = False
+        try:
+            child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except ProcessLookupError:  # the group ended with the child
+                pass
+            child.wait()
+        out.seek(0), err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if timed_out:
+        raise ChildFailed(f"still running after {timeout:.0f} s, killed", stderr[-6000:])
     if child.returncode != 0:
-        last = next((line for line in reversed(err.splitlines()) if line.strip()), "")
-        raise ChildFailed(f"exit {child.returncode}: {last[:200]}", err[-6000:])
-    return out
+        last = next((line for line in reversed(stderr.splitlines()) if line.strip()), "")
+        raise ChildFailed(f"exit {child.returncode}: {last[:200]}", stderr[-6000:])
+    return stdout
 
 
 def run_smolalign(verb: str, recipe: Path, run_dir: Path, env: dict | None = None,

@@ -75,3 +75,31 @@ def test_no_run_starts_with_too_little_of_the_deadline_left(figures, tmp_path):
     assert ctx.attempt("late", figures.run_child, [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]) is None
     assert not marker.exists()
     assert "| late | not run:" in (tmp_path / "gpu_figures.md").read_text()
+
+
+def test_a_run_that_leaves_a_process_behind_returns_when_it_ends_and_the_process_goes(figures, tmp_path):
+    """A child that exits 0 but leaves a process holding its output (compile workers, an engine): its output comes
+    back at once, and the process left behind is killed, so nothing holds the GPU into the next run."""
+    pid_file = tmp_path / "left.pid"
+    script = (f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+              f"open({str(pid_file)!r}, 'w').write(str(p.pid)); print('done')")
+    started = time.monotonic()
+    assert figures.run_child([sys.executable, "-c", script], timeout=60).strip() == "done"
+    assert time.monotonic() - started < 20
+    left = int(pid_file.read_text())
+    for _ in range(50):
+        if _state(left) == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(left, 9)
+        pytest.fail("the process the run left behind is still running")
+
+
+def test_a_run_whose_output_cannot_be_read_is_a_row_and_the_next_run_starts(figures, tmp_path):
+    def no_metrics(timeout):
+        return (tmp_path / "missing" / "metrics.jsonl").read_text()
+
+    assert context(figures, tmp_path).attempt("unreadable", no_metrics) is None
+    assert context(figures, tmp_path).attempt("next", lambda timeout: 7) == 7
+    assert "| unreadable | failed: FileNotFoundError" in (tmp_path / "gpu_figures.md").read_text()
