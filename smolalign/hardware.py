@@ -17,8 +17,9 @@ of bf16's spacing there), so wherever they are trained without a launcher that k
 ZeRO, FSDP), AdamW computes each update in float32 and writes the weight back by stochastic rounding, with float32
 moments (`compensates_updates`; stages/low_precision_updates.py has the measurements). `model.dtype: float32` on a GPU trains
 float32 masters under bf16 (fp16) autocast; pure float32 only with `train.bf16: false` as well. `model.dtype: float16`
-trains float32 masters under fp16 autocast and generates in float16: float16 weights cannot train at all (torch's loss
-scaler refuses float16 gradients, so such a run would stop at its first step). QLoRA's adapters are bfloat16 (TRL casts
+trains float32 masters under fp16 autocast and keeps what does not train float16 (generation, LoRA's frozen base, a
+reference: `frozen_dtype`): float16 weights cannot train at all (torch's loss scaler refuses float16 gradients, so
+such a run would stop at its first step). QLoRA's adapters are bfloat16 (TRL casts
 them so), and take the stochastic-rounding AdamW like bf16 weights (`trained_dtype`).
 
 On a bf16 CPU, the matrix products of a model as wide as SmolLM2-135M (576) run several times faster in bf16
@@ -129,17 +130,24 @@ def cpu_bf16_pays(hardware: Hardware, width: int | None) -> bool:
     return forced or width is None or width >= CPU_BF16_MIN_WIDTH
 
 
-def resolve_dtype(requested: str, hardware: Hardware) -> str:
-    """The dtype trained weights load in (the module's table): `auto` -> bfloat16 on a GPU with bf16, else float32
-    (a float32 master copy under fp16 autocast on an older GPU); `float16` -> float32 master weights (under fp16
-    autocast on a GPU: float16 weights cannot train); on a CPU, bfloat16 only where it computes in it."""
+def resolve_dtype(requested: str, hardware: Hardware, *, adapters: bool = False) -> str:
+    """The dtype the policy's weights load in (the module's table): `auto` -> bfloat16 on a GPU with bf16, else
+    float32 (a float32 master copy under fp16 autocast on an older GPU); `float16` -> float32 master weights where
+    the weights train (fp16 autocast on a GPU: float16 weights cannot train), float16 for LoRA's frozen base on a GPU
+    (`adapters`); on a CPU, bfloat16 only where it computes in it."""
     if requested == "auto":
         return "bfloat16" if hardware.on_gpu and hardware.bf16 else "float32"
     if requested == "float16":
-        return "float32"
+        return "float16" if adapters and hardware.on_gpu else "float32"
     if not hardware.on_gpu and requested == "bfloat16":
         return "bfloat16" if hardware.bf16 else "float32"
     return requested
+
+
+def frozen_dtype(requested: str, hardware: Hardware) -> str:
+    """The dtype of a frozen copy of the policy trained against (a preference method's reference): the weights' own
+    dtype as a frozen base loads it (float16 stays float16: only trained weights need float32 masters)."""
+    return resolve_dtype(requested, hardware, adapters=True)
 
 
 def trained_dtype(requested: str, hardware: Hardware, *, adapters: bool = False, quantized: bool = False) -> str:
@@ -226,13 +234,16 @@ def precision_description(requested: str, hardware: Hardware, width: int | None,
     DeepSpeed's ZeRO or FSDP; `adapters`: LoRA trains adapters; `quantized`: the base's quantization ("4bit", "8bit";
     QLoRA); `autocast`: the recipe's own train.bf16 or train.fp16 on a GPU, None when it sets neither; `optim`:
     train.optim), ending with how the updates of bf16 trained parameters keep their precision."""
-    weights, generation = resolve_dtype(requested, hardware), generation_dtype(requested, hardware, width)
+    weights = resolve_dtype(requested, hardware, adapters=adapters)
+    generation = generation_dtype(requested, hardware, width)
     updates = _updates(trained_dtype(requested, hardware, adapters=adapters, quantized=bool(quantized)), sharded,
                        optim)
     if adapters and (hardware.on_gpu or quantized):
         adapter = "bfloat16 LoRA adapters (TRL casts QLoRA's so)" if quantized else "float32 LoRA adapters (peft)"
         base = f"{quantized} quantized base weights" if quantized else f"{weights} base weights"
-        compute = f", {_gpu_compute(requested, hardware)} compute" if hardware.on_gpu else ""
+        asked_float32 = " (train.bf16/fp16 false)" if autocast is False else ""
+        compute = (f", {'float32' if asked_float32 else _gpu_compute(requested, hardware)} compute{asked_float32}"
+                   if hardware.on_gpu else "")
         return f"{base}, {adapter}{compute}{updates}"
     if hardware.on_gpu:
         return _gpu_precision(requested, weights, hardware, autocast=autocast) + updates

@@ -102,7 +102,7 @@ def make_plan(run: Run, template: ChatTemplate | None, train_rows: int | None,
         plan.notes.append("template: model (the tokenizer's own) is not checked for think modes: rows that ask for a "
                           "mode of their own are refused where a flag would have to be added (rl, distillation, "
                           "pairs)")
-    dtype = resolve_dtype(recipe.model.dtype, hardware)
+    dtype = resolve_dtype(recipe.model.dtype, hardware, adapters=recipe.peft is not None)
     train = settings.train
     asked_autocast = (bool(train.get("bf16") or train.get("fp16")) if {"bf16", "fp16"} & train.keys() else None)
     rows["dtype"] = precision_description(

@@ -40,6 +40,8 @@ class Setup:
     offload_params: bool = False
     dtype: str = "bfloat16"
     """The weights' dtype as loaded (activations follow it)."""
+    frozen_dtype: str | None = None
+    """A frozen copy's (a reference model's) dtype as loaded; None: `dtype`."""
     gpu: bool = True
     peft: Mapping | None = None
     quantization: str | None = None

@@ -36,7 +36,7 @@ def extra_parts(run: Run, settings: dict, setup: Setup, dims: ModelDims, budget:
     """(parts held besides the policy: a reference or teacher model, reward models, vLLM's share; parameters scored
     per token by them)."""
     recipe = run.recipe
-    b = DTYPE_BYTES.get(setup.dtype, 4)
+    b = DTYPE_BYTES.get(setup.frozen_dtype or setup.dtype, 4)  # a reference loads as a frozen copy
     shards = setup.processes if setup.sharding == "zero3" else 1
     parts: dict[str, int] = {}
     scored = 0

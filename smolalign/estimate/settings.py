@@ -8,7 +8,7 @@ from smolalign.deepspeed_settings import ZERO_BUCKETS, deepspeed_config
 from smolalign.estimate.memory import Setup
 from smolalign.gpu_partition import training_device_count
 from smolalign.gpus import Gpu, find_gpu, gpu_named, parse_size
-from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.hardware import Hardware, frozen_dtype, resolve_dtype
 from smolalign.launch import launched_sharding, preset_path, read_preset, under_launcher
 from smolalign.recipe.method_table import method_spec
 from smolalign.target import launch_plan
@@ -116,5 +116,7 @@ def target_device(recipe, hardware: Hardware) -> tuple[Gpu | None, int | None]:
 def setup_for(recipe, hardware: Hardware, gpu: Gpu | None, preset: Path | None = None) -> Setup:
     on_gpu = gpu is not None or hardware.on_gpu
     planned = hardware if hardware.on_gpu or not on_gpu else Hardware("cuda", 1, gpu.name, True, 1, 1)
-    return Setup(**launch_fields(recipe, hardware, preset), dtype=resolve_dtype(recipe.model.dtype, planned),
-                 gpu=on_gpu, peft=recipe.peft, quantization=recipe.model.quantization)
+    return Setup(**launch_fields(recipe, hardware, preset),
+                 dtype=resolve_dtype(recipe.model.dtype, planned, adapters=recipe.peft is not None),
+                 frozen_dtype=frozen_dtype(recipe.model.dtype, planned), gpu=on_gpu, peft=recipe.peft,
+                 quantization=recipe.model.quantization)

@@ -148,6 +148,11 @@ def leave_process_group() -> None:
         dist.destroy_process_group()
 
 
+def policy_dtype(run: Run) -> str:
+    """The dtype the policy loads in (hardware.resolve_dtype; under LoRA, its frozen base's)."""
+    return resolve_dtype(run.recipe.model.dtype, run.hardware, adapters=run.recipe.peft is not None)
+
+
 def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool,
              gpus: GpuPartition | None = None, trainer: type | None = None) -> OpenRun:
     """The run directory, the checkpoint to resume from and accelerate's state, with nothing written yet: the stage
@@ -166,7 +171,7 @@ def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool
             checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
         else:
             checkpoint = last_checkpoint(run_dir) if resume else None
-    return OpenRun(resolve_dtype(run.recipe.model.dtype, run.hardware), run_dir, checkpoint, state, overwrite, gpus,
+    return OpenRun(policy_dtype(run), run_dir, checkpoint, state, overwrite, gpus,
                    trainer)
 
 

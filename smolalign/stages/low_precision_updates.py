@@ -88,20 +88,23 @@ def keep_low_precision_updates(trainer) -> bool:
 def check_continuous_batching(run: Run) -> None:
     """GRPO's `train.use_transformers_continuous_batching`: TRL casts the whole training model to its autocast dtype
     in place before each generation (GRPOTrainer._generate_single_turn), so float32 trained parameters (master
-    weights, LoRA's adapters) would go on training as 16-bit ones with plain AdamW, silently. Refused (exit 2) where
-    the run trains float32 parameters under autocast without DeepSpeed (whose engine holds 16-bit parameters anyway);
-    bf16 weights, which the cast leaves as they are, keep it."""
+    weights, LoRA's adapters, FSDP's masters) would go on training as 16-bit ones with 16-bit moments, silently.
+    Refused (exit 2) where that happens; kept over bf16 weights (the cast changes nothing), under DeepSpeed (whose
+    engine holds 16-bit parameters anyway) and where vLLM generates (TRL then ignores the key)."""
     recipe = run.recipe
-    if not run.settings.train.get("use_transformers_continuous_batching"):
+    backend = recipe.generation.backend if recipe.generation is not None else ""
+    if not run.settings.train.get("use_transformers_continuous_batching") or backend.startswith("vllm"):
         return
+    sharding = launch_fields(recipe, run.hardware)["sharding"]
     trained = trained_dtype(recipe.model.dtype, run.hardware, adapters=recipe.peft is not None,
                             quantized=bool(recipe.model.quantization))
     flags = autocast_flags(recipe.model.dtype, run.hardware, model_width(run.source()), run.settings.train)
     cast = "bf16" if flags["bf16"] else "fp16" if flags["fp16"] else None
-    if trained != "float32" or cast is None or launch_fields(recipe, run.hardware)["sharding"].startswith("zero"):
+    if cast is None or sharding.startswith("zero") or not (trained == "float32" or sharding == "fsdp"):
         return
-    what = "LoRA's float32 adapters" if recipe.peft else "the float32 master weights"
+    what = ("FSDP's float32 master weights" if sharding == "fsdp" else "LoRA's float32 adapters" if recipe.peft
+            else "the float32 master weights")
     raise SmolalignError(
         f"train.use_transformers_continuous_batching: TRL casts the training model to {cast} in place before it "
-        f"generates, so {what} would train as {cast} ones and lose most updates; generate with generation.backend "
-        "vllm_colocate (or drop the key), or train bf16 weights (model.dtype auto or bfloat16, without peft)")
+        f"generates, so {what} would train as {cast} ones and lose most updates; drop the key (transformers' "
+        "generate), or generate with generation.backend vllm_colocate")

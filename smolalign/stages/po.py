@@ -17,7 +17,7 @@ from smolalign.data.mixture import Mixture, build_mixture
 from smolalign.data.prepare_preference import prepare_preference_data, require_preference_format
 from smolalign.data.prompts import source_prompts
 from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.hardware import Hardware, frozen_dtype, resolve_dtype
 from smolalign.inputs.pairs_file import pairs_path
 from smolalign.models.load import load_model, load_tokenizer
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
@@ -146,7 +146,7 @@ def reference_description(run: Run) -> str:
         return ("log-probs of the starting policy, computed once before training (one extra pass over the data): "
                 "no reference weights held")
     label = "a frozen copy of the policy's source" if kind == "policy" else recipe.reference.source
-    cost = weights_memory(run, "model" if kind == "policy" else "reference", " more")
+    cost = weights_memory(run, "model" if kind == "policy" else "reference", " more", frozen=True)
     return f"{label}: {cost or 'one more model in memory (size unknown before loading)'}"
 
 
@@ -156,10 +156,12 @@ def policy_description(run: Run) -> str:
     return f"{run.recipe.model.source}: {cost or 'size unknown before loading'}"
 
 
-def weights_memory(run: Run, role: Role, after: str = "") -> str | None:
-    """"X MiB`after` (N parameters in DTYPE)" for the weights of a recipe's model source (`role`), None when
-    unknown."""
-    dtype = resolve_dtype(run.recipe.model.dtype, run.hardware)
+def weights_memory(run: Run, role: Role, after: str = "", *, frozen: bool = False) -> str | None:
+    """"X MiB`after` (N parameters in DTYPE)" for the weights of a recipe's model source (`role`) as the policy
+    loads them, or (`frozen`) as a reference does; None when unknown."""
+    requested = run.recipe.model.dtype
+    dtype = (frozen_dtype(requested, run.hardware) if frozen else
+             resolve_dtype(requested, run.hardware, adapters=run.recipe.peft is not None))
     count = source_parameter_count(run.source(role))
     if not count:
         return None
@@ -232,7 +234,7 @@ def load(run: Run, opened: OpenRun, checked: PoChecked) -> Iterator[tuple]:
         print(f"data: {data.stats['train']}")
     config = po_config(run, hardware, opened.run_dir)  # first: under ZeRO-3 it makes the models load sharded
     model = load_model(recipe.model, dtype, hardware, tokenizer, run.source(), scorer=run.method_spec.scorer)
-    reference = load_reference(run, dtype, hardware, tokenizer)
+    reference = load_reference(run, frozen_dtype(recipe.model.dtype, hardware), hardware, tokenizer)
     start_run(run, opened,
               template={"name": template.name, "sha256": template.sha256, "origin": template.origin},
               data={"fingerprint": data.fingerprint, "stats": data.stats},

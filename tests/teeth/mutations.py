@@ -222,8 +222,9 @@ MUTATIONS = [
     M("float16_trains_float32_masters", "model.dtype float16 on a GPU trains float32 master weights under fp16 autocast "
       "and generates in float16 (float16 weights cannot train: torch's loss scaler refuses their gradients)",
       "checkpoints.md#precision", "smolalign/hardware.py",
-      '    if requested == "float16":\n        return "float32"\n', "",
-      ("tests/unit/test_precision_on_a_gpu.py::test_a_float16_recipe_loads_float32_masters_and_generates_in_float16",),
+      '        return "float16" if adapters and hardware.on_gpu else "float32"\n',
+      '        return "float16"\n',
+      ("tests/unit/test_precision_on_a_gpu.py::test_a_float16_recipe_trains_float32_masters_and_keeps_frozen_weights_float16",),
       "the trainer loads float16 weights and stops at its first step (\"Attempting to unscale FP16 gradients\")"),
     M("continuous_batching_refused", "GRPO's train.use_transformers_continuous_batching is refused before anything "
       "loads where the run trains float32 parameters under autocast (TRL casts the training model to bf16 in place)",

@@ -78,14 +78,19 @@ ROWS = [
 ]
 
 
-def test_a_float16_recipe_loads_float32_masters_and_generates_in_float16(stubbed_gpu, recipes):
-    """The weights the trainer loads (the run's OpenRun dtype) and the policy's generation dtype (its engines)."""
+def test_a_float16_recipe_trains_float32_masters_and_keeps_frozen_weights_float16(stubbed_gpu, recipes):
+    """Only trained weights need float32 masters: the policy trained in full loads float32, LoRA's frozen base and a
+    preference method's reference load float16, and the policy generates in float16 (the run's OpenRun dtype, the
+    reference's load dtype, the engines' dtype)."""
+    from smolalign.hardware import frozen_dtype
     from smolalign.stages.generating import policy_generation_dtype
-    from smolalign.stages.lifecycle import resolve_dtype
+    from smolalign.stages.lifecycle import policy_dtype
 
     run = load_run(str(recipes["rl"]), ["model.dtype=float16"], "rl", hardware=H100)
-    assert resolve_dtype(run.recipe.model.dtype, run.hardware) == "float32"
-    assert policy_generation_dtype(run) == "float16"
+    assert policy_dtype(run) == "float32" and policy_generation_dtype(run) == "float16"
+    lora = load_run(str(recipes["sft"]), ["model.dtype=float16", "peft.r=8"], "sft", hardware=H100)
+    assert policy_dtype(lora) == "float16"
+    assert frozen_dtype(run.recipe.model.dtype, H100) == "float16"
 
 
 @pytest.mark.parametrize(("dtype", "preset", "lora", "row"), ROWS)
@@ -130,6 +135,8 @@ def test_the_rule_is_one_function():
     (["peft.r=8"], True),  # LoRA's float32 adapters: the same
     (["model.dtype=float32", "train.bf16=false"], False),  # pure float32: TRL casts nothing
     (["model.dtype=float32", "launch.preset=zero3"], False),  # DeepSpeed's engine holds bf16 parameters anyway
+    (["launch.preset=fsdp2"], True),  # FSDP's float32 masters (accelerate upcasts the bf16 weights)
+    (["model.dtype=float32", "generation.backend=vllm_colocate"], False),  # TRL ignores the key where vLLM generates
     ([], False),  # bf16 weights: the cast changes nothing
 ])
 def test_grpo_refuses_continuous_batching_where_it_would_cast_float32_trained_parameters(stubbed_gpu, recipes,
