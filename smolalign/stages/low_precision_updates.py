@@ -19,8 +19,12 @@ float32 AdamW's, so a bf16 run holds 12 bytes a parameter against float32 master
 Not used where the trained parameters are already float32 (LoRA adapters, which peft keeps in float32; float32
 weights under autocast), nor under a launcher that keeps float32 master weights itself (DeepSpeed's ZeRO, FSDP with
 mixed precision): there is nothing to round there. QLoRA's adapters are bf16 (TRL casts them): they take this AdamW,
-and under FSDP, which leaves the trainable parameters of a quantized model as they are, they become float32 masters. A recipe's own `train.optim` other than AdamW is kept as asked,
-with a note that its updates of bf16 weights are rounded to the nearest.
+and under FSDP, which leaves the trainable parameters of a quantized model as they are, they become float32 masters.
+A recipe's own `train.optim` other than AdamW is kept as asked, with a note that its updates of bf16 weights are
+rounded to the nearest.
+
+Also here, checked before anything loads: a setting under which TRL itself would turn float32 trained parameters into
+16-bit ones (`check_continuous_batching`).
 """
 
 import sys
