@@ -11,6 +11,7 @@ from smolalign.estimate.memory import DTYPE_BYTES, MemoryEstimate, Setup, estima
 from smolalign.estimate.settings import setup_for, target_device, workload
 from smolalign.estimate.time import (
     FLEX_FIRST_STEP,
+    GENERATE_FIRST_STEP,
     decode_rates,
     describe_seconds,
     step_time,
@@ -179,6 +180,9 @@ def _time_rows(plan, run: Run, settings, setup: Setup, dims: ModelDims, gpu: Gpu
         if timing.generation:
             parts.append(f"generation {describe_seconds(timing.generation)}, decoding by bandwidth plus a per-token "
                          f"overhead {decode_rates(backend).where}")
+            if not backend.startswith("vllm"):
+                plan.notes.append(f"the first step takes longer than the rest (generation warms up): "
+                                  f"{GENERATE_FIRST_STEP}")
         if timing.other:
             parts.append(f"reference/teacher {describe_seconds(timing.other)}")
         source = "launch.utilization" if stated else (

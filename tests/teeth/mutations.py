@@ -256,6 +256,12 @@ MUTATIONS = [
       ("tests/integration/test_compiled_kernels_kept.py::"
        "test_a_train_commands_compile_caches_are_under_smolalign_cache[sweep-args1]",),
       "an array task compiles into torch's default in the job's private temporary directory, lost with the job"),
+    M("plan_states_generation_first_step", "the plan states a GRPO run's first step with transformers' generate apart "
+      "from the step time (30 s measured on an H200 against 7.5 s later)", "scaling/memory.md",
+      "smolalign/estimate/plan_rows.py", "            if not backend.startswith(\"vllm\"):\n", "            if False:\n",
+      ("tests/unit/test_step_time.py::test_the_plan_states_the_first_steps_wait_apart_from_the_step_time"
+       "[grpo-sdpa-transformers-the first step takes longer than the rest (generation warms up): 30 s]",),
+      "the plan gives 7.5 s a step and a newcomer's first step waits four times that unannounced"),
     M("compiled_kernels_kept", "a train command keeps what TorchInductor and Triton compile (flex attention's kernels) "
       "under SMOLALIGN_CACHE/compile, which outlives a container and a Slurm job's /tmp",
       "scaling/memory.md", "smolalign/cli/train.py",

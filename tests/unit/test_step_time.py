@@ -49,3 +49,30 @@ def test_decoding_pays_a_per_token_overhead_that_vllm_mostly_avoids(smollm3_3b):
     assert transformers > 10 * bandwidth_alone  # a small batch is bound by overhead, not by reading the weights
     assert decode_seconds(smollm3_3b, gpu, 0.25, 32, 256, smollm3_3b.params * 2, context=60,
                           rates=VLLM_DECODE) < transformers / 4
+
+
+@pytest.mark.parametrize(("method", "attention", "backend", "waits"), [
+    ("sft", "flex_attention", None, "the first step compiles flex attention's block mask and kernels: 247 s"),
+    ("grpo", "sdpa", "transformers", "the first step takes longer than the rest (generation warms up): 30 s"),
+    ("grpo", "sdpa", "vllm_colocate", None),  # vLLM's engine starts before training, not in its first step
+    ("sft", "sdpa", None, None),
+])
+def test_the_plan_states_the_first_steps_wait_apart_from_the_step_time(write_recipe, tiny_dir, tmp_path, method,
+                                                                       attention, backend, waits):
+    """Measured on an H200 (issue 52): flex attention's first step at 16k tokens, and a GRPO run's first step with
+    transformers' generate (30 s against 7.5 s a step later)."""
+    from tiny_models import addition_prompts, chat_rows, write_jsonl
+
+    from smolalign.plan import make_plan
+    from smolalign.resolve import load_run
+
+    model = {"source": str(tiny_dir), "attn_implementation": attention}
+    if method == "sft":
+        recipe = {"model": model, "data": {"sources": [{"path": str(write_jsonl(tmp_path / "c.jsonl", chat_rows(4)))}]}}
+    else:
+        recipe = {"stage": "rl", "method": "grpo", "model": model, "rewards": [{"name": "math_accuracy"}],
+                  "data": {"sources": [{"path": str(write_jsonl(tmp_path / "p.jsonl", addition_prompts(4)))}]},
+                  "generation": {"backend": backend}, "train": {"num_generations": 2, "per_device_train_batch_size": 2}}
+    run = load_run(str(write_recipe({**recipe, "launch": {"gpu": "H200"}})), [], "sft" if method == "sft" else "rl")
+    notes = [note for note in make_plan(run, None, 4).notes if note.startswith("the first step")]
+    assert [note[:len(waits)] for note in notes] == ([waits] if waits else [])
