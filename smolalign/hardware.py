@@ -163,15 +163,13 @@ def adapter_dtype(*, quantized: bool) -> str:
 
 def generation_dtype(requested: str, hardware: Hardware, width: int | None) -> str:
     """The dtype of a model `width` wide that only generates or scores (eval, pairs, chat, vLLM rollouts, teachers):
-    as trained weights, except that `auto` on a bf16 CPU is bfloat16 where bf16 pays at that width (nothing is
-    updated, so nothing is rounded away)."""
+    as frozen weights (`frozen_dtype`), except that `auto` on a bf16 CPU is bfloat16 where bf16 pays at that width
+    and on a GPU without bf16 float16 (nothing is updated, so nothing is rounded away)."""
     if requested == "auto" and cpu_bf16_pays(hardware, width):
         return "bfloat16"
     if requested == "auto" and hardware.on_gpu:
         return "bfloat16" if hardware.bf16 else "float16"
-    if requested == "float16" and hardware.on_gpu:
-        return "float16"
-    return resolve_dtype(requested, hardware)
+    return frozen_dtype(requested, hardware)
 
 
 def cpu_autocast(requested: str, hardware: Hardware, width: int | None) -> bool:
@@ -241,9 +239,12 @@ def precision_description(requested: str, hardware: Hardware, width: int | None,
     if adapters and (hardware.on_gpu or quantized):
         adapter = "bfloat16 LoRA adapters (TRL casts QLoRA's so)" if quantized else "float32 LoRA adapters (peft)"
         base = f"{quantized} quantized base weights" if quantized else f"{weights} base weights"
-        asked_float32 = " (train.bf16/fp16 false)" if autocast is False else ""
-        compute = (f", {'float32' if asked_float32 else _gpu_compute(requested, hardware)} compute{asked_float32}"
-                   if hardware.on_gpu else "")
+        if not hardware.on_gpu:
+            compute = ""
+        elif autocast is False:
+            compute = ", float32 compute (train.bf16/fp16 false)"
+        else:
+            compute = f", {_gpu_compute(requested, hardware)} compute"
         return f"{base}, {adapter}{compute}{updates}"
     if hardware.on_gpu:
         return _gpu_precision(requested, weights, hardware, autocast=autocast) + updates

@@ -17,7 +17,7 @@ from smolalign.data.mixture import Mixture, build_mixture
 from smolalign.data.prepare_preference import prepare_preference_data, require_preference_format
 from smolalign.data.prompts import source_prompts
 from smolalign.errors import SmolalignError
-from smolalign.hardware import Hardware, frozen_dtype, resolve_dtype
+from smolalign.hardware import Hardware, frozen_dtype
 from smolalign.inputs.pairs_file import pairs_path
 from smolalign.models.load import load_model, load_tokenizer
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
@@ -30,7 +30,7 @@ from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection
 from smolalign.resolve import Role, Run
 from smolalign.runs.metrics import metrics_callback
-from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
+from smolalign.stages.lifecycle import Checked, OpenRun, Stage, policy_dtype, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
@@ -159,9 +159,7 @@ def policy_description(run: Run) -> str:
 def weights_memory(run: Run, role: Role, after: str = "", *, frozen: bool = False) -> str | None:
     """"X MiB`after` (N parameters in DTYPE)" for the weights of a recipe's model source (`role`) as the policy
     loads them, or (`frozen`) as a reference does; None when unknown."""
-    requested = run.recipe.model.dtype
-    dtype = (frozen_dtype(requested, run.hardware) if frozen else
-             resolve_dtype(requested, run.hardware, adapters=run.recipe.peft is not None))
+    dtype = frozen_dtype(run.recipe.model.dtype, run.hardware) if frozen else policy_dtype(run)
     count = source_parameter_count(run.source(role))
     if not count:
         return None
