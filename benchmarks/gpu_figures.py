@@ -14,6 +14,8 @@ Parts, in the order they matter, with their time on one H200 estimated from the 
   fused AdamW. The bar: the default's loss at the last step within 3% of float32 masters' (the part says which).
 - speed (~6 min): smolalign against plain TRL, sdpa, 4,096-token rows, Liger on (first) and off, assistant-only loss
   on and off (benchmarks/gpu_sft.py's sides); and smolalign with TRL's optimizer once, to show the optimizer's share.
+  Each side profiles the last two steps of its warm-up (benchmarks/step_profile.py): wall time, the device's busy
+  share, the host's waits and the longest kernels, a row each, the full tables in OUT/profile-*.md.
 - plan (~6 min without vLLM, most of it compiling flex attention for 16k rows: 247 s on the first lease): the plan's
   "time per step" (printed by each run) against the measured steady step: SFT with flex attention at 4,096 and 16,384
   tokens, each from an empty compile cache, GRPO with transformers' generation (32 answers of 256 tokens), and with
@@ -90,6 +92,16 @@ class Context:
     cold_compiles: dict[str, tuple[dict, float]] = field(default_factory=dict)
     """By row length: the compile-cache environment of a flex run that started with an empty cache, and its time to
     step 1 (the plan part's runs), so that the compile part only runs the warm side."""
+
+    @property
+    def profile_steps(self) -> tuple[int, int]:
+        """The steps a speed run profiles: the last two of its warm-up, before the span its rate is measured over."""
+        return max(1, self.warmup - 1), self.warmup
+
+    def profiled(self, name: str) -> dict:
+        """The environment that has a benchmark child profile its steps into OUT/profile-NAME.md."""
+        first, last = self.profile_steps
+        return {"BENCH_PROFILE": str(self.out / f"profile-{name}.md"), "BENCH_PROFILE_STEPS": f"{first}-{last}"}
 
     def write(self, *lines: str, record: dict | None = None) -> None:
         with (self.out / "gpu_figures.md").open("a") as md:
@@ -174,14 +186,18 @@ def speed(ctx: Context) -> None:
     ctx.write(f"### Speed at equal settings: {ctx.lengths['4k']:,}-token rows, sdpa, {ctx.steps} steps, tokens/s "
               f"after step {ctx.warmup}", "", "| settings (both sides) | smolalign | plain TRL | smolalign / TRL | "
               "peak allocated, smolalign / TRL |", "|---|---|---|---|---|")
+    profiles = {}
     for liger in ligers:
         for assistant_only in (True, False):
             side = Side("sdpa", liger, assistant_only)
             tag = f"speed-{int(liger)}{int(assistant_only)}"
             ours = ctx.attempt(f"{side.label()}: smolalign", smolalign_run, ctx.model, ctx.data, ctx.work, settings,
-                               side, name=f"{tag}-smolalign", env=ctx.env)
+                               side, name=f"{tag}-smolalign", env={**ctx.env, **ctx.profiled(f"{tag}-smolalign")})
             theirs = ctx.attempt(f"{side.label()}: plain TRL", plain_trl_run, ctx.model, ctx.data, ctx.work, settings,
-                                 side, name=f"{tag}-trl")
+                                 side, name=f"{tag}-trl", env=ctx.profiled(f"{tag}-trl"))
+            for who, name, result in (("smolalign", f"{tag}-smolalign", ours), ("plain TRL", f"{tag}-trl", theirs)):
+                if result is not None:
+                    profiles[f"{side.label()}: {who}"] = (result.get("profile"), f"profile-{name}.md")
             if ours is None or theirs is None:
                 continue
             rate, trl_rate = steady_rate(ours["points"], ctx.warmup), steady_rate(theirs["points"], ctx.warmup)
@@ -195,6 +211,26 @@ def speed(ctx: Context) -> None:
     if same_optimizer is not None:
         ctx.write(f"| {label} | {steady_rate(same_optimizer['points'], ctx.warmup):,.0f} | | | "
                   f"{gib(same_optimizer)} |", record={"part": "speed", "settings": label, "smolalign": same_optimizer})
+    ctx.write("")
+    write_profiles(ctx, profiles)
+
+
+def write_profiles(ctx: Context, profiles: dict[str, tuple[dict | None, str]]) -> None:
+    """Where the speed part's steps went: one row a run from its step profile (benchmarks/step_profile.py), whose
+    tables are in OUT/FILE."""
+    first, last = ctx.profile_steps
+    ctx.write(f"Where the time of steps {first}-{last} went (torch's profiler; those steps run before the measured "
+              "span):", "", "| run | s a step (wall) | device busy | host waits a step | the longest kernels, ms a step "
+              "| tables |", "|---|---|---|---|---|---|")
+    for label, (summary, file) in profiles.items():
+        if summary is None:
+            ctx.write(f"| {label} | no profile printed | | | | |")
+            continue
+        share = summary["device_busy_share"]
+        kernels = "; ".join(f"{name[:40]} {seconds * 1e3:.1f}" for name, seconds in summary["top_device"][:3]) or "—"
+        ctx.write(f"| {label} | {summary['wall_s_per_step']:.3f} | {'—' if share is None else f'{share:.0%}'} | "
+                  f"{summary['host_syncs_per_step']:g} | {kernels.replace('|', '/')} | {file} |",
+                  record={"part": "profile", "label": label, **summary})
     ctx.write("")
 
 

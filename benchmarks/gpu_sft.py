@@ -4,6 +4,7 @@ SmolLM3-3B, the same conversations, the same padding-free BFD packing and the sa
     python benchmarks/gpu_sft.py [--steps 30] [--max-length 16384] [--words 1500] [--peak-tflops 989]
                                  [--attention sdpa|flex_attention] [--trl-attention sdpa|flex_attention]
                                  [--liger on|off] [--loss assistant|all] [--only smolalign|trl]
+                                 [--profile FIRST-LAST]
 
 Both sides get the same attention (`--attention`, flex by default; `--trl-attention` gives TRL another one, for the
 unequal comparison of RESULTS' first row), the same Liger setting (`--liger`, on when liger-kernel is installed), the
@@ -36,14 +37,21 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 from gpu_model import REPO, conversations, parameter_count, peak_flops, require_gpu, smollm3_3b  # noqa: E402
+from step_profile import profile_of  # noqa: E402
 
 PEAK = "PEAK "
 """The line each child ends with: its peak allocated GPU memory in bytes (null on a CPU)."""
-PRINT_PEAK = ("import atexit, json, torch\n"
-              "atexit.register(lambda: print('PEAK ' + json.dumps(torch.cuda.max_memory_allocated() "
-              "if torch.cuda.is_available() else None), flush=True))\n")
+CHILD_PREAMBLE = ("import atexit, json, sys, torch\n"
+                  "atexit.register(lambda: print('PEAK ' + json.dumps(torch.cuda.max_memory_allocated() "
+                  "if torch.cuda.is_available() else None), flush=True))\n"
+                  # Last on the path: benchmarks/rewards.py must not shadow the `rewards` package smolalign imports.
+                  f"sys.path.append({str(_HERE)!r})\n"
+                  "import step_profile\n"
+                  "step_profile.install_from_environment()\n")
+"""What each child runs first: the peak-memory line at exit, and the step profile when BENCH_PROFILE asks for it
+(benchmarks/step_profile.py)."""
 
-PLAIN_TRL = PRINT_PEAK + """
+PLAIN_TRL = CHILD_PREAMBLE + """
 import json, sys, time
 import datasets, torch
 from transformers import AutoTokenizer, TrainerCallback
@@ -68,7 +76,7 @@ print("RESULT " + json.dumps({"train_runtime": result.metrics["train_runtime"], 
                               "points": points}))
 """
 
-SMOLALIGN = PRINT_PEAK + """
+SMOLALIGN = CHILD_PREAMBLE + """
 import runpy, sys
 sys.argv = ["smolalign"] + sys.argv[1:]
 runpy.run_module("smolalign", run_name="__main__")
@@ -201,22 +209,26 @@ def run_child(command: list[str], env: dict | None = None, timeout: float | None
 
 def run_smolalign(verb: str, recipe: Path, run_dir: Path, env: dict | None = None,
                   timeout: float | None = None) -> dict:
-    """`smolalign VERB RECIPE` in a child: its metrics rows, time, peak memory and the plan's step estimate."""
+    """`smolalign VERB RECIPE` in a child: its metrics rows, time, peak memory, the plan's step estimate and
+    (BENCH_PROFILE in `env`) its step profile."""
     out = run_child([sys.executable, "-c", SMOLALIGN, verb, str(recipe), "-o", str(run_dir), "--overwrite"],
                     with_checkout(env), timeout)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return {"rows": rows, "train_runtime": next(r["train_runtime"] for r in rows if "train_runtime" in r),
-            "peak_bytes": peak_of(out), "planned_step_seconds": planned_step_seconds(out)}
+            "peak_bytes": peak_of(out), "planned_step_seconds": planned_step_seconds(out), "profile": profile_of(out)}
 
 
 def plain_trl_run(model: Path, data: Path, work: Path, settings: dict, side: Side = Side(),
-                  name: str = "trl", timeout: float | None = None) -> dict:
+                  name: str = "trl", env: dict | None = None, timeout: float | None = None) -> dict:
+    """Plain TRL's SFTTrainer in a child: its logged points, time, peak memory and (BENCH_PROFILE in `env`) its step
+    profile."""
     out = run_child([sys.executable, "-c", PLAIN_TRL, str(model), str(data), str(work / f"{name}-run"),
                      json.dumps(settings), json.dumps({"attention": side.attention, "liger": side.liger,
                                                        "assistant_only": side.assistant_only})],
-                    timeout=timeout)
+                    {**os.environ, **env} if env else None, timeout)
     line = next(line for line in out.splitlines() if line.startswith("RESULT "))
-    return {**json.loads(line[len("RESULT "):]), "liger": side.liger, "peak_bytes": peak_of(out)}
+    return {**json.loads(line[len("RESULT "):]), "liger": side.liger, "peak_bytes": peak_of(out),
+            "profile": profile_of(out)}
 
 
 def shared_settings(max_length: int, steps: int, batch: int = 1) -> dict:
@@ -240,6 +252,9 @@ def main() -> None:
                         help="both sides; default on when liger-kernel is installed")
     parser.add_argument("--loss", choices=("assistant", "all"), default="assistant")
     parser.add_argument("--optim", default=None, help="smolalign's train.optim (default: its choice for bf16)")
+    parser.add_argument("--profile", default=None, metavar="FIRST-LAST",
+                        help="profile these steps on both sides (benchmarks/step_profile.py): tables in --work; keep "
+                             "them inside --warmup")
     parser.add_argument("--peak-tflops", type=float, default=None)
     parser.add_argument("--only", choices=("smolalign", "trl"), default=None, help="run only this side")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "smolalign-gpu-bench")
@@ -273,7 +288,9 @@ def main() -> None:
     results = {}
     for name, (run, side) in runs.items():
         try:
-            results[name] = run(model, data, args.work, settings, side)
+            profiled = {"BENCH_PROFILE": str(args.work / f"profile-{name.replace(' ', '-').lower()}.md"),
+                        "BENCH_PROFILE_STEPS": args.profile} if args.profile else None
+            results[name] = run(model, data, args.work, settings, side, env=profiled)
         except ChildFailed as failure:
             sys.exit(f"{name} failed: {failure.reason}\n{failure.stderr}")
         print(f"RUN {name} " + json.dumps(results[name]), flush=True)
