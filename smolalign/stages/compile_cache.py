@@ -8,10 +8,18 @@ temporary directory both are gone when the run ends, so every run compiled again
 (~/.cache/smolalign; the host's, mounted into a job's container) they persist across runs, jobs and requeues. A variable
 already set wins, so this is set when a train command starts (before TRL's import, which sets TorchInductor's default
 into the environment), and launched ranks inherit it.
+
+On a CPU, TorchInductor's C++ kernels include a precompiled header that it keeps under the temporary directory's
+default cache folder whatever TORCHINDUCTOR_CACHE_DIR says (torch/_inductor/codecache.py, `_HEADER_DIR`): ~10 s of a
+compiled run's first step in every job with a private temporary directory (benchmarks/compile_cache.py). While a run
+that compiles on a CPU trains, the header goes beside its other compiled kernels (`precompiled_header_kept`).
 """
 
+import contextlib
 import os
+from collections.abc import Iterator
 
+from smolalign.library_patch import replaced
 from smolalign.models.sources import cache_root
 
 COMPILE_CACHES = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
@@ -24,3 +32,22 @@ def keep_compiled_kernels(environ=os.environ) -> dict[str, str]:
     chosen = {variable: str(root / folder) for variable, folder in COMPILE_CACHES.items() if variable not in environ}
     environ.update(chosen)
     return chosen
+
+
+@contextlib.contextmanager
+def precompiled_header_kept(accelerator: str, compiles: bool) -> Iterator[None]:
+    """While it is open, on a CPU ("cpu") and for a run that compiles, TorchInductor precompiles its C++ header into
+    its cache folder (TORCHINDUCTOR_CACHE_DIR) instead of the temporary directory's; elsewhere nothing changes."""
+    if accelerator != "cpu" or not compiles:
+        yield
+        return
+    from torch._inductor import codecache
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    if not hasattr(codecache, "_HEADER_DIR"):  # a torch that keeps its header elsewhere: nothing to move
+        yield
+        return
+    headers = os.path.join(cache_dir(), "precompiled_headers")
+    with replaced(codecache, "_HEADER_DIR", lambda _: headers), \
+            replaced(codecache, "_HEADER_LOCK_DIR", lambda _: os.path.join(headers, "locks")):
+        yield

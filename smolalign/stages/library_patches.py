@@ -9,6 +9,8 @@ On a GPU none applies. On a CPU:
   (`stages.generation_copy`);
 - transformers finds a top-p nucleus among the most likely tokens and draws each token from one uniform number
   (`generation.transformers_sampler`);
+- a run that compiles (`train.torch_compile`) keeps TorchInductor's precompiled C++ header with its other compiled
+  kernels (`stages.compile_cache`);
 - for a stage whose policy generates with vLLM, TRL builds its colocated engine with this machine's settings and
   writable weights, or its server client syncing weights through a file (`generation.trl_on_cpu`). TRL builds them
   with the trainer; for the rest of the run the changed builders are not called again.
@@ -21,6 +23,7 @@ from smolalign.generation.transformers_sampler import fast_sampling
 from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
 from smolalign.generation.vllm_engine import generated_tokens
 from smolalign.resolve import Run
+from smolalign.stages.compile_cache import precompiled_header_kept
 from smolalign.stages.generating import policy_generation_dtype
 from smolalign.stages.generation_copy import bf16_generation_copy
 from smolalign.stages.scored_positions import scored_positions_only
@@ -35,6 +38,7 @@ def library_patches(run: Run, *, generates: bool) -> Iterator[None]:
         patches.enter_context(scored_positions_only(accelerator))
         patches.enter_context(bf16_generation_copy(accelerator))
         patches.enter_context(fast_sampling(accelerator))
+        patches.enter_context(precompiled_header_kept(accelerator, bool(run.recipe.train.get("torch_compile"))))
         if generates:
             patches.enter_context(trl_generation_on_cpu(run.recipe.generation, run.hardware,
                                                         dtype=policy_generation_dtype(run),

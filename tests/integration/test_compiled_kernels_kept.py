@@ -3,7 +3,7 @@ SMOLALIGN_CACHE/compile, where the next run, another job or a requeue finds flex
 torch's default torchinductor_<user> in the system's temporary directory, which a container or a Slurm job's
 private temporary directory loses. The default tier reads the cache folder torch itself resolves in a real command's
 process; the slow tier compiles (`train.torch_compile: true`, TorchInductor's C++ backend on a CPU) and finds the
-compiled graphs there."""
+compiled graphs there, with the precompiled C++ header torch would have left in the job's temporary directory."""
 
 import os
 import subprocess
@@ -24,9 +24,10 @@ runpy.run_module("smolalign", run_name="__main__")
 """
 
 
-def smolalign(tmp_path, recipe, *args, verb="sft") -> subprocess.CompletedProcess:
+def smolalign(tmp_path, recipe, *args, verb="sft", **environment) -> subprocess.CompletedProcess:
     env = {name: value for name, value in os.environ.items() if name not in CACHE_VARIABLES}
     env["SMOLALIGN_CACHE"] = str(tmp_path / "cache")
+    env.update(environment)
     return subprocess.run([sys.executable, "-c", REPORT, verb, str(recipe), "-o", str(tmp_path / "run"), *args],
                           env=env, capture_output=True, text=True, timeout=900)
 
@@ -56,7 +57,14 @@ def test_a_train_commands_compile_caches_are_under_smolalign_cache(write_recipe,
 
 @pytest.mark.slow
 def test_a_runs_compiled_graphs_land_in_smolalign_cache(write_recipe, tiny_dir, tmp_path):
-    done = smolalign(tmp_path, sft_recipe(write_recipe, tiny_dir, tmp_path, torch_compile=True))
+    """The job's temporary directory is its own, as in a container or a Slurm job: nothing compiled stays there, the
+    precompiled C++ header that TorchInductor keeps under it by default included."""
+    job_tmp = tmp_path / "job-tmp"
+    job_tmp.mkdir()
+    done = smolalign(tmp_path, sft_recipe(write_recipe, tiny_dir, tmp_path, torch_compile=True), TMPDIR=str(job_tmp))
     assert done.returncode == 0, done.stderr[-3000:]
-    compiled = [p for p in (tmp_path / "cache" / "compile" / "inductor").rglob("*") if p.is_file()]
+    inductor = tmp_path / "cache" / "compile" / "inductor"
+    compiled = [p for p in inductor.rglob("*") if p.is_file()]
     assert compiled, "nothing compiled landed in SMOLALIGN_CACHE/compile/inductor"
+    assert list((inductor / "precompiled_headers").glob("*.gch")), "the precompiled header is not with the kernels"
+    assert not list(job_tmp.rglob("*.gch")), "a precompiled header was left in the job's temporary directory"

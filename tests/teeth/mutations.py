@@ -270,6 +270,16 @@ MUTATIONS = [
        "test_a_train_commands_compile_caches_are_under_smolalign_cache",),
       "torch keeps its default, torchinductor_<user> in the temporary directory (set into the environment when TRL "
       "is imported)"),
+    M("precompiled_header_kept", "on a CPU, a run that compiles keeps TorchInductor's precompiled C++ header with its "
+      "other compiled kernels under SMOLALIGN_CACHE/compile, not in the job's temporary directory",
+      "scaling/memory.md", "smolalign/stages/library_patches.py",
+      '        patches.enter_context(precompiled_header_kept(accelerator, bool(run.recipe.train.get("torch_compile"))))\n',
+      "",
+      ("tests/unit/test_compile_cache.py::"
+       "test_a_run_that_compiles_on_a_cpu_keeps_the_precompiled_header_with_its_kernels[hardware0-True-True]",
+       "tests/integration/test_compiled_kernels_kept.py::test_a_runs_compiled_graphs_land_in_smolalign_cache"),
+      "torch precompiles the header into torchinductor_<user> under the temporary directory: ~10 s again in every "
+      "job whose /tmp is its own"),
     M("gpu_float32_masters", "model.dtype float32 on a GPU trains float32 master weights under bf16 (fp16) autocast; "
       "pure float32 only with train.bf16: false", "checkpoints.md#precision", "smolalign/hardware.py",
       '    return {"bf16": hardware.bf16, "fp16": not hardware.bf16}', '    return {"bf16": dtype == "bfloat16", '
