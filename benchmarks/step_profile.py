@@ -12,16 +12,20 @@ a step over the profiled steps (the device synchronised at both ends), the devic
 kernels' times, as torch's own table totals them), the host's synchronisations a step (`.item()` and the CUDA runtime's
 waits), and the kernels and host operations that take the most time. Profiled steps run slower than the others: a
 benchmark measures its rate over steps after them (its warm-up), and the tables are written at the end of the last
-profiled step, before that step's log line, so the time spent writing them falls outside the measured span.
+profiled step, before that step's log line, so the time spent writing them falls outside the measured span. A profile
+that fails (no CUPTI, a table that cannot be written) is said on standard error and the run trains on: its rate is
+what a lease is spent on.
 """
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 PROFILE = "PROFILE "
 """The start of the summary line a profiled child prints."""
+PROFILE_FAILED = "step profile failed, the run goes on: "
 SYNC_OPS = ("aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 """Host operations that wait for the device: `.item()` and friends, and the CUDA runtime's explicit waits."""
 TOP = 25
@@ -95,20 +99,31 @@ def profile_callback(path: Path, first: int, last: int):
             if state.global_step + 1 == first and self.profiler is None:  # global_step counts the finished steps
                 activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
                 synchronize()
-                self.profiler = profile(activities=activities)
-                self.profiler.start()
+                try:
+                    self.profiler = profile(activities=activities)
+                    self.profiler.start()
+                except Exception as failure:  # noqa: BLE001 (the run's rate matters more than its profile)
+                    self.give_up(failure)
                 self.started = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
-            if self.profiler is not None and state.global_step == last:
+            if isinstance(self.profiler, profile) and state.global_step == last:
                 synchronize()
                 wall = time.perf_counter() - self.started
-                self.profiler.stop()
-                if state.is_world_process_zero:
-                    summary, tables = summarize(self.profiler.key_averages(), wall, last - first + 1)
-                    path.write_text(tables)
-                    print(PROFILE + json.dumps(summary), flush=True)
+                try:
+                    self.profiler.stop()
+                    if state.is_world_process_zero:
+                        summary, tables = summarize(self.profiler.key_averages(), wall, last - first + 1)
+                        path.write_text(tables)
+                        print(PROFILE + json.dumps(summary), flush=True)
+                except Exception as failure:  # noqa: BLE001
+                    self.give_up(failure)
                 self.profiler = None
+
+        def give_up(self, failure: Exception) -> None:
+            """A profile that fails leaves the run to train and be measured: the failure is said, not raised."""
+            self.profiler = False  # neither None (start again) nor a profiler (stop it)
+            print(f"{PROFILE_FAILED}{type(failure).__name__}: {failure}", file=sys.stderr, flush=True)
 
     return ProfileSteps()
 

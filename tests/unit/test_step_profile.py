@@ -6,6 +6,7 @@ value once per call, a known step count."""
 import importlib
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,3 +96,16 @@ def test_the_steps_are_read_as_written(benchmarks, text, steps):
 def test_steps_that_cannot_be_profiled_are_refused(benchmarks, text):
     with pytest.raises(ValueError):
         benchmarks[1].parse_steps(text)
+
+
+def test_a_profile_that_fails_leaves_the_run_to_train(benchmarks, tmp_path):
+    """Its tables cannot be written (no such folder): the run still trains every step and exits 0, saying why."""
+    gpu_sft, step_profile = benchmarks
+    env = {**os.environ, "BENCH_PROFILE": str(tmp_path / "missing" / "profile.md"), "BENCH_PROFILE_STEPS": "2-3",
+           "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", gpu_sft.CHILD_PREAMBLE + TRAIN, str(tmp_path / "run")], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "'train_runtime'" in done.stdout and "'epoch'" in done.stdout  # the trainer's closing log line
+    assert step_profile.profile_of(done.stdout) is None
+    assert done.stderr.count(step_profile.PROFILE_FAILED + "FileNotFoundError") == 1
