@@ -276,7 +276,7 @@ MUTATIONS = [
       '        patches.enter_context(precompiled_header_kept(accelerator, bool(run.recipe.train.get("torch_compile"))))\n',
       "",
       ("tests/unit/test_compile_cache.py::"
-       "test_a_run_that_compiles_on_a_cpu_keeps_the_precompiled_header_with_its_kernels[hardware0-True-True]",
+       "test_a_run_that_compiles_on_a_cpu_keeps_the_precompiled_header_with_its_kernels[cpu-compiling]",
        "tests/integration/test_compiled_kernels_kept.py::test_a_runs_compiled_graphs_land_in_smolalign_cache"),
       "torch precompiles the header into torchinductor_<user> under the temporary directory: ~10 s again in every "
       "job whose /tmp is its own"),

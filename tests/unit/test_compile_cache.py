@@ -39,7 +39,8 @@ def header_dir():
 
 
 @pytest.mark.parametrize(("hardware", "compiles", "kept"), [(CPU, True, True), (CPU, False, False),
-                                                             (H100, True, False)])
+                                                             (H100, True, False)],
+                         ids=["cpu-compiling", "cpu-not-compiling", "gpu-compiling"])
 def test_a_run_that_compiles_on_a_cpu_keeps_the_precompiled_header_with_its_kernels(
         monkeypatch, tmp_path, write_recipe, tiny_dir, header_dir, hardware, compiles, kept):
     """torch keeps the header under the temporary directory whatever TORCHINDUCTOR_CACHE_DIR says: ~10 s again in
