@@ -27,6 +27,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+# This file's folder would come first on sys.path, where benchmarks/rewards.py shadows the `rewards` package that
+# smolalign imports.
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 REPO = Path(__file__).resolve().parent.parent
 LENGTHS = {"1k": 1024, "4k": 4096, "16k": 16384}
 
@@ -76,8 +79,9 @@ def main() -> None:
     parser.add_argument("--header-in-tmp", action="store_true",
                         help="leave TorchInductor's precompiled header in each job's temporary directory, as torch does")
     args = parser.parse_args()
-    base = {name: value for name, value in os.environ.items()
-            if name not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "SMOLALIGN_CACHE")}
+    from smolalign.stages.compile_cache import COMPILE_CACHES
+
+    base = {name: value for name, value in os.environ.items() if name not in (*COMPILE_CACHES, "SMOLALIGN_CACHE")}
     base |= {"OMP_NUM_THREADS": str(args.threads),
              "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {args.threads} threads")

@@ -48,6 +48,7 @@ from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+import step_profile  # noqa: E402
 from gpu_model import conversations, require_gpu, smollm3_3b  # noqa: E402
 from gpu_sft import (  # noqa: E402
     ChildFailed,
@@ -99,9 +100,9 @@ class Context:
         return max(1, self.warmup - 1), self.warmup
 
     def profiled(self, name: str) -> dict:
-        """The environment that has a benchmark child profile its steps into OUT/profile-NAME.md."""
+        """The environment that has a benchmark child profile its steps into OUT/`profile_file(name)`."""
         first, last = self.profile_steps
-        return {"BENCH_PROFILE": str(self.out / f"profile-{name}.md"), "BENCH_PROFILE_STEPS": f"{first}-{last}"}
+        return step_profile.environment(self.out / profile_file(name), f"{first}-{last}")
 
     def write(self, *lines: str, record: dict | None = None) -> None:
         with (self.out / "gpu_figures.md").open("a") as md:
@@ -129,6 +130,11 @@ class Context:
             print(detail, file=sys.stderr, flush=True)
             self.write(f"| {label} | failed: {reason.replace('|', '/')[:300]} (gpu_figures.log) |")
             return None
+
+
+def profile_file(name: str) -> str:
+    """The file under OUT that run `name`'s step profile tables go to."""
+    return f"profile-{name}.md"
 
 
 def gib(result: dict) -> str:
@@ -191,13 +197,14 @@ def speed(ctx: Context) -> None:
         for assistant_only in (True, False):
             side = Side("sdpa", liger, assistant_only)
             tag = f"speed-{int(liger)}{int(assistant_only)}"
+            our_name, trl_name = f"{tag}-smolalign", f"{tag}-trl"
             ours = ctx.attempt(f"{side.label()}: smolalign", smolalign_run, ctx.model, ctx.data, ctx.work, settings,
-                               side, name=f"{tag}-smolalign", env={**ctx.env, **ctx.profiled(f"{tag}-smolalign")})
+                               side, name=our_name, env={**ctx.env, **ctx.profiled(our_name)})
             theirs = ctx.attempt(f"{side.label()}: plain TRL", plain_trl_run, ctx.model, ctx.data, ctx.work, settings,
-                                 side, name=f"{tag}-trl", env=ctx.profiled(f"{tag}-trl"))
-            for who, name, result in (("smolalign", f"{tag}-smolalign", ours), ("plain TRL", f"{tag}-trl", theirs)):
+                                 side, name=trl_name, env=ctx.profiled(trl_name))
+            for who, name, result in (("smolalign", our_name, ours), ("plain TRL", trl_name, theirs)):
                 if result is not None:
-                    profiles[f"{side.label()}: {who}"] = (result.get("profile"), f"profile-{name}.md")
+                    profiles[f"{side.label()}: {who}"] = (result.get("profile"), profile_file(name))
             if ours is None or theirs is None:
                 continue
             rate, trl_rate = steady_rate(ours["points"], ctx.warmup), steady_rate(theirs["points"], ctx.warmup)

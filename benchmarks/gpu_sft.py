@@ -36,8 +36,8 @@ from pathlib import Path
 # `rewards` package that smolalign imports: the folder goes last.
 _HERE = Path(__file__).resolve().parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+import step_profile  # noqa: E402
 from gpu_model import REPO, conversations, parameter_count, peak_flops, require_gpu, smollm3_3b  # noqa: E402
-from step_profile import profile_of  # noqa: E402
 
 PEAK = "PEAK "
 """The line each child ends with: its peak allocated GPU memory in bytes (null on a CPU)."""
@@ -215,7 +215,7 @@ def run_smolalign(verb: str, recipe: Path, run_dir: Path, env: dict | None = Non
                     with_checkout(env), timeout)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return {"rows": rows, "train_runtime": next(r["train_runtime"] for r in rows if "train_runtime" in r),
-            "peak_bytes": peak_of(out), "planned_step_seconds": planned_step_seconds(out), "profile": profile_of(out)}
+            "peak_bytes": peak_of(out), "planned_step_seconds": planned_step_seconds(out), "profile": step_profile.profile_of(out)}
 
 
 def plain_trl_run(model: Path, data: Path, work: Path, settings: dict, side: Side = Side(),
@@ -228,7 +228,7 @@ def plain_trl_run(model: Path, data: Path, work: Path, settings: dict, side: Sid
                     {**os.environ, **env} if env else None, timeout)
     line = next(line for line in out.splitlines() if line.startswith("RESULT "))
     return {**json.loads(line[len("RESULT "):]), "liger": side.liger, "peak_bytes": peak_of(out),
-            "profile": profile_of(out)}
+            "profile": step_profile.profile_of(out)}
 
 
 def shared_settings(max_length: int, steps: int, batch: int = 1) -> dict:
@@ -288,8 +288,8 @@ def main() -> None:
     results = {}
     for name, (run, side) in runs.items():
         try:
-            profiled = {"BENCH_PROFILE": str(args.work / f"profile-{name.replace(' ', '-').lower()}.md"),
-                        "BENCH_PROFILE_STEPS": args.profile} if args.profile else None
+            tables = args.work / f"profile-{name.replace(' ', '-').lower()}.md"
+            profiled = step_profile.environment(tables, args.profile) if args.profile else None
             results[name] = run(model, data, args.work, settings, side, env=profiled)
         except ChildFailed as failure:
             sys.exit(f"{name} failed: {failure.reason}\n{failure.stderr}")

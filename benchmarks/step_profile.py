@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+PROFILE_VARIABLE, STEPS_VARIABLE = "BENCH_PROFILE", "BENCH_PROFILE_STEPS"
+"""The environment variables that turn the profile on (its tables' file) and name its steps."""
 PROFILE = "PROFILE "
 """The start of the summary line a profiled child prints."""
 PROFILE_FAILED = "step profile failed, the run goes on: "
@@ -143,8 +145,13 @@ def install(path: Path, first: int, last: int) -> None:
 
 def install_from_environment() -> None:
     """install() as BENCH_PROFILE and BENCH_PROFILE_STEPS say; nothing without BENCH_PROFILE."""
-    if os.environ.get("BENCH_PROFILE"):
-        install(Path(os.environ["BENCH_PROFILE"]), *parse_steps(os.environ.get("BENCH_PROFILE_STEPS", "2-3")))
+    if os.environ.get(PROFILE_VARIABLE):
+        install(Path(os.environ[PROFILE_VARIABLE]), *parse_steps(os.environ.get(STEPS_VARIABLE, "2-3")))
+
+
+def environment(tables: Path, steps: str) -> dict:
+    """What a benchmark puts in a child's environment to have it profile `steps` ("2-3") into `tables`."""
+    return {PROFILE_VARIABLE: str(tables), STEPS_VARIABLE: steps}
 
 
 def profile_of(output: str) -> dict | None:
