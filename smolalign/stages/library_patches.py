@@ -38,7 +38,7 @@ def library_patches(run: Run, *, generates: bool) -> Iterator[None]:
         patches.enter_context(scored_positions_only(accelerator))
         patches.enter_context(bf16_generation_copy(accelerator))
         patches.enter_context(fast_sampling(accelerator))
-        patches.enter_context(precompiled_header_kept(accelerator, bool(run.recipe.train.get("torch_compile"))))
+        patches.enter_context(precompiled_header_kept(accelerator, bool(run.settings.train.get("torch_compile"))))
         if generates:
             patches.enter_context(trl_generation_on_cpu(run.recipe.generation, run.hardware,
                                                         dtype=policy_generation_dtype(run),

@@ -273,7 +273,7 @@ MUTATIONS = [
     M("precompiled_header_kept", "on a CPU, a run that compiles keeps TorchInductor's precompiled C++ header with its "
       "other compiled kernels under SMOLALIGN_CACHE/compile, not in the job's temporary directory",
       "scaling/memory.md", "smolalign/stages/library_patches.py",
-      '        patches.enter_context(precompiled_header_kept(accelerator, bool(run.recipe.train.get("torch_compile"))))\n',
+      '        patches.enter_context(precompiled_header_kept(accelerator, bool(run.settings.train.get("torch_compile"))))\n',
       "",
       ("tests/unit/test_compile_cache.py::"
        "test_a_run_that_compiles_on_a_cpu_keeps_the_precompiled_header_with_its_kernels[cpu-compiling]",
