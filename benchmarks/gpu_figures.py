@@ -100,9 +100,9 @@ class Context:
         return max(1, self.warmup - 1), self.warmup
 
     def profiled(self, name: str) -> dict:
-        """The environment that has a benchmark child profile its steps into OUT/`profile_file(name)`."""
+        """The environment that has a benchmark child profile its steps into OUT/`step_profile.tables_file(name)`."""
         first, last = self.profile_steps
-        return step_profile.environment(self.out / profile_file(name), f"{first}-{last}")
+        return step_profile.environment(self.out / step_profile.tables_file(name), f"{first}-{last}")
 
     def write(self, *lines: str, record: dict | None = None) -> None:
         with (self.out / "gpu_figures.md").open("a") as md:
@@ -130,11 +130,6 @@ class Context:
             print(detail, file=sys.stderr, flush=True)
             self.write(f"| {label} | failed: {reason.replace('|', '/')[:300]} (gpu_figures.log) |")
             return None
-
-
-def profile_file(name: str) -> str:
-    """The file under OUT that run `name`'s step profile tables go to."""
-    return f"profile-{name}.md"
 
 
 def gib(result: dict) -> str:
@@ -204,7 +199,7 @@ def speed(ctx: Context) -> None:
                                  side, name=trl_name, env=ctx.profiled(trl_name))
             for who, name, result in (("smolalign", our_name, ours), ("plain TRL", trl_name, theirs)):
                 if result is not None:
-                    profiles[f"{side.label()}: {who}"] = (result.get("profile"), profile_file(name))
+                    profiles[f"{side.label()}: {who}"] = (result.get("profile"), step_profile.tables_file(name))
             if ours is None or theirs is None:
                 continue
             rate, trl_rate = steady_rate(ours["points"], ctx.warmup), steady_rate(theirs["points"], ctx.warmup)

@@ -215,7 +215,8 @@ def run_smolalign(verb: str, recipe: Path, run_dir: Path, env: dict | None = Non
                     with_checkout(env), timeout)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return {"rows": rows, "train_runtime": next(r["train_runtime"] for r in rows if "train_runtime" in r),
-            "peak_bytes": peak_of(out), "planned_step_seconds": planned_step_seconds(out), "profile": step_profile.profile_of(out)}
+            "peak_bytes": peak_of(out), "planned_step_seconds": planned_step_seconds(out),
+            "profile": step_profile.profile_of(out)}
 
 
 def plain_trl_run(model: Path, data: Path, work: Path, settings: dict, side: Side = Side(),
@@ -288,7 +289,7 @@ def main() -> None:
     results = {}
     for name, (run, side) in runs.items():
         try:
-            tables = args.work / f"profile-{name.replace(' ', '-').lower()}.md"
+            tables = args.work / step_profile.tables_file(name)
             profiled = step_profile.environment(tables, args.profile) if args.profile else None
             results[name] = run(model, data, args.work, settings, side, env=profiled)
         except ChildFailed as failure:

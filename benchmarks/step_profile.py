@@ -149,6 +149,11 @@ def install_from_environment() -> None:
         install(Path(os.environ[PROFILE_VARIABLE]), *parse_steps(os.environ.get(STEPS_VARIABLE, "2-3")))
 
 
+def tables_file(run_name: str) -> str:
+    """The file name a run's profile tables go to: profile-<the run's name, lower case, dashes for spaces>.md."""
+    return f"profile-{run_name.replace(' ', '-').lower()}.md"
+
+
 def environment(tables: Path, steps: str) -> dict:
     """What a benchmark puts in a child's environment to have it profile `steps` ("2-3") into `tables`."""
     return {PROFILE_VARIABLE: str(tables), STEPS_VARIABLE: steps}
