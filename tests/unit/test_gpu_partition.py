@@ -21,6 +21,7 @@ from smolalign.gpu_partition import (
 )
 from smolalign.recipe.generation_schema import GenerationSection
 from smolalign.recipe.typecheck import build
+from smolalign.stages.compile_cache import keep_compiled_kernels
 
 
 @pytest.fixture
@@ -47,6 +48,10 @@ def node(monkeypatch):
     import smolalign.resolve  # noqa: F401
     import smolalign.stages.registry  # noqa: F401
 
+    # A train command points the compilers' caches under SMOLALIGN_CACHE in its own process as it starts
+    # (stages.compile_cache), unless they are set: set them first, as an earlier command in this process would have.
+    for name, value in keep_compiled_kernels(dict(os.environ)).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setattr(smolalign.hardware, "detect_hardware",
                         lambda: smolalign.hardware.Hardware("cuda", 8, "H100", True, 1, 16))
 
