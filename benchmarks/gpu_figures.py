@@ -23,6 +23,7 @@ Parts, in the order they matter, with their time on one H200 estimated from the 
 - compile (~1.5 min after plan): the time to step 1 with flex attention at each of --compile-lengths (4k, 16k, 64k),
   with an empty compile cache and then with the cache that run left; the plan part's flex runs are the empty-cache
   side of their lengths, so after it only the warm runs are left.
+What the GPU image lacks (TRL, datasets, Liger, DeepSpeed, ...) travels as wheels: `benchmarks/gpu_wheels.py` says how.
 A session's 15 minutes of device time, a fresh machine's start included, hold two calls made back to back (the
 machine stays warm between them): `--parts optimizer,precision,speed --deadline 440` (timeout 480), then `--parts
 plan,compile --compile-lengths 4k,16k --deadline N` with N a minute under the time left. --deadline starts no run
