@@ -10,10 +10,12 @@ Parts, in the order they matter, with their time on one H200 estimated from the 
 - optimizer (~30 s): `benchmarks/optimizer_step.py` on the 3B's shapes: the fused stochastic-rounding kernel, its torch
   operations and float32 masters, against `adamw_torch_fused` on bf16 weights.
 - precision (~2.5 min): `smolalign sft`, 4,096-token rows, lr 1e-5, sdpa, no Liger: bf16 weights with the default
-  (stochastic-rounding AdamW), float32 masters under bf16 autocast (`model.dtype: float32`), bf16 weights with plain
-  fused AdamW. The bar: the default's loss at the last step within 3% of float32 masters' (the part says which).
+  (stochastic-rounding AdamW), float32 masters under bf16 autocast (`model.dtype: float32`), bf16 weights with the
+  trainer's own fused AdamW (smolalign's choice switched off: `Side.plain_adamw`; torch's AdamW named in train.optim
+  still gets the stochastic rounding). The bar: the default's loss at the last step within 3% of float32 masters'.
 - speed (~6 min): smolalign against plain TRL, sdpa, 4,096-token rows, Liger on (first) and off, assistant-only loss
   on and off (benchmarks/gpu_sft.py's sides); and smolalign with TRL's optimizer once, to show the optimizer's share.
+  Every row names the optimizer each run's trainer created.
   Each side profiles the last two steps of its warm-up (benchmarks/step_profile.py): wall time, the device's busy
   share, the host's waits and the longest kernels, a row each, the full tables in OUT/profile-*.md.
 - plan (~6 min without vLLM, most of it compiling flex attention for 16k rows: 247 s on the first lease): the plan's
@@ -155,14 +157,14 @@ PRECISION_BAR = 1.03
 
 
 def precision(ctx: Context) -> None:
-    plain = "adamw_torch" if ctx.smoke else "adamw_torch_fused"
     sides = {"bf16 weights, stochastic-rounding AdamW (the default)": Side(dtype="bfloat16"),
              "float32 masters, bf16 autocast (`model.dtype: float32`)": Side(dtype="float32"),
-             f"bf16 weights, plain AdamW (`train.optim: {plain}`)": Side(dtype="bfloat16", optim=plain)}
+             "bf16 weights, the trainer's own AdamW rounded to the nearest (smolalign's choice switched off)":
+                 Side(dtype="bfloat16", plain_adamw=True)}
     settings = shared_settings(ctx.lengths["4k"], ctx.steps)
     ctx.write(f"### Precision: {ctx.steps} SFT steps at lr 1e-5, {ctx.lengths['4k']:,}-token rows, sdpa, no Liger",
-              "", "| weights and optimizer | loss at step 1 | at the last step | s a step "
-              f"after step {ctx.warmup} | peak allocated |", "|---|---|---|---|---|")
+              "", "| weights and optimizer | optimizer that ran | loss at step 1 | at the last step | s a step "
+              f"after step {ctx.warmup} | peak allocated |", "|---|---|---|---|---|---|")
     last = {}
     for number, (label, side) in enumerate(sides.items()):
         result = ctx.attempt(label, smolalign_run, ctx.model, ctx.data, ctx.work, settings, side,
@@ -171,7 +173,7 @@ def precision(ctx: Context) -> None:
             continue
         run_losses = losses(result)
         last[label] = run_losses[-1]
-        ctx.write(f"| {label} | {run_losses[0]:.3f} | {run_losses[-1]:.3f} | "
+        ctx.write(f"| {label} | {result.get('optimizer')} | {run_losses[0]:.3f} | {run_losses[-1]:.3f} | "
                   f"{steady_step_seconds(result['points'], ctx.warmup) or 0:.3f} | {gib(result)} |",
                   record={"part": "precision", "label": label, "losses": run_losses, **result})
     default, reference = (last.get(label) for label in list(sides)[:2])
@@ -187,7 +189,7 @@ def speed(ctx: Context) -> None:
     ligers = (False,) if ctx.smoke else (True, False)
     ctx.write(f"### Speed at equal settings: {ctx.lengths['4k']:,}-token rows, sdpa, {ctx.steps} steps, tokens/s "
               f"after step {ctx.warmup}", "", "| settings (both sides) | smolalign | plain TRL | smolalign / TRL | "
-              "peak allocated, smolalign / TRL |", "|---|---|---|---|---|")
+              "peak allocated, smolalign / TRL | optimizers that ran, smolalign / TRL |", "|---|---|---|---|---|---|")
     profiles = {}
     for liger in ligers:
         for assistant_only in (True, False):
@@ -205,15 +207,15 @@ def speed(ctx: Context) -> None:
                 continue
             rate, trl_rate = steady_rate(ours["points"], ctx.warmup), steady_rate(theirs["points"], ctx.warmup)
             ctx.write(f"| {side.label()} | {rate:,.0f} | {trl_rate:,.0f} | {rate / trl_rate:.2f}x | "
-                      f"{gib(ours)} / {gib(theirs)} |",
+                      f"{gib(ours)} / {gib(theirs)} | {ours.get('optimizer')} / {theirs.get('optimizer')} |",
                       record={"part": "speed", "settings": side.label(), "smolalign": ours, "trl": theirs})
-    side = Side("sdpa", ligers[0], True, optim="adamw_torch" if ctx.smoke else "adamw_torch_fused")
-    label = f"{side.label()}, smolalign with TRL's optimizer (`train.optim: {side.optim}`)"
-    same_optimizer = ctx.attempt(label, smolalign_run, ctx.model, ctx.data, ctx.work, settings, side,
-                                 name="speed-optim", env=ctx.env)
+    side = Side("sdpa", ligers[0], True, plain_adamw=True)
+    same_optimizer = ctx.attempt(f"{side.label()}, smolalign with TRL's optimizer", smolalign_run, ctx.model,
+                                 ctx.data, ctx.work, settings, side, name="speed-optim", env=ctx.env)
     if same_optimizer is not None:
+        label = f"{side.label()}, smolalign with TRL's optimizer ({same_optimizer['optimizer']} ran)"
         ctx.write(f"| {label} | {steady_rate(same_optimizer['points'], ctx.warmup):,.0f} | | | "
-                  f"{gib(same_optimizer)} |", record={"part": "speed", "settings": label, "smolalign": same_optimizer})
+                  f"{gib(same_optimizer)} | {same_optimizer['optimizer']} |", record={"part": "speed", "settings": label, "smolalign": same_optimizer})
     ctx.write("")
     write_profiles(ctx, profiles)
 

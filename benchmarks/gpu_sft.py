@@ -11,7 +11,8 @@ unequal comparison of RESULTS' first row), the same Liger setting (`--liger`, on
 same loss (`--loss assistant`: assistant tokens only, smolalign's default and TRL's `assistant_only_loss` through a
 template with generation markers; `all`: every token), gradient checkpointing, batch and packing. Precision is each
 side's default for bf16 weights: TRL's fused AdamW, smolalign's stochastic-rounding AdamW (`--optim` gives smolalign
-another train.optim). tokens/s = the tokens trained between the end of step --warmup and the last step over the wall
+another train.optim; `--plain-adamw` keeps TRL's AdamW on smolalign's side too, which a recipe cannot ask for); each
+side prints the optimizer its trainer created. tokens/s = the tokens trained between the end of step --warmup and the last step over the wall
 time between them (both logged each step), so the first steps' compilation (flex attention's block mask compiles for
 minutes) is left out; the whole run's rate, first steps included, is printed beside it, and so is the time to the
 first logged step (loading, compilation, one step), and each side's peak allocated memory. Each run's result is
@@ -41,15 +42,24 @@ from gpu_model import REPO, conversations, parameter_count, peak_flops, require_
 
 PEAK = "PEAK "
 """The line each child ends with: its peak allocated GPU memory in bytes (null on a CPU)."""
+OPTIMIZER = "OPTIMIZER "
+"""The line a child prints when its trainer has created its optimizer: the optimizer's class."""
 CHILD_PREAMBLE = ("import atexit, json, sys, torch\n"
                   "atexit.register(lambda: print('PEAK ' + json.dumps(torch.cuda.max_memory_allocated() "
                   "if torch.cuda.is_available() else None), flush=True))\n"
                   # Last on the path: benchmarks/rewards.py must not shadow the `rewards` package smolalign imports.
                   f"sys.path.append({str(_HERE)!r})\n"
                   "import step_profile\n"
-                  "step_profile.install_from_environment()\n")
-"""What each child runs first: the peak-memory line at exit, and the step profile when BENCH_PROFILE asks for it
-(benchmarks/step_profile.py)."""
+                  "step_profile.install_from_environment()\n"
+                  "import transformers\n"
+                  "_create_optimizer = transformers.Trainer.create_optimizer\n"
+                  "def _reported(self, *args, **kwargs):\n"
+                  "    optimizer = _create_optimizer(self, *args, **kwargs)\n"
+                  "    print('OPTIMIZER ' + type(getattr(optimizer, 'optimizer', optimizer)).__name__, flush=True)\n"
+                  "    return optimizer\n"
+                  "transformers.Trainer.create_optimizer = _reported\n")
+"""What each child runs first: the peak-memory line at exit, the optimizer's class when the trainer creates it (what
+ran, not what was asked for), and the step profile when BENCH_PROFILE asks for it (benchmarks/step_profile.py)."""
 
 PLAIN_TRL = CHILD_PREAMBLE + """
 import json, sys, time
@@ -76,8 +86,15 @@ print("RESULT " + json.dumps({"train_runtime": result.metrics["train_runtime"], 
                               "points": points}))
 """
 
-SMOLALIGN = CHILD_PREAMBLE + """
-import runpy, sys
+PLAIN_ADAMW = "BENCH_PLAIN_ADAMW"
+"""Set to 1 in a smolalign child's environment: the run keeps the trainer's own AdamW on bf16 weights (rounded to the
+nearest, as plain TRL's) instead of smolalign's stochastic-rounding one, which recipes cannot ask for: a measurement
+of what that choice costs and buys, not a setting."""
+SMOLALIGN = CHILD_PREAMBLE + f"""
+import os, runpy, sys
+if os.environ.get({PLAIN_ADAMW!r}) == "1":
+    import smolalign.stages.lifecycle
+    smolalign.stages.lifecycle.keep_low_precision_updates = lambda trainer: False
 sys.argv = ["smolalign"] + sys.argv[1:]
 runpy.run_module("smolalign", run_name="__main__")
 """
@@ -94,6 +111,8 @@ class Side:
     """smolalign's model.dtype (TRL's side always loads bf16 weights)."""
     optim: str | None = None
     """smolalign's train.optim; None: its default for the weights (stochastic-rounding AdamW for bf16)."""
+    plain_adamw: bool = False
+    """smolalign keeps the trainer's own AdamW on bf16 weights, as plain TRL does (`PLAIN_ADAMW`)."""
 
     def label(self) -> str:
         return (f"{self.attention}, Liger {'on' if self.liger else 'off'}, "
@@ -132,6 +151,12 @@ def peak_of(output: str) -> int | None:
     return json.loads(line[len(PEAK):]) if line else None
 
 
+def optimizer_of(output: str) -> str | None:
+    """The class of the optimizer the child's trainer created (None if it printed none)."""
+    line = next((line for line in output.splitlines() if line.startswith(OPTIMIZER)), None)
+    return line[len(OPTIMIZER):].strip() if line else None
+
+
 PLANNED = re.compile(r"time per step\s+≈ ([\d.,]+) (ms|s|min|h)\b")
 UNITS = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
 
@@ -156,6 +181,8 @@ def smolalign_run(model: Path, data: Path, work: Path, settings: dict, side: Sid
     recipe.write_text(yaml.safe_dump({
         "model": {"source": str(model), "dtype": side.dtype, "attn_implementation": side.attention},
         "template": {"name": "chatml"}, "data": {"sources": [{"path": str(data)}]}, "train": train}))
+    if side.plain_adamw:
+        env = {**(env or {}), PLAIN_ADAMW: "1"}
     result = run_smolalign("sft", recipe, work / f"{name}-run", env, timeout)
     points = [r for r in result["rows"] if "num_tokens" in r and "time" in r]
     return {**result, "num_tokens": points[-1]["num_tokens"], "points": points, "liger": side.liger}
@@ -215,7 +242,7 @@ def run_smolalign(verb: str, recipe: Path, run_dir: Path, env: dict | None = Non
                     with_checkout(env), timeout)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return {"rows": rows, "train_runtime": next(r["train_runtime"] for r in rows if "train_runtime" in r),
-            "peak_bytes": peak_of(out), "planned_step_seconds": planned_step_seconds(out),
+            "peak_bytes": peak_of(out), "optimizer": optimizer_of(out), "planned_step_seconds": planned_step_seconds(out),
             "profile": step_profile.profile_of(out)}
 
 
@@ -229,7 +256,7 @@ def plain_trl_run(model: Path, data: Path, work: Path, settings: dict, side: Sid
                     {**os.environ, **env} if env else None, timeout)
     line = next(line for line in out.splitlines() if line.startswith("RESULT "))
     return {**json.loads(line[len("RESULT "):]), "liger": side.liger, "peak_bytes": peak_of(out),
-            "profile": step_profile.profile_of(out)}
+            "optimizer": optimizer_of(out), "profile": step_profile.profile_of(out)}
 
 
 def shared_settings(max_length: int, steps: int, batch: int = 1) -> dict:
@@ -253,6 +280,8 @@ def main() -> None:
                         help="both sides; default on when liger-kernel is installed")
     parser.add_argument("--loss", choices=("assistant", "all"), default="assistant")
     parser.add_argument("--optim", default=None, help="smolalign's train.optim (default: its choice for bf16)")
+    parser.add_argument("--plain-adamw", action="store_true",
+                        help="smolalign keeps the trainer's own AdamW on bf16 weights, as plain TRL does")
     parser.add_argument("--profile", default=None, metavar="FIRST-LAST",
                         help="profile these steps on both sides (benchmarks/step_profile.py): tables in --work; keep "
                              "them inside --warmup")
@@ -274,7 +303,7 @@ def main() -> None:
     mean_doc = sum(lengths) / len(lengths)
     settings = shared_settings(args.max_length, args.steps, args.batch)
     liger = importlib.util.find_spec("liger_kernel") is not None if args.liger is None else args.liger == "on"
-    ours = Side(args.attention, liger, args.loss == "assistant", optim=args.optim)
+    ours = Side(args.attention, liger, args.loss == "assistant", optim=args.optim, plain_adamw=args.plain_adamw)
     theirs = Side(args.trl_attention or args.attention, liger, args.loss == "assistant")
     config = AutoConfig.from_pretrained(model)
     n = parameter_count(model)
@@ -303,7 +332,7 @@ def main() -> None:
         rates[name] = steady_rate(result["points"], args.warmup) or whole
         mfu = f"{rates[name] * flops_per_token / peak:.1%}" if peak else "(pass --peak-tflops)"
         memory = f"{result['peak_bytes'] / 2 ** 30:.1f} GiB" if result.get("peak_bytes") else "—"
-        print(f"| {name} | {runs[name][1].label()} | {rates[name]:,.0f} | {mfu} | {whole:,.0f} | "
+        print(f"| {name} | {runs[name][1].label()}, {result.get('optimizer')} | {rates[name]:,.0f} | {mfu} | {whole:,.0f} | "
               f"{first_step_seconds(result):.0f} s | {memory} |")
     if len(rates) == 2:
         print(f"ratio smolalign / TRL: {rates['smolalign sft'] / rates['plain TRL SFTTrainer']:.2f}")
