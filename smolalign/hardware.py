@@ -12,24 +12,24 @@ without edits. `model.dtype: auto` (the default) gives:
 | CPU with AMX or AVX512-BF16, narrower model | float32 | float32 | float32 |
 | CPU without | float32 | float32 | float32 |
 
-Trained bf16 weights lose most of AdamW's updates to rounding (an update of ~1e-5 on a weight of ~0.02 is below half
-of bf16's spacing there), so wherever they are trained without a launcher that keeps float32 masters (DeepSpeed's
-ZeRO, FSDP), AdamW computes each update in float32 and writes the weight back by stochastic rounding, with float32
-moments (`compensates_updates`; stages/low_precision_updates.py has the measurements). `model.dtype: float32` on a GPU trains
-float32 masters under bf16 (fp16) autocast; pure float32 only with `train.bf16: false` as well. `model.dtype: float16`
-trains float32 masters under fp16 autocast and keeps what does not train float16 (generation, LoRA's frozen base, a
-reference: `frozen_dtype`): float16 weights cannot train at all (torch's loss scaler refuses float16 gradients, so
-such a run would stop at its first step). QLoRA's adapters are bfloat16 (TRL casts
-them so), and take the stochastic-rounding AdamW like bf16 weights (`trained_dtype`).
+Trained bf16 weights lose most of AdamW's updates to rounding (an update of ~1e-5 on a weight of ~0.02 is below half of
+bf16's spacing there), so wherever they are trained without a launcher that keeps float32 masters (DeepSpeed's ZeRO,
+FSDP), AdamW computes each update in float32 and writes the weight back by stochastic rounding, with float32 moments
+(`compensates_updates`; stages/low_precision_updates.py has the measurements). `model.dtype: float32` on a GPU trains
+float32 masters under bf16 (fp16) autocast; pure float32 only with `train.bf16: false` as well (`train.fp16: false` on
+a GPU without bf16). `model.dtype: float16` trains float32 masters under fp16 autocast and keeps what does not train
+float16 (generation, LoRA's frozen base, a reference: `frozen_dtype`): float16 weights cannot train at all (torch's
+loss scaler refuses float16 gradients, so such a run would stop at its first step). QLoRA's adapters are bfloat16 (TRL
+casts them so), and take the stochastic-rounding AdamW like bf16 weights (`trained_dtype`).
 
-On a bf16 CPU, the matrix products of a model as wide as SmolLM2-135M (576) run several times faster in bf16
+On a bf16 CPU, the matrix products of a model as wide as SmolLM2-135M (576) run 1.5-2x faster in bf16
 (benchmarks/RESULTS.md); training keeps float32 master weights and AdamW state, so small updates are not rounded
 away, and computes under autocast. Below `CPU_BF16_MIN_WIDTH` (the model's hidden size) float32 is the faster
 precision there, so it is the one used: oneDNN builds its bf16 kernels anew for each shape (packing makes a new
 length most steps) and the casts cost more than such small products save (a 64-wide model trained 4-6x slower
 under autocast, benchmarks/precision_width.py). Each model is judged by its own width (a teacher, a pair generator, the
-policy); a width that cannot be read offline counts as wide. `model.dtype: float32` keeps every part float32
-anywhere; `bfloat16` on a bf16 CPU trains bf16 weights at any width (on other CPUs it falls back to float32 with a
+policy); a width that cannot be read offline counts as wide. On a CPU, `model.dtype: float32` keeps every part
+float32, and `bfloat16` on a bf16 CPU trains bf16 weights at any width (on other CPUs it falls back to float32 with a
 note). `SMOLALIGN_CPU_BF16=0` overrides the CPU's reading; `=1` does too and asks for bf16 at any width (how the
 tests run the autocast path on their narrow models). DeepSpeed over gloo on a CPU stays float32
 (stages/trainer_config.py): its bf16 mode converts the weights themselves.
@@ -248,6 +248,9 @@ def precision_description(requested: str, hardware: Hardware, width: int | None,
         return f"{base}, {adapter}{compute}{updates}"
     if hardware.on_gpu:
         return _gpu_precision(requested, weights, hardware, autocast=autocast) + updates
+    if sharded:  # on a CPU, DeepSpeed over gloo (FSDP presets need GPUs): stages/trainer_config.py turns bf16 off
+        return (f"{weights} weights, no autocast (DeepSpeed on a CPU: its bf16 mode would turn the weights themselves "
+                f"into bf16){updates}")
     if cpu_autocast(requested, hardware, width):
         return ("float32 weights, bf16 autocast; generation bfloat16 (the CPU computes in bf16: AMX or "
                 "AVX512-BF16)")
@@ -290,11 +293,8 @@ def _updates(trained: str, sharded: bool, optim: str) -> str:
 
 def free_accelerator_memory() -> None:
     """Collect what was dropped and hand cached GPU memory back to the device (a no-op without CUDA)."""
-    gc.collect()
-    try:
-        import torch
+    import torch  # here: `smolalign --help` imports no torch
 
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except ImportError:
-        pass
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

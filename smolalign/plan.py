@@ -7,8 +7,8 @@ from smolalign.data.check import Checked
 from smolalign.data.prepare import Layout
 from smolalign.estimate.memory import keeps_float32_masters
 from smolalign.estimate.plan_rows import add_memory_and_time_rows
-from smolalign.estimate.settings import launch_fields
-from smolalign.hardware import precision_description, resolve_dtype
+from smolalign.estimate.settings import launch_fields, planned_hardware, target_device
+from smolalign.hardware import autocast_flags, precision_description, resolve_dtype
 from smolalign.launch import launched_sharding
 from smolalign.models.config import model_width
 from smolalign.recipe.settings import lora_settings
@@ -102,15 +102,24 @@ def make_plan(run: Run, template: ChatTemplate | None, train_rows: int | None,
         plan.notes.append("template: model (the tokenizer's own) is not checked for think modes: rows that ask for a "
                           "mode of their own are refused where a flag would have to be added (rl, distillation, "
                           "pairs)")
-    dtype = resolve_dtype(recipe.model.dtype, hardware, adapters=recipe.peft is not None)
+    # The precision of the hardware the plan is for: with launch.gpu on a machine without one, the GPU's, as the
+    # memory rows are.
+    planned = planned_hardware(hardware, target_device(recipe, hardware)[0])
+    dtype = resolve_dtype(recipe.model.dtype, planned, adapters=recipe.peft is not None)
     train = settings.train
-    asked_autocast = (bool(train.get("bf16") or train.get("fp16")) if {"bf16", "fp16"} & train.keys() else None)
+    width = model_width(run.source())
+    # Whether the run autocasts, where the recipe's own train.bf16/fp16 decide it (on a GPU without bf16,
+    # `bf16: false` alone still leaves fp16 autocast on)
+    flags = autocast_flags(recipe.model.dtype, planned, width, train)
+    asked_autocast = (flags["bf16"] or flags["fp16"]) if {"bf16", "fp16"} & train.keys() else None
     rows["dtype"] = precision_description(
-        recipe.model.dtype, hardware, model_width(run.source()), adapters=bool(recipe.peft),
+        recipe.model.dtype, planned, width, adapters=bool(recipe.peft),
         quantized=recipe.model.quantization if recipe.peft else None,
         sharded=keeps_float32_masters(launch_fields(recipe, hardware)["sharding"]), autocast=asked_autocast,
         optim=str(train.get("optim") or "adamw_torch"))
-    if recipe.model.dtype not in ("auto", dtype) and not (recipe.model.dtype == "float16" and hardware.on_gpu):
+    if planned is not hardware:
+        rows["dtype"] += f" (on the {planned.device_name} of launch.gpu)"
+    if recipe.model.dtype not in ("auto", dtype) and not (recipe.model.dtype == "float16" and planned.on_gpu):
         plan.notes.append(f"model.dtype {recipe.model.dtype} is not available on this hardware; using {dtype}")
     rows["model"] = recipe.model.source + (f" ({recipe.model.quantization} quantized)" if recipe.model.quantization else "")
     if recipe.peft:

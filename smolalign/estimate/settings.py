@@ -113,9 +113,17 @@ def target_device(recipe, hardware: Hardware) -> tuple[Gpu | None, int | None]:
     return gpu, budget
 
 
+def planned_hardware(hardware: Hardware, gpu: Gpu | None) -> Hardware:
+    """The hardware a plan is for: this machine, or where it has no GPU and the plan targets one (launch.gpu), that
+    GPU (every GPU of the table computes in bf16)."""
+    if hardware.on_gpu or gpu is None:
+        return hardware
+    return Hardware("cuda", 1, gpu.name, True, 1, 1)
+
+
 def setup_for(recipe, hardware: Hardware, gpu: Gpu | None, preset: Path | None = None) -> Setup:
     on_gpu = gpu is not None or hardware.on_gpu
-    planned = hardware if hardware.on_gpu or not on_gpu else Hardware("cuda", 1, gpu.name, True, 1, 1)
+    planned = planned_hardware(hardware, gpu)
     return Setup(**launch_fields(recipe, hardware, preset),
                  dtype=resolve_dtype(recipe.model.dtype, planned, adapters=recipe.peft is not None),
                  frozen_dtype=frozen_dtype(recipe.model.dtype, planned), gpu=on_gpu, peft=recipe.peft,

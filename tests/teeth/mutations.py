@@ -287,6 +287,20 @@ MUTATIONS = [
       tuple(f"tests/unit/test_precision_on_a_gpu.py::test_the_trainer_config_on_a_gpu_carries_the_intended_precision"
             f"[{case}-{stage}]" for case in ("H100-float32", "V100-auto") for stage in ("sft", "po", "rl")),
       "float32 weights train in pure float32 on a GPU, 2.9x slower than under autocast on an H200"),
+    M("plan_precision_for_launch_gpu", "a dry run made on a CPU for launch.gpu states the GPU's precision in its "
+      "dtype row, as its memory rows do", "scaling/memory.md", "smolalign/plan.py",
+      "    planned = planned_hardware(hardware, target_device(recipe, hardware)[0])\n", "    planned = hardware\n",
+      tuple("tests/unit/test_precision_on_a_gpu.py::test_a_plan_for_a_gpu_made_on_a_cpu_states_the_gpus_precision"
+            f"[{case}]" for case in ("auto-bfloat16 weights, bf16 compute; AdamW rounds each update into them "
+                                     "stochastically (float32 moments)", "float32-float32 master weights, bf16 autocast")),
+      "the plan for an H100 made on a laptop states the laptop's precision (float32 weights under CPU autocast) beside "
+      "memory sized for the GPU's bf16 weights"),
+    M("cpu_deepspeed_planned_float32", "on a CPU, the plan of a DeepSpeed run states float32 without autocast, as it "
+      "trains", "checkpoints.md#precision", "smolalign/hardware.py",
+      "    if sharded:  # on a CPU, DeepSpeed over gloo (FSDP presets need GPUs): stages/trainer_config.py turns bf16 off\n",
+      "    if False:\n",
+      ("tests/unit/test_precision_on_a_gpu.py::test_deepspeed_on_a_cpu_is_planned_without_autocast",),
+      "the plan promises bf16 autocast to a DeepSpeed run on a bf16 CPU that trains in float32"),
     M("bf16_moments_counted", "the plan's memory estimate counts the float32 moments of bf16 weights (8 bytes a "
       "parameter, not 4)", "checkpoints.md#precision", "smolalign/estimate/memory.py",
       "    state_bytes = 4 if compensates_updates(setup.dtype, False, optim) else b", "    state_bytes = b",

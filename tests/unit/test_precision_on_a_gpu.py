@@ -154,3 +154,38 @@ def test_grpo_refuses_continuous_batching_where_it_would_cast_float32_trained_pa
             check_continuous_batching(run)
     else:
         check_continuous_batching(run)
+
+
+CPU = Hardware("cpu", 0, "cpu", True, 1, 2)  # a CPU that computes in bf16 (AMX or AVX512-BF16)
+
+
+@pytest.mark.parametrize(("dtype", "row"), [
+    ("auto", "bfloat16 weights, bf16 compute; AdamW rounds each update into them stochastically (float32 moments)"),
+    ("float32", "float32 master weights, bf16 autocast"),
+])
+def test_a_plan_for_a_gpu_made_on_a_cpu_states_the_gpus_precision(recipes, dtype, row):
+    """The memory rows of `--set launch.gpu=H100` are the GPU's: so is the dtype row, not the planning machine's."""
+    from smolalign.plan import make_plan
+
+    run = load_run(str(recipes["sft"]), [f"model.dtype={dtype}", "launch.gpu=H100"], "sft", hardware=CPU)
+    assert make_plan(run, None, 8).rows["dtype"] == f"{row} (on the H100 of launch.gpu)"
+
+
+def test_deepspeed_on_a_cpu_is_planned_without_autocast(recipes, monkeypatch):
+    """stages/trainer_config.py turns bf16 off under DeepSpeed on a CPU: the plan must not promise bf16 autocast."""
+    from smolalign.plan import make_plan
+
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SMOLALIGN_CPU_BF16", "1")  # bf16 autocast at the tiny model's width, but for DeepSpeed
+    run = load_run(str(recipes["sft"]), ["launch.preset=zero2"], "sft", hardware=CPU)
+    row = make_plan(run, None, 8).rows["dtype"]
+    assert row.startswith("float32 weights, no autocast") and "bf16 autocast" not in row
+
+
+def test_bf16_false_on_a_gpu_without_bf16_is_planned_as_the_fp16_autocast_it_runs(stubbed_gpu, recipes, tmp_path):
+    from smolalign.plan import make_plan
+
+    run = load_run(str(recipes["sft"]), ["train.bf16=false"], "sft", hardware=V100)
+    assert trl_config(run, V100, tmp_path / "run").fp16  # what the trainer gets
+    assert make_plan(run, None, 8).rows["dtype"] == "float32 master weights, fp16 autocast"
