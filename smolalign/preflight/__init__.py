@@ -46,7 +46,7 @@ CHECKS = (
     Check("train.report_to", "a tracker transformers knows, installed (extras: wandb, trackio, tensorboard)",
           check_report_to),
     Check("hub.repo_id", "a hub token (HF_TOKEN or `hf auth login`) and HF_HUB_OFFLINE unset", check_hub),
-    Check("model.dtype / train.bf16", "bfloat16: GPUs that compute in it (on a CPU the run is float32)", check_bf16),
+    Check("model.dtype / train.bf16", "bfloat16: GPUs that compute in it (not checked on a CPU: precision follows it)", check_bf16),
     Check("launch.preset / train.deepspeed", "zero2/zero3: DeepSpeed installed", check_deepspeed),
 )
 

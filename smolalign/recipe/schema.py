@@ -30,7 +30,9 @@ class ModelSection:
     """Tokenizer directory for a pretraining checkpoint that carries none (it also trims a padded vocabulary, and
     for DCP its config.json may give the architecture); refused for sources that have their own tokenizer."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    """auto follows the hardware: float32 on CPU, bfloat16 on a GPU that supports it."""
+    """auto follows the hardware (docs/checkpoints.md#precision): bf16 weights updated by AdamW with stochastic
+    rounding on a bf16 GPU, float32 masters under fp16 autocast on other GPUs, float32 weights under bf16 autocast on a
+    bf16 CPU (from 384 wide), float32 elsewhere."""
     attn_implementation: str | None = None
     """sdpa, eager, flash_attention_2, ...; None lets transformers choose."""
     quantization: Literal["4bit", "8bit"] | None = None
@@ -123,7 +125,8 @@ class TeacherSection:
     revision: str | None = None
     """Hub revision (branch, tag or commit) for a hub id."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    """The teacher's own dtype; auto follows the hardware (float32 on CPU, bfloat16 on a GPU that supports it)."""
+    """The teacher's own dtype; auto follows the hardware as generation does (bfloat16 on a bf16 GPU, float16 on
+    other GPUs, bfloat16 on a bf16 CPU from 384 wide, float32 elsewhere)."""
     trust_remote_code: bool = False
     """Run the modelling code the teacher's hub repository ships."""
     max_memory_gb: float | None = None

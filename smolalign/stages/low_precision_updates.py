@@ -4,7 +4,7 @@ AdamW whose updates reach the weights although most are far below bf16's spacing
 An AdamW update is about the learning rate (1e-5 for SFT, 1e-6 for GRPO) while a weight of ~0.02 has a bf16 spacing of
 ~1.2e-4: added and rounded to the nearest bf16, the update is lost, so plain AdamW on bf16 weights learns several
 times slower than on float32 masters, silently (a random SmolLM3-3B on an H200: loss 12.39 -> 10.45 in 10 steps
-against 6.57 with float32 masters). Here each update is computed in float32 and the new weight is written back to
+against 6.57 with DeepSpeed's float32 masters; benchmarks/RESULTS.md, "GPU"). Here each update is computed in float32 and the new weight is written back to
 bf16 by stochastic rounding: up or down with the probabilities that make its expected value the float32 result, so
 across the millions of weights of a layer the model moves as a float32 one does.
 
@@ -20,8 +20,8 @@ Not used where the trained parameters are already float32 (LoRA adapters, which 
 weights under autocast), nor under a launcher that keeps float32 master weights itself (DeepSpeed's ZeRO, FSDP with
 mixed precision): there is nothing to round there. QLoRA's adapters are bf16 (TRL casts them): they take this AdamW,
 and under FSDP, which leaves the trainable parameters of a quantized model as they are, they become float32 masters.
-A recipe's own `train.optim` other than AdamW is kept as asked, with a note that its updates of bf16 weights are
-rounded to the nearest.
+torch's AdamW is replaced whichever name the recipe gives it (`hardware.DEFAULT_ADAMW`); another `train.optim` is
+kept as asked, with a note that its updates of bf16 weights are rounded to the nearest.
 
 Also here, checked before anything loads: a setting under which TRL itself would turn float32 trained parameters into
 16-bit ones (`check_continuous_batching`).
