@@ -1,8 +1,10 @@
 """A measured time per step (`launch.calibrate: true`): a few training steps of 1- and 2-layer slices of the model
-(random weights, the recipe's micro-batch and sequence length, its dtype, checkpointing and AdamW) on this
+(random weights, the recipe's micro-batch and sequence length, its weights' dtype, checkpointing and AdamW) on this
 machine's device; their difference is the time of one layer, scaled to the model's depth. On-policy stages also
 time a few decoding steps the same way. Works on CPU and GPU: `smolalign sft RECIPE --dry-run --set
-launch.calibrate=true`."""
+launch.calibrate=true`. What it leaves out: autocast (float32 masters are timed as pure float32; on a CPU every run
+is timed in float32) and the stochastic-rounding AdamW of bf16 weights (torch's AdamW is timed: on a GPU the fused
+kernel's step is a small share of a 3B's, unmeasured; on a CPU it costs ~5x torch's, benchmarks/optimizer_step.py)."""
 
 import copy
 import time
