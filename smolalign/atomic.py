@@ -1,6 +1,8 @@
 """Files replaced whole or not at all: written to a temporary file in the same folder, flushed to disk, then renamed
 over the target, so a reader (or a rerun after a kill -9 or a power loss) sees the old file or the complete new one,
-never a torn one."""
+never a torn one. Each gets the permissions a plain `open` would give it (the process's umask): a temporary file is
+private to its owner (0600), so renamed as it is, a run's outputs on a shared cluster would be unreadable to the
+team; `readable_as_created` does the same for what libraries wrote that way (safetensors 0.8 saves weights 0600)."""
 
 import io
 import os
@@ -17,12 +19,33 @@ def write_atomically(path: Path, content: str | bytes) -> None:
             stream.write(content.encode() if isinstance(content, str) else content)
             stream.flush()
             os.fsync(stream.fileno())
+        os.chmod(staging, created_mode())
         os.replace(staging, path)
     except BaseException:
         if os.path.exists(staging):
             os.unlink(staging)
         raise
     _sync_folder(path.parent)
+
+
+def created_mode() -> int:
+    """The mode `open` gives a new file in this process: 0666 less the umask."""
+    try:  # Linux states the umask; reading it elsewhere means setting it for a moment
+        status = Path("/proc/self/status").read_text()
+        mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("Umask:")), 8)
+    except (OSError, StopIteration, ValueError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
+def readable_as_created(folder: Path) -> None:
+    """Give the files under `folder` that a library wrote private to their owner (0600, a temporary file renamed) the
+    mode a plain `open` would have: a saved model that teammates can read."""
+    mode = created_mode()
+    for path in Path(folder).rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 == 0o600 and mode != 0o600:
+            os.chmod(path, mode)
 
 
 def save_figure(figure, path: Path, dpi: int = 100) -> None:

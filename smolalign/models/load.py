@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from smolalign.atomic import readable_as_created
 from smolalign.checkpoints.convert import convert
 from smolalign.errors import SmolalignError
 from smolalign.hardware import Hardware, autocast_attention
@@ -257,3 +258,4 @@ def save_for_inference(model, tokenizer, directory: Path, state_dict: dict | Non
     model.config.use_cache = True
     model.save_pretrained(directory, state_dict=state_dict)
     tokenizer.save_pretrained(directory)
+    readable_as_created(directory)

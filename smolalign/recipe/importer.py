@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from smolalign.atomic import created_mode
 from smolalign.errors import SmolalignError
 from smolalign.recipe.import_handbook_v0 import import_v0_mixer, import_v0_model
 from smolalign.recipe.import_hub import import_hub
@@ -276,6 +277,7 @@ def _write_all(files: dict[Path, str]) -> None:
             handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
             with os.fdopen(handle, "w") as stream:
                 stream.write(text)
+            os.chmod(temporary, created_mode())
             staged.append((temporary, path))
         for temporary, path in staged:
             os.replace(temporary, path)

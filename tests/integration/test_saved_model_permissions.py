@@ -1,0 +1,36 @@
+"""A saved model's files are readable as the process's umask says, like a file `open` creates: safetensors 0.8 writes
+weights private to their owner (0600), which on a shared cluster leaves a run's model unreadable to the team."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(params=[0o022, 0o077], ids=["022", "077"])
+def umask(request):
+    previous = os.umask(request.param)
+    yield request.param
+    os.umask(previous)
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_a_saved_models_weights_are_readable_as_created(tmp_path, umask):
+    import torch
+    from tiny_models import build_tokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from smolalign.models.load import save_for_inference
+
+    config = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=2, vocab_size=64)
+    torch.manual_seed(0)
+    tokenizer = build_tokenizer(tmp_path / "tokenizer", vocab_size=64)
+    save_for_inference(LlamaForCausalLM(config), tokenizer, tmp_path / "model")
+    with open(tmp_path / "plain", "w"):
+        pass
+    assert {path.name: mode(path) for path in (tmp_path / "model").iterdir()} == \
+        dict.fromkeys((p.name for p in (tmp_path / "model").iterdir()), mode(tmp_path / "plain"))
