@@ -35,10 +35,11 @@ def parse_recipe(raw: dict, stage: str, source: str) -> Recipe:
     """Check every section of a merged recipe for `stage` and build the typed `Recipe`."""
     if stage not in STAGES:
         raise SmolalignError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
-    reject_unknown(raw, (*SECTIONS, *STAGE_SECTIONS.get(stage, ())), "")
+    # The recipe's own stage first: another verb's sections (method:, rewards:, pairs:) would read as unknown keys
     declared = raw.get("stage")
     if declared is not None and declared != stage:
         raise SmolalignError(f"this recipe is for `smolalign {declared}`, not `smolalign {stage}`")
+    reject_unknown(raw, (*SECTIONS, *STAGE_SECTIONS.get(stage, ())), "")
     if "model" not in raw:
         raise SmolalignError("model is required (model.source: a directory, hub id, .gguf file or bundled name)")
     pairs = _pairs_section(raw)

@@ -140,6 +140,17 @@ def test_stage_mismatch_and_required_sections(tmp_path):
         run_of({"model": {"source": "a/b"}, "data": {}}, "sft", "t")
 
 
+@pytest.mark.parametrize(("shipped", "verb", "declared"), [
+    ("quickstart/po_graded", "sft", "po"), ("quickstart/distill", "sft", "rl"), ("quickstart/online_dpo", "po", "rl"),
+    ("quickstart/po_graded", "rl", "po"), ("quickstart/sft", "po", "sft")])
+def test_a_recipe_run_with_another_verb_names_its_own(shipped, verb, declared):
+    """Not "unknown key method": another verb's sections are not typos."""
+    from smolalign.recipe.validate import load_recipe
+
+    with pytest.raises(SmolalignError, match=f"^this recipe is for `smolalign {declared}`, not `smolalign {verb}`$"):
+        load_recipe(shipped, [], verb)
+
+
 def test_quantization_requires_adapters(tmp_path):
     raw = minimal(tmp_path)
     raw["model"]["quantization"] = "4bit"
