@@ -44,6 +44,18 @@ def last_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
+def refuse_resuming_a_finished_run(checkpoint: Path, max_steps: int) -> None:
+    """transformers' Trainer, resumed from a checkpoint already at `train.max_steps`, trains one step more before it
+    checks, then saves over the finished model: refused instead, on the main process before anything is written."""
+    step = read_json_object(checkpoint / "trainer_state.json").get("global_step")
+    if max_steps <= 0 or not isinstance(step, int) or step < max_steps:
+        return
+    model = checkpoint.parent / MODEL_DIR
+    saved = f"its model is {model}" if model.is_dir() else f"its final save did not finish: {checkpoint.name} holds its weights"
+    raise SmolalignError(f"--resume: {checkpoint.name} already reached train.max_steps {max_steps}, so the run is "
+                         f"finished ({saved}); raise train.max_steps to train on, or pass --overwrite to train again")
+
+
 def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:
     """--resume continues a run and --overwrite starts it over: one or the other, never both (every verb that takes
     them calls this first, dry run or not)."""

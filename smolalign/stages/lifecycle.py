@@ -28,6 +28,7 @@ from smolalign.runs.rundir import (
     check_run_dir,
     default_run_dir,
     last_checkpoint,
+    refuse_resuming_a_finished_run,
     start_run_dir,
     write_recipe,
 )
@@ -169,6 +170,8 @@ def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool
     with state.main_process_first():
         if state.is_main_process:
             checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
+            if checkpoint is not None:
+                refuse_resuming_a_finished_run(checkpoint, run.settings["max_steps"])
         else:
             checkpoint = last_checkpoint(run_dir) if resume else None
     return OpenRun(policy_dtype(run), run_dir, checkpoint, state, overwrite, gpus,
