@@ -301,6 +301,17 @@ MUTATIONS = [
       "    if False:\n",
       ("tests/unit/test_precision_on_a_gpu.py::test_deepspeed_on_a_cpu_is_planned_without_autocast",),
       "the plan promises bf16 autocast to a DeepSpeed run on a bf16 CPU that trains in float32"),
+    M("resume_of_a_finished_run_refused", "--resume of a run whose newest checkpoint reached train.max_steps is "
+      "refused before anything is written; a raised train.max_steps resumes", "checkpoints.md#starting-over-and-resuming",
+      "smolalign/stages/lifecycle.py",
+      '                refuse_resuming_a_finished_run(checkpoint, run.settings["max_steps"])\n', "                pass\n",
+      ("tests/integration/test_resume_finished.py::test_a_finished_run_is_not_trained_past_its_last_step",),
+      "transformers' Trainer trains one step past the end and saves over the finished model"),
+    M("files_readable_as_the_umask_says", "a run's files and its saved model's weights get the permissions the umask "
+      "gives a new file", "checkpoints.md#starting-over-and-resuming", "smolalign/atomic.py",
+      "        os.chmod(staging, created_mode())\n", "",
+      ("tests/unit/test_file_permissions.py::test_a_file_written_atomically_has_the_mode_open_gives[022]",),
+      "a run's manifest, card and curves are readable by their owner only (0600)"),
     M("bf16_moments_counted", "the plan's memory estimate counts the float32 moments of bf16 weights (8 bytes a "
       "parameter, not 4)", "checkpoints.md#precision", "smolalign/estimate/memory.py",
       "    state_bytes = 4 if compensates_updates(setup.dtype, False, optim) else b", "    state_bytes = b",
