@@ -92,6 +92,9 @@ def po(ctx: typer.Context, target: PoTarget, pairs_recipe: PairsRecipe = None, s
     if target == "pairs":
         if pairs_recipe is None:
             raise SmolalignError("usage: smolalign po pairs RECIPE")
+        if dry_run:  # it would generate: the plan of the pairs is the po stage's
+            raise SmolalignError(f"po pairs generates; for its plan (what would be generated, from which models, all "
+                                 f"checked) run `smolalign po {pairs_recipe} --dry-run`")
         _generate_pairs(pairs_recipe, set_, force=regenerate)
         return
     if pairs_recipe is not None:

@@ -21,6 +21,7 @@ from smolalign.hardware import Hardware, frozen_dtype
 from smolalign.inputs.pairs_file import pairs_path
 from smolalign.models.load import load_model, load_tokenizer
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
+from smolalign.models.sources import resolve_source
 from smolalign.pairs.build import generate_pairs
 from smolalign.pairs.graded_plan import add_graded_rows
 from smolalign.pairs.output import is_up_to_date
@@ -69,6 +70,7 @@ def check_before_loading(run: Run) -> PoChecked:
         require_preference_format(mixture.format, recipe.method)
         checked = check_preference_rows(run, mixture)
     else:
+        check_generator_sources(recipe.pairs)
         prompts = source_prompts(recipe.pairs.prompts, run.data.seed)
         checked = check_prompt_rows(run, prompts.train, run.data.seed, recipe.template.kwargs)
     rows = len(mixture.train) if mixture is not None else None
@@ -82,6 +84,18 @@ def check_before_loading(run: Run) -> PoChecked:
     add_preference_rows(plan, run)
     plan.add_data_check(checked, "" if mixture is not None else " (the pairs' prompts)")
     return PoChecked(plan, mixture)
+
+
+def check_generator_sources(pairs) -> None:
+    """The models that will generate the pairs exist (an openai backend's source is a served model's name): else the
+    plan would promise pairs from a folder that is not there."""
+    sections = {"strong": pairs.strong, "weak": pairs.weak, "graded.sampler": pairs.graded and pairs.graded.sampler}
+    for key, section in sections.items():
+        if section is not None and section.backend != "openai":
+            try:
+                resolve_source(section.source)
+            except SmolalignError as exc:
+                raise SmolalignError(f"pairs.{key}.source: {exc}") from None
 
 
 def add_preference_rows(plan, run: Run) -> None:
