@@ -22,10 +22,10 @@ def test_blank_lines_are_skipped_and_rows_keep_their_line_number(tmp_path):
 
 
 @pytest.mark.parametrize(("data", "problem"), [
-    (b'{"a": 1}\n\n{"a": \n', "#2: invalid JSON (Expecting value at column 7)"),
-    (b'{"a": 1}\n[1, 2]\n', "#1: a row must be a JSON object, got list"),
-    (b'{"a": 1}\n\n\n"text"\n', "#3: a row must be a JSON object, got str"),
-    (b'{"a": 1}\n{"a": "caf\xe9"}\n', "#1: not UTF-8 text (byte 0xe9)"),
+    (b'{"a": 1}\n\n{"a": \n', "#2 (line 3): invalid JSON (Expecting value at column 7)"),
+    (b'{"a": 1}\n[1, 2]\n', "#1 (line 2): a row must be a JSON object, got list"),
+    (b'{"a": 1}\n\n\n"text"\n', "#3 (line 4): a row must be a JSON object, got str"),
+    (b'{"a": 1}\n{"a": "caf\xe9"}\n', "#1 (line 2): not UTF-8 text (byte 0xe9)"),
 ])
 def test_a_bad_line_is_refused_naming_file_and_row(tmp_path, data, problem):
     path = write(tmp_path, data)
@@ -49,7 +49,7 @@ def test_a_line_separator_inside_a_string_does_not_split_the_row(tmp_path):
 def test_the_commands_refuse_a_bad_line_naming_file_and_row(cli, tmp_path):
     completions = write(tmp_path, b'{"completion": "2"}\n\n{"completion": \n')
     code, _, err = cli("rewards", "test", "math_accuracy", "--completions", str(completions))
-    assert code == 2 and f"--completions {completions}#2: invalid JSON" in err
+    assert code == 2 and f"--completions {completions}#2 (line 3): invalid JSON" in err
     completions.write_bytes(b'{"completion": "2"}\n{"answer": "2"}\n')
     code, _, err = cli("rewards", "test", "math_accuracy", "--completions", str(completions))
     assert code == 2 and f"--completions {completions}#1: each line needs a completion" in err
