@@ -44,16 +44,26 @@ def last_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
-def refuse_resuming_a_finished_run(checkpoint: Path, max_steps: int) -> None:
-    """transformers' Trainer, resumed from a checkpoint already at `train.max_steps`, trains one step more before it
-    checks, then saves over the finished model: refused instead, on the main process before anything is written."""
+def at_the_last_step(checkpoint: Path, max_steps: int) -> bool:
+    """Whether `checkpoint` already holds the step train.max_steps asks for (transformers' Trainer, resumed from it,
+    would train one step more before it checks)."""
     step = read_json_object(checkpoint / "trainer_state.json").get("global_step")
-    if max_steps <= 0 or not isinstance(step, int) or step < max_steps:
-        return
-    model = checkpoint.parent / MODEL_DIR
-    saved = f"its model is {model}" if model.is_dir() else f"its final save did not finish: {checkpoint.name} holds its weights"
-    raise SmolalignError(f"--resume: {checkpoint.name} already reached train.max_steps {max_steps}, so the run is "
-                         f"finished ({saved}); raise train.max_steps to train on, or pass --overwrite to train again")
+    return max_steps > 0 and isinstance(step, int) and step >= max_steps
+
+
+def is_trained(run_dir: Path) -> bool:
+    """The run saved its model and recorded its result (the manifest's result is written after the model)."""
+    return (run_dir / MODEL_DIR).is_dir() and "result" in read_manifest(run_dir)
+
+
+def refuse_resuming_a_finished_run(checkpoint: Path, max_steps: int) -> None:
+    """A run whose newest checkpoint holds its last step and whose model is saved is finished: refused on the main
+    process before anything is written (resumed, the Trainer would train past the end and save over the model). Cut
+    off in its final save, it is resumed to save the model only (stages.lifecycle.train_and_save)."""
+    if at_the_last_step(checkpoint, max_steps) and is_trained(checkpoint.parent):
+        raise SmolalignError(f"--resume: {checkpoint.name} already reached train.max_steps {max_steps}, so the run is "
+                             f"finished (its model is {checkpoint.parent / MODEL_DIR}); raise train.max_steps to "
+                             "train on, or pass --overwrite to train again")
 
 
 def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:

@@ -25,6 +25,7 @@ from smolalign.runs.manifest import write_manifest
 from smolalign.runs.metrics import summary
 from smolalign.runs.rundir import (
     MODEL_DIR,
+    at_the_last_step,
     check_run_dir,
     default_run_dir,
     last_checkpoint,
@@ -206,8 +207,16 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
     keep_low_precision_updates(trainer)
     on_signal = save_on_signal_callback()
     trainer.add_callback(on_signal)
+    last = checkpoint is not None and at_the_last_step(checkpoint, trainer.args.max_steps)
+    if last:  # cut off in its final save: the trainer loads the checkpoint, then no step runs
+        print(f"note: --resume: {checkpoint.name} holds the last step (train.max_steps {trainer.args.max_steps}); "
+              "saving its weights as the model, no step trained")
+        trainer.add_callback(no_step_callback())
     with listening():  # already listening when run through run_stage, from the stage's start
-        result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        try:
+            result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        except NoStepLeft:
+            result = None
     if on_signal.stopped_at is not None:
         # A rank that exits first gets the others killed (torchrun, srun --kill-on-bad-exit): not before every rank,
         # the main process's trainer_state.json included, has written its part of the checkpoint.
@@ -223,9 +232,26 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
         state_dict = trainer.accelerator.get_state_dict(trainer.model_wrapped)
     if trainer.is_world_process_zero():
         save_for_inference(trainer.model, tokenizer, model_dir, state_dict=state_dict)
-        write_manifest(run_dir, result={"global_step": result.global_step, "train_loss": result.training_loss,
+        write_manifest(run_dir, result={"global_step": trainer.state.global_step,
+                                        "train_loss": result.training_loss if result is not None else None,
                                         "model": str(model_dir), "resumed_from": str(checkpoint) if checkpoint else None})
     return model_dir
+
+
+class NoStepLeft(Exception):
+    """Raised as a resumed run that has no step left would start one."""
+
+
+def no_step_callback():
+    """Stops `train()` before its first step, once the trainer has loaded the checkpoint's weights and state
+    (transformers' Trainer does not check train.max_steps until a step has run)."""
+    from transformers import TrainerCallback
+
+    class NoStep(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            raise NoStepLeft(f"step {state.global_step + 1} of {state.max_steps}")
+
+    return NoStep()
 
 
 def _plain_cpu_device(args) -> None:

@@ -4,7 +4,6 @@ and its `eval:` evaluation written. A finished cell is skipped, a trained one on
 in a process of its own (so one cell's memory and state never reach the next), or in this process when it is one
 task of a Slurm array."""
 
-import json
 import os
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from smolalign.evaluation.run import EVAL_FILE, check_stage_eval, evaluate_stage
 from smolalign.launch import check_not_data_parallel
 from smolalign.resolve import Run
 from smolalign.runs.card import write_cards
-from smolalign.runs.rundir import MANIFEST_FILE, MODEL_DIR
+from smolalign.runs.rundir import MODEL_DIR, is_trained
 from smolalign.stages.registry import run_stage
 from smolalign.sweep.grid import Cell
 
@@ -41,19 +40,12 @@ class CellRun:
 
 def cell_state(run_dir: Path) -> str:
     """done (model saved, evaluation written), evaluate (model saved), resume (cut off) or new."""
-    trained = (run_dir / MODEL_DIR).is_dir() and "result" in _manifest(run_dir)
+    trained = is_trained(run_dir)
     if trained and (run_dir / EVAL_FILE).is_file() and (run_dir / SAMPLES_FILE).is_file():
         return "done"
     if trained:
         return "evaluate"
     return "resume" if run_dir.is_dir() and any(run_dir.iterdir()) else "new"
-
-
-def _manifest(run_dir: Path) -> dict:
-    try:
-        return json.loads((run_dir / MANIFEST_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def stage_command(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | None, num_processes: int | None

@@ -305,13 +305,35 @@ MUTATIONS = [
       "refused before anything is written; a raised train.max_steps resumes", "checkpoints.md#starting-over-and-resuming",
       "smolalign/stages/lifecycle.py",
       '                refuse_resuming_a_finished_run(checkpoint, run.settings["max_steps"])\n', "                pass\n",
-      ("tests/integration/test_resume_finished.py::test_a_finished_run_is_not_trained_past_its_last_step",),
+      ("tests/integration/test_resume_finished.py::test_a_finished_run_is_refused_and_left_as_it_was",),
       "transformers' Trainer trains one step past the end and saves over the finished model"),
+    M("resume_at_the_last_step_trains_nothing", "--resume of a run cut off in its final save saves the last "
+      "checkpoint's weights as the model without training a step", "checkpoints.md#starting-over-and-resuming",
+      "smolalign/stages/lifecycle.py", "        trainer.add_callback(no_step_callback())\n", "",
+      ("tests/integration/test_resume_finished.py::"
+       "test_a_run_cut_off_in_its_final_save_saves_the_checkpoints_weights_without_a_step",),
+      "the model saved is one step past train.max_steps, trained on a batch the run never planned"),
     M("files_readable_as_the_umask_says", "a run's files and its saved model's weights get the permissions the umask "
       "gives a new file", "checkpoints.md#starting-over-and-resuming", "smolalign/atomic.py",
       "        os.chmod(staging, created_mode())\n", "",
       ("tests/unit/test_file_permissions.py::test_a_file_written_atomically_has_the_mode_open_gives[022]",),
       "a run's manifest, card and curves are readable by their owner only (0600)"),
+    M("recipe_names_its_verb", "a recipe run with another verb is refused naming the verb it is for, not as an unknown "
+      "key", "verbs/index.md", "smolalign/recipe/validate.py",
+      '    declared = raw.get("stage")\n    if declared is not None and declared != stage:\n'
+      '        raise SmolalignError(f"this recipe is for `smolalign {declared}`, not `smolalign {stage}`")\n'
+      '    reject_unknown(raw, (*SECTIONS, *STAGE_SECTIONS.get(stage, ())), "")\n',
+      '    reject_unknown(raw, (*SECTIONS, *STAGE_SECTIONS.get(stage, ())), "")\n    declared = raw.get("stage")\n'
+      '    if declared is not None and declared != stage:\n'
+      '        raise SmolalignError(f"this recipe is for `smolalign {declared}`, not `smolalign {stage}`")\n',
+      tuple(f"tests/unit/test_recipe.py::test_a_recipe_run_with_another_verb_names_its_own[{case}]" for case in (
+          "quickstart/po_graded-sft-po", "quickstart/distill-sft-rl", "quickstart/online_dpo-po-rl",
+          "quickstart/po_graded-rl-po")),
+      "`smolalign sft` of a po recipe says `unknown key method`"),
+    M("pair_generators_checked", "a po dry run checks that the models which would generate its pairs exist",
+      "verbs/po.md", "smolalign/stages/po.py", "        check_generator_sources(recipe.pairs)\n", "",
+      ("tests/integration/test_pairs_dry_run.py::test_a_missing_generator_is_refused_by_the_dry_run",),
+      "the dry run plans pairs from a folder that is not there and exits 0; the real run fails after loading"),
     M("bf16_moments_counted", "the plan's memory estimate counts the float32 moments of bf16 weights (8 bytes a "
       "parameter, not 4)", "checkpoints.md#precision", "smolalign/estimate/memory.py",
       "    state_bytes = 4 if compensates_updates(setup.dtype, False, optim) else b", "    state_bytes = b",
