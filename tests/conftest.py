@@ -149,3 +149,11 @@ def empty_inspection_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(registry.subprocess, "run", recording)
     yield folder, started
     registry._try_inspect_model_cls.cache_clear()  # forget what the new folder's inspection found
+
+
+@pytest.fixture(params=[0o022, 0o002, 0o077], ids=["umask-022", "umask-002", "umask-077"])
+def umask(request):
+    """The process's umask set to each of a shared, a group-writable and a private one; restored after."""
+    previous = os.umask(request.param)
+    yield request.param
+    os.umask(previous)

@@ -1,21 +1,11 @@
 """A saved model's files are readable as the process's umask says, like a file `open` creates: safetensors 0.8 writes
 weights private to their owner (0600), which on a shared cluster leaves a run's model unreadable to the team."""
 
-import os
 from pathlib import Path
-
-import pytest
-
-
-@pytest.fixture(params=[0o022, 0o077], ids=["022", "077"])
-def umask(request):
-    previous = os.umask(request.param)
-    yield request.param
-    os.umask(previous)
 
 
 def mode(path: Path) -> int:
-    return path.stat().st_mode & 0o777
+    return path.stat().st_mode & 0o777  # the permission bits (umask: tests/conftest.py)
 
 
 def test_a_saved_models_weights_are_readable_as_created(tmp_path, umask):

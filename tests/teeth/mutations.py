@@ -316,7 +316,7 @@ MUTATIONS = [
     M("files_readable_as_the_umask_says", "a run's files and its saved model's weights get the permissions the umask "
       "gives a new file", "checkpoints.md#starting-over-and-resuming", "smolalign/atomic.py",
       "        os.chmod(staging, created_mode())\n", "",
-      ("tests/unit/test_file_permissions.py::test_a_file_written_atomically_has_the_mode_open_gives[022]",),
+      ("tests/unit/test_file_permissions.py::test_a_file_written_atomically_has_the_mode_open_gives[umask-022]",),
       "a run's manifest, card and curves are readable by their owner only (0600)"),
     M("recipe_names_its_verb", "a recipe run with another verb is refused naming the verb it is for, not as an unknown "
       "key", "verbs/index.md", "smolalign/recipe/validate.py",

@@ -5,20 +5,11 @@ would leave a run's model, card and plots unreadable to the team. The expectatio
 import os
 from pathlib import Path
 
-import pytest
-
 from smolalign.atomic import readable_as_created, write_atomically
 
 
-@pytest.fixture(params=[0o022, 0o002, 0o077], ids=["022", "002", "077"])
-def umask(request):
-    previous = os.umask(request.param)
-    yield request.param
-    os.umask(previous)
-
-
 def mode(path: Path) -> int:
-    return path.stat().st_mode & 0o777
+    return path.stat().st_mode & 0o777  # the permission bits (umask: tests/conftest.py)
 
 
 def test_a_file_written_atomically_has_the_mode_open_gives(tmp_path, umask):
