@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from smolalign.atomic import readable_as_created
 from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.generation.vllm_engine import leave_vllm_groups
 from smolalign.gpu_partition import GpuPartition, partition_of_this_process
@@ -207,6 +208,7 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
     keep_low_precision_updates(trainer)
     on_signal = save_on_signal_callback()
     trainer.add_callback(on_signal)
+    trainer.add_callback(readable_checkpoints_callback())
     last = checkpoint is not None and at_the_last_step(checkpoint, trainer.args.max_steps)
     if last:  # cut off in its final save: the trainer loads the checkpoint, then no step runs
         print(f"note: --resume: {checkpoint.name} holds the last step (train.max_steps {trainer.args.max_steps}); "
@@ -236,6 +238,19 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
                                         "train_loss": result.training_loss if result is not None else None,
                                         "model": str(model_dir), "resumed_from": str(checkpoint) if checkpoint else None})
     return model_dir
+
+
+def readable_checkpoints_callback():
+    """Each checkpoint's files get the permissions the umask gives a new file, as the final model's do (the trainer
+    saves weights through safetensors, which writes them private to their owner)."""
+    from transformers import TrainerCallback
+
+    class ReadableCheckpoints(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                readable_as_created(Path(args.output_dir) / f"checkpoint-{state.global_step}")
+
+    return ReadableCheckpoints()
 
 
 class NoStepLeft(Exception):
