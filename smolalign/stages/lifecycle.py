@@ -4,6 +4,7 @@ the dry run's resolved recipe); the run directory is checked first and written b
 has passed; then training with resume, the final save, the summary and the `eval:` section's evaluation, and the
 process group closed."""
 
+import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -26,10 +27,10 @@ from smolalign.runs.manifest import write_manifest
 from smolalign.runs.metrics import summary
 from smolalign.runs.rundir import (
     MODEL_DIR,
-    at_the_last_step,
     check_run_dir,
     default_run_dir,
     last_checkpoint,
+    read_manifest,
     refuse_resuming_a_finished_run,
     start_run_dir,
     write_recipe,
@@ -209,15 +210,14 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
     on_signal = save_on_signal_callback()
     trainer.add_callback(on_signal)
     trainer.add_callback(readable_checkpoints_callback())
-    last = checkpoint is not None and at_the_last_step(checkpoint, trainer.args.max_steps)
-    if last:  # cut off in its final save: the trainer loads the checkpoint, then no step runs
-        print(f"note: --resume: {checkpoint.name} holds the last step (train.max_steps {trainer.args.max_steps}); "
-              "saving its weights as the model, no step trained")
+    if checkpoint is not None:  # a checkpoint at the run's last step: loaded, then no step runs
         trainer.add_callback(no_step_callback())
     with listening():  # already listening when run through run_stage, from the stage's start
         try:
             result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        except NoStepLeft:
+        except NoStepLeft as stop:
+            print(f"note: --resume: {checkpoint.name} {stop}; saving its weights as the model, no step trained",
+                  file=sys.stderr)
             result = None
     if on_signal.stopped_at is not None:
         # A rank that exits first gets the others killed (torchrun, srun --kill-on-bad-exit): not before every rank,
@@ -234,8 +234,10 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
         state_dict = trainer.accelerator.get_state_dict(trainer.model_wrapped)
     if trainer.is_world_process_zero():
         save_for_inference(trainer.model, tokenizer, model_dir, state_dict=state_dict)
-        write_manifest(run_dir, result={"global_step": trainer.state.global_step,
-                                        "train_loss": result.training_loss if result is not None else None,
+        # no step trained: the loss the run recorded when it trained, if it got that far
+        loss = result.training_loss if result is not None else (read_manifest(run_dir).get("result") or {}).get(
+            "train_loss")
+        write_manifest(run_dir, result={"global_step": trainer.state.global_step, "train_loss": loss,
                                         "model": str(model_dir), "resumed_from": str(checkpoint) if checkpoint else None})
     return model_dir
 
@@ -258,15 +260,18 @@ class NoStepLeft(Exception):
 
 
 def no_step_callback():
-    """Stops `train()` before its first step, once the trainer has loaded the checkpoint's weights and state
-    (transformers' Trainer does not check train.max_steps until a step has run)."""
+    """Stops a resumed `train()` that has no step left (its checkpoint at or past the run's last step, by
+    train.max_steps or by epochs) before its first step, once the trainer has loaded the checkpoint's weights and
+    state: transformers' Trainer checks the end only after a step (and at an epoch's end it finalizes the run again,
+    logging a training loss of 0)."""
     from transformers import TrainerCallback
 
-    class NoStep(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            raise NoStepLeft(f"step {state.global_step + 1} of {state.max_steps}")
+    class NoStepLeft_(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            if state.max_steps > 0 and state.global_step >= state.max_steps:
+                raise NoStepLeft(f"is at step {state.global_step} of the run's {state.max_steps}")
 
-    return NoStep()
+    return NoStepLeft_()
 
 
 def _plain_cpu_device(args) -> None:

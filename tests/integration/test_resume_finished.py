@@ -23,18 +23,24 @@ def steps_logged(run):
     return sorted({row["step"] for row in rows if "loss" in row})
 
 
-@pytest.fixture
-def finished(cli, tiny_dir, tmp_path):
-    """A 2-step SFT run that saved checkpoint-2 and its model."""
+def train(cli, tiny_dir, tmp_path, **length):
+    """An SFT run of the tiny model that saves a checkpoint at its last step and keeps only that one."""
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(32))
     recipe = tmp_path / "sft.yaml"
     recipe.write_text(yaml.safe_dump({
         "model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"}, "data": {"sources": [{"path": str(data)}]},
-        "train": {"max_length": 256, "packing": "bfd", "per_device_train_batch_size": 2, "max_steps": 2,
-                  "save_steps": 2, "save_total_limit": 1, "logging_steps": 1, "seed": 0}}))
+        "train": {"max_length": 256, "packing": "bfd", "per_device_train_batch_size": 2, "save_total_limit": 1,
+                  "logging_steps": 1, "seed": 0, **length}}))
     run = tmp_path / "run"
-    assert cli("sft", str(recipe), "-o", str(run))[0] == 0
+    code, _, err = cli("sft", str(recipe), "-o", str(run))
+    assert code == 0, err
     return recipe, run
+
+
+@pytest.fixture
+def finished(cli, tiny_dir, tmp_path):
+    """A 2-step SFT run that saved checkpoint-2 and its model."""
+    return train(cli, tiny_dir, tmp_path, max_steps=2, save_steps=2)
 
 
 def test_a_finished_run_is_refused_and_left_as_it_was(cli, finished):
@@ -74,3 +80,21 @@ def test_a_raised_max_steps_resumes_from_the_last_checkpoint(cli, finished):
     assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-3"]
     assert steps_logged(run) == [1, 2, 3]
     assert digest(run / "model") != before
+
+
+@pytest.mark.parametrize("epochs", [1, 1.5], ids=["at-an-epochs-end", "inside-an-epoch"])
+def test_a_run_that_ends_by_epochs_trains_no_step_past_its_end(cli, tiny_dir, tmp_path, epochs):
+    """train.max_steps unset: the epochs decide the last step, at an epoch's end (where the trainer would finalize
+    the run again and record a loss of 0) or inside one (where it would train a step more)."""
+    recipe, run = train(cli, tiny_dir, tmp_path, num_train_epochs=epochs, save_strategy="epoch" if epochs == 1 else
+                        "steps", save_steps=1)
+    (last,) = run.glob("checkpoint-*")
+    logged, result = steps_logged(run), json.loads((run / "manifest.json").read_text())["result"]
+    code, _, err = cli("sft", str(recipe), "-o", str(run), "--resume")
+    assert code == 0, err
+    assert f"{last.name} is at step {result['global_step']} of the run's {result['global_step']}" in err
+    assert list(run.glob("checkpoint-*")) == [last] and steps_logged(run) == logged
+    after = json.loads((run / "manifest.json").read_text())["result"]
+    assert after["global_step"] == result["global_step"] and after["train_loss"] == result["train_loss"]
+    saved, held = weights(run / "model"), weights(last)
+    assert all(saved[k].equal(held[k]) for k in saved)

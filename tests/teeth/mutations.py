@@ -307,11 +307,13 @@ MUTATIONS = [
       '                refuse_resuming_a_finished_run(checkpoint, run.settings["max_steps"])\n', "                pass\n",
       ("tests/integration/test_resume_finished.py::test_a_finished_run_is_refused_and_left_as_it_was",),
       "transformers' Trainer trains one step past the end and saves over the finished model"),
-    M("resume_at_the_last_step_trains_nothing", "--resume of a run cut off in its final save saves the last "
-      "checkpoint's weights as the model without training a step", "checkpoints.md#starting-over-and-resuming",
-      "smolalign/stages/lifecycle.py", "        trainer.add_callback(no_step_callback())\n", "",
+    M("resume_at_the_last_step_trains_nothing", "--resume of a run whose checkpoint holds its last step (by "
+      "train.max_steps or by epochs) saves that checkpoint's weights as the model without training a step", "checkpoints.md#starting-over-and-resuming",
+      "smolalign/stages/lifecycle.py", "        trainer.add_callback(no_step_callback())\n", "        pass\n",
       ("tests/integration/test_resume_finished.py::"
-       "test_a_run_cut_off_in_its_final_save_saves_the_checkpoints_weights_without_a_step",),
+       "test_a_run_cut_off_in_its_final_save_saves_the_checkpoints_weights_without_a_step",
+       *(f"tests/integration/test_resume_finished.py::test_a_run_that_ends_by_epochs_trains_no_step_past_its_end[{case}]"
+         for case in ("at-an-epochs-end", "inside-an-epoch"))),
       "the model saved is one step past train.max_steps, trained on a batch the run never planned"),
     M("files_readable_as_the_umask_says", "a run's files and its saved model's weights get the permissions the umask "
       "gives a new file", "checkpoints.md#starting-over-and-resuming", "smolalign/atomic.py",
