@@ -28,24 +28,35 @@ def write_atomically(path: Path, content: str | bytes) -> None:
     _sync_folder(path.parent)
 
 
-def created_mode() -> int:
-    """The mode `open` gives a new file in this process: 0666 less the umask."""
+def _umask() -> int:
     try:  # Linux states the umask; reading it elsewhere means setting it for a moment
         status = Path("/proc/self/status").read_text()
-        mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("Umask:")), 8)
+        return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Umask:")), 8)
     except (OSError, StopIteration, ValueError):
         mask = os.umask(0o022)
         os.umask(mask)
-    return 0o666 & ~mask
+        return mask
+
+
+def created_mode() -> int:
+    """The mode `open` gives a new file in this process: 0666 less the umask."""
+    return 0o666 & ~_umask()
 
 
 def readable_as_created(folder: Path) -> None:
-    """Give the files under `folder` that a library wrote private to their owner (0600, a temporary file renamed) the
-    mode a plain `open` would have: a saved model that teammates can read."""
-    mode = created_mode()
-    for path in Path(folder).rglob("*"):
-        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 == 0o600 and mode != 0o600:
+    """Give `folder` and what is under it the modes a plain `open` and `mkdir` would have where they are private to
+    their owner (a file 0600, as a temporary file renamed or safetensors writes it; a folder 0700, as `mkdtemp`
+    makes it): a saved model that teammates can read."""
+    mask = _umask()
+    mode, folder_mode = 0o666 & ~mask, 0o777 & ~mask
+    for path in [Path(folder), *Path(folder).rglob("*")]:
+        if path.is_symlink():
+            continue
+        current = path.stat().st_mode & 0o777
+        if path.is_file() and current == 0o600 and mode != 0o600:
             os.chmod(path, mode)
+        elif path.is_dir() and current == 0o700 and folder_mode != 0o700:
+            os.chmod(path, folder_mode)
 
 
 def save_figure(figure, path: Path, dpi: int = 100) -> None:

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from smolalign.atomic import readable_as_created
 from smolalign.checkpoints import nanotron_hf, nanotron_shards
 from smolalign.checkpoints.dcp import dcp_plan
 from smolalign.checkpoints.deepspeed_zero import deepspeed_plan
@@ -233,6 +234,7 @@ def _write_generation_config(hf_config, directory: Path) -> None:
 
 def _replace(staging: Path, destination: Path) -> None:
     """Move the finished staging folder into place; an old destination is removed only after the rename."""
+    readable_as_created(staging)  # mkdtemp's folder and safetensors' weights are private to their owner
     old = None
     if destination.exists():
         old = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}.old-"))

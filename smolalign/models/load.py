@@ -69,6 +69,7 @@ def local_dir(source: ModelSource) -> str:
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
+    readable_as_created(staging)
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
     return str(target)

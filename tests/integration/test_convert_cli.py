@@ -58,6 +58,17 @@ def sft_recipe(write_recipe, tmp_path, model: dict) -> str:
                   "gradient_checkpointing": False}}))
 
 
+def test_a_converted_model_is_readable_as_created(cli, nanotron_run, tiny_dir, tmp_path, umask):
+    """Built in a private staging folder (mkdtemp: 0700) and written by safetensors (0600), the converted model gets
+    the modes `mkdir` and `open` give under the umask, so teammates can use it."""
+    code, _, err = cli("convert", nanotron_run[0], tmp_path / "hf", "--tokenizer", tiny_dir)
+    assert code == 0, err
+    assert (tmp_path / "hf").stat().st_mode & 0o777 == 0o777 & ~umask
+    files = [p for p in (tmp_path / "hf").iterdir() if p.is_file()]
+    assert files and {p.name: p.stat().st_mode & 0o777 for p in files} == dict.fromkeys((p.name for p in files),
+                                                                                        0o666 & ~umask)
+
+
 def test_checkpoint_as_model_source(cli, write_recipe, nanotron_run, tiny_dir, tmp_path, monkeypatch):
     from smolalign.models.sources import cache_root
 

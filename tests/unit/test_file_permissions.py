@@ -23,7 +23,11 @@ def test_only_owner_private_files_are_opened_up(tmp_path, umask):
     for name, permissions in (("private", 0o600), ("read-only", 0o444), ("script", 0o755)):
         (tmp_path / name).write_text("x")
         os.chmod(tmp_path / name, permissions)
+    (tmp_path / "staging").mkdir(mode=0o700)
+    (tmp_path / "shared").mkdir(mode=0o750)
+    os.chmod(tmp_path / "shared", 0o750)  # mkdir's mode goes through the umask
     readable_as_created(tmp_path)
     assert mode(tmp_path / "private") == 0o666 & ~umask
-    assert (mode(tmp_path / "read-only"), mode(tmp_path / "script")) == (0o444, 0o755)
+    assert mode(tmp_path / "staging") == 0o777 & ~umask
+    assert (mode(tmp_path / "read-only"), mode(tmp_path / "script"), mode(tmp_path / "shared")) == (0o444, 0o755, 0o750)
 
