@@ -93,8 +93,9 @@ def po(ctx: typer.Context, target: PoTarget, pairs_recipe: PairsRecipe = None, s
         if pairs_recipe is None:
             raise SmolalignError("usage: smolalign po pairs RECIPE")
         if dry_run:  # it would generate: the plan of the pairs is the po stage's
+            overrides = "".join(f" --set {item}" for item in set_ or [])
             raise SmolalignError(f"po pairs generates; for its plan (what would be generated, from which models, all "
-                                 f"checked) run `smolalign po {pairs_recipe} --dry-run`")
+                                 f"checked) run `smolalign po {pairs_recipe}{overrides} --dry-run`")
         _generate_pairs(pairs_recipe, set_, force=regenerate)
         return
     if pairs_recipe is not None:

@@ -24,7 +24,7 @@ from smolalign.recipe.schema import (
     ToolsSection,
 )
 from smolalign.recipe.train_section import normalize_train
-from smolalign.recipe.typecheck import build, reject_unknown
+from smolalign.recipe.typecheck import build, reject_unknown, suggest
 
 SECTIONS = ("description", "stage", "model", "template", "data", "peft", "train", "launch", "eval", "hub")
 STAGE_SECTIONS = {"po": ("method", "reference", "pairs"),
@@ -37,6 +37,9 @@ def parse_recipe(raw: dict, stage: str, source: str) -> Recipe:
         raise SmolalignError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
     # The recipe's own stage first: another verb's sections (method:, rewards:, pairs:) would read as unknown keys
     declared = raw.get("stage")
+    if declared is not None and declared not in STAGES:
+        raise SmolalignError(f"stage: unknown stage {declared!r}{suggest(str(declared), STAGES)}; one of "
+                             f"{', '.join(STAGES)}")
     if declared is not None and declared != stage:
         raise SmolalignError(f"this recipe is for `smolalign {declared}`, not `smolalign {stage}`")
     reject_unknown(raw, (*SECTIONS, *STAGE_SECTIONS.get(stage, ())), "")

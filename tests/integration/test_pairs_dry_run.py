@@ -32,6 +32,7 @@ def test_the_dry_run_plans_pairs_from_models_that_exist(cli, recipe, tiny_dir):
 
 
 def test_po_pairs_with_dry_run_generates_nothing(cli, recipe, tiny_dir, tmp_path):
-    code, _, err = cli("po", "pairs", recipe(str(tiny_dir)), "--dry-run")
-    assert code == 2 and "--dry-run`" in err
+    path = recipe(str(tiny_dir))
+    code, _, err = cli("po", "pairs", path, "--set", "train.beta=0.2", "--dry-run")
+    assert code == 2 and f"run `smolalign po {path} --set train.beta=0.2 --dry-run`" in err
     assert not (tmp_path / "out").exists()

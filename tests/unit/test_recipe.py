@@ -134,6 +134,8 @@ def test_keys_that_contradict_each_other_are_refused_with_both_named(tmp_path, c
 def test_stage_mismatch_and_required_sections(tmp_path):
     with pytest.raises(SmolalignError, match="not `smolalign sft`"):
         run_of({**minimal(tmp_path), "stage": "po"}, "sft", "t")
+    with pytest.raises(SmolalignError, match=r"^stage: unknown stage 'stf' \(did you mean sft\?\); one of sft, po, rl$"):
+        run_of({**minimal(tmp_path), "stage": "stf"}, "sft", "t")
     with pytest.raises(SmolalignError, match="model is required"):
         run_of({"data": minimal(tmp_path)["data"]}, "sft", "t")
     with pytest.raises(SmolalignError, match=r"data\.sources is required"):
