@@ -322,12 +322,9 @@ MUTATIONS = [
       "a run's manifest, card and curves are readable by their owner only (0600)"),
     M("recipe_names_its_verb", "a recipe run with another verb is refused naming the verb it is for, not as an unknown "
       "key", "verbs/index.md", "smolalign/recipe/validate.py",
-      '    declared = raw.get("stage")\n    if declared is not None and declared != stage:\n'
-      '        raise SmolalignError(f"this recipe is for `smolalign {declared}`, not `smolalign {stage}`")\n'
+      "    # The recipe's own stage first: another verb's sections (method:, rewards:, pairs:) would read as unknown "
+      "keys\n",
       '    reject_unknown(raw, (*SECTIONS, *STAGE_SECTIONS.get(stage, ())), "")\n',
-      '    reject_unknown(raw, (*SECTIONS, *STAGE_SECTIONS.get(stage, ())), "")\n    declared = raw.get("stage")\n'
-      '    if declared is not None and declared != stage:\n'
-      '        raise SmolalignError(f"this recipe is for `smolalign {declared}`, not `smolalign {stage}`")\n',
       tuple(f"tests/unit/test_recipe.py::test_a_recipe_run_with_another_verb_names_its_own[{case}]" for case in (
           "quickstart/po_graded-sft-po", "quickstart/distill-sft-rl", "quickstart/online_dpo-po-rl",
           "quickstart/po_graded-rl-po")),
