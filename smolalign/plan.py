@@ -7,7 +7,7 @@ from smolalign.data.check import Checked
 from smolalign.data.prepare import Layout
 from smolalign.estimate.memory import keeps_float32_masters
 from smolalign.estimate.plan_rows import add_memory_and_time_rows
-from smolalign.estimate.settings import launch_fields, planned_hardware, target_device
+from smolalign.estimate.settings import hardware_planned_for, launch_fields
 from smolalign.hardware import autocast_flags, precision_description, resolve_dtype
 from smolalign.launch import launched_sharding
 from smolalign.models.config import model_width
@@ -104,7 +104,7 @@ def make_plan(run: Run, template: ChatTemplate | None, train_rows: int | None,
                           "pairs)")
     # The precision of the hardware the plan is for: with launch.gpu on a machine without one, the GPU's, as the
     # memory rows are.
-    planned = planned_hardware(hardware, target_device(recipe, hardware)[0])
+    planned = hardware_planned_for(run)
     dtype = resolve_dtype(recipe.model.dtype, planned, adapters=recipe.peft is not None)
     train = settings.train
     width = model_width(run.source())

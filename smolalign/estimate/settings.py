@@ -121,6 +121,11 @@ def planned_hardware(hardware: Hardware, gpu: Gpu | None) -> Hardware:
     return Hardware("cuda", 1, gpu.name, True, 1, 1)
 
 
+def hardware_planned_for(run) -> Hardware:
+    """The hardware `run`'s plan is for: its launch.gpu where this machine has no GPU, else this machine."""
+    return planned_hardware(run.hardware, target_device(run.recipe, run.hardware)[0])
+
+
 def setup_for(recipe, hardware: Hardware, gpu: Gpu | None, preset: Path | None = None) -> Setup:
     on_gpu = gpu is not None or hardware.on_gpu
     planned = planned_hardware(hardware, gpu)

@@ -5,6 +5,7 @@ scorer's reward models), shown by `smolalign po recipes/quickstart/po_graded.yam
 from smolalign.estimate.dims import read_dims
 from smolalign.estimate.inference import kv_cache_bytes, reward_model_parts
 from smolalign.estimate.memory import DTYPE_BYTES
+from smolalign.estimate.settings import hardware_planned_for
 from smolalign.hardware import Hardware, generation_dtype
 from smolalign.inputs.pairs_file import pairs_path
 from smolalign.models.sources import resolve_source
@@ -31,7 +32,7 @@ def add_graded_rows(rows: dict, run: Run, state: str) -> None:
     bound = "≤ " if pairs.max_prompt_tokens is not None else ""
     rows["generations"] = (f"{bound}{prompts * graded.n} answers ({bound}{prompts} prompts × {graded.n}), "
                            f"{graded.n * sampler.batch_size} sequences per call, ≤ {sampler.max_new_tokens} tokens each")
-    rows["pairs memory"] = _memory(recipe, run.hardware)
+    rows["pairs memory"] = _memory(recipe, hardware_planned_for(run))
 
 
 def _memory(recipe: Recipe, hardware: Hardware) -> str:

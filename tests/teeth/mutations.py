@@ -289,7 +289,7 @@ MUTATIONS = [
       "float32 weights train in pure float32 on a GPU, 2.9x slower than under autocast on an H200"),
     M("plan_precision_for_launch_gpu", "a dry run made on a CPU for launch.gpu states the GPU's precision in its "
       "dtype row, as its memory rows do", "scaling/memory.md", "smolalign/plan.py",
-      "    planned = planned_hardware(hardware, target_device(recipe, hardware)[0])\n", "    planned = hardware\n",
+      "    planned = hardware_planned_for(run)\n", "    planned = hardware\n",
       tuple("tests/unit/test_precision_on_a_gpu.py::test_a_plan_for_a_gpu_made_on_a_cpu_states_the_gpus_precision"
             f"[{case}]" for case in ("auto-bfloat16 weights, bf16 compute; AdamW rounds each update into them "
                                      "stochastically (float32 moments)", "float32-float32 master weights, bf16 autocast")),

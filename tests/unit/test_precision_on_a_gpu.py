@@ -189,3 +189,12 @@ def test_bf16_false_on_a_gpu_without_bf16_is_planned_as_the_fp16_autocast_it_run
     run = load_run(str(recipes["sft"]), ["train.bf16=false"], "sft", hardware=V100)
     assert trl_config(run, V100, tmp_path / "run").fp16  # what the trainer gets
     assert make_plan(run, None, 8).rows["dtype"] == "float32 master weights, fp16 autocast"
+
+
+def test_a_plan_for_a_gpu_made_on_a_cpu_sizes_the_reference_in_the_gpus_dtype(recipes):
+    from smolalign.stages.po import reference_description
+
+    on_gpu = load_run(str(recipes["po"]), ["launch.gpu=H100"], "po", hardware=CPU)
+    here = load_run(str(recipes["po"]), [], "po", hardware=CPU)
+    assert reference_description(on_gpu).endswith("parameters in bfloat16)")
+    assert reference_description(here).endswith("parameters in float32)")
