@@ -6,8 +6,8 @@ the versions this environment has installed (the ones the tests ran against), fo
 
 On the GPU machine, before the benchmark:
 
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site
+    site=$(mktemp -d) && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$site" .whl/*.whl && export PYTHONPATH="$site"
 
 DeepSpeed publishes only an sdist, which needs a compiler and network to build: its wheel (pure Python; its ops are
 built on first use) is built here. Each wheel is checked against the target platform's tags; the script fails
