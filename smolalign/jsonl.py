@@ -14,8 +14,13 @@ from pathlib import Path
 from smolalign.errors import SmolalignError
 
 
+def _at(where: str, row: int) -> str:
+    """A line named as its row (from 0, as rows are named everywhere) and as an editor numbers it (from 1)."""
+    return f"{where}#{row} (line {row + 1})"
+
+
 def read_jsonl(path: Path, what: str = "", *, skip_bad_lines: bool = False) -> Iterator[tuple[int, dict]]:
-    """(row, object) for every non-blank line of `path`; a bad line is refused as `{what} {path}#{row}: ...`, or
+    """(row, object) for every non-blank line of `path`; a bad line is refused as `{what} {path}#{row} (line N): ...`, or
     left out with `skip_bad_lines`."""
     where = f"{what} {path}" if what else str(path)
     with Path(path).open("rb") as lines:
@@ -23,7 +28,7 @@ def read_jsonl(path: Path, what: str = "", *, skip_bad_lines: bool = False) -> I
             try:
                 line = raw.rstrip(b"\r\n").decode("utf-8", errors="replace" if skip_bad_lines else "strict")
             except UnicodeDecodeError as exc:
-                raise SmolalignError(f"{where}#{row} (line {row + 1}): not UTF-8 text (byte 0x{raw[exc.start]:02x}); save the file "
+                raise SmolalignError(f"{_at(where, row)}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); save the file "
                                      "as UTF-8") from None
             if not line.strip():
                 continue
@@ -32,8 +37,8 @@ def read_jsonl(path: Path, what: str = "", *, skip_bad_lines: bool = False) -> I
             except json.JSONDecodeError as exc:
                 if skip_bad_lines:
                     continue
-                raise SmolalignError(f"{where}#{row} (line {row + 1}): invalid JSON ({exc.msg} at column {exc.colno})") from None
+                raise SmolalignError(f"{_at(where, row)}: invalid JSON ({exc.msg} at column {exc.colno})") from None
             if isinstance(value, dict):
                 yield row, value
             elif not skip_bad_lines:
-                raise SmolalignError(f"{where}#{row} (line {row + 1}): a row must be a JSON object, got {type(value).__name__}")
+                raise SmolalignError(f"{_at(where, row)}: a row must be a JSON object, got {type(value).__name__}")

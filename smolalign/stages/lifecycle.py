@@ -15,7 +15,7 @@ from smolalign.atomic import readable_as_created
 from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.generation.vllm_engine import leave_vllm_groups
 from smolalign.gpu_partition import GpuPartition, partition_of_this_process
-from smolalign.hardware import resolve_dtype
+from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.load import save_for_inference
 from smolalign.plan import Plan
 from smolalign.recipe.yamlio import dump_yaml
@@ -152,9 +152,10 @@ def leave_process_group() -> None:
         dist.destroy_process_group()
 
 
-def policy_dtype(run: Run) -> str:
-    """The dtype the policy loads in (hardware.resolve_dtype; under LoRA, its frozen base's)."""
-    return resolve_dtype(run.recipe.model.dtype, run.hardware, adapters=run.recipe.peft is not None)
+def policy_dtype(run: Run, hardware: Hardware | None = None) -> str:
+    """The dtype the policy loads in (hardware.resolve_dtype; under LoRA, its frozen base's) on `hardware` (default:
+    the run's)."""
+    return resolve_dtype(run.recipe.model.dtype, hardware or run.hardware, adapters=run.recipe.peft is not None)
 
 
 def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool,

@@ -18,7 +18,7 @@ from smolalign.data.prepare_preference import prepare_preference_data, require_p
 from smolalign.data.prompts import source_prompts
 from smolalign.errors import SmolalignError
 from smolalign.estimate.settings import hardware_planned_for
-from smolalign.hardware import Hardware, frozen_dtype, resolve_dtype
+from smolalign.hardware import Hardware, frozen_dtype
 from smolalign.inputs.pairs_file import pairs_path
 from smolalign.models.load import load_model, load_tokenizer
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
@@ -32,7 +32,7 @@ from smolalign.quantities import describe_bytes, describe_count
 from smolalign.recipe.schema import ModelSection
 from smolalign.resolve import Role, Run
 from smolalign.runs.metrics import metrics_callback
-from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
+from smolalign.stages.lifecycle import Checked, OpenRun, Stage, policy_dtype, start_run
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
 
@@ -175,8 +175,7 @@ def weights_memory(run: Run, role: Role, after: str = "", *, frozen: bool = Fals
     """"X MiB`after` (N parameters in DTYPE)" for the weights of a recipe's model source (`role`) as the policy
     loads them, or (`frozen`) as a reference does; None when unknown."""
     hardware = hardware_planned_for(run)  # launch.gpu's, planned from a machine without a GPU
-    dtype = frozen_dtype(run.recipe.model.dtype, hardware) if frozen else \
-        resolve_dtype(run.recipe.model.dtype, hardware, adapters=run.recipe.peft is not None)
+    dtype = frozen_dtype(run.recipe.model.dtype, hardware) if frozen else policy_dtype(run, hardware)
     count = source_parameter_count(run.source(role))
     if not count:
         return None
