@@ -6,6 +6,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from rewards.reasoning_gym import task_of, task_rows
+from smolalign import hub_access
 from smolalign.errors import SmolalignError
 from smolalign.jsonl import read_jsonl
 from smolalign.progress import datasets_bars
@@ -79,7 +80,7 @@ def load_source(source: SourceSection):
     import datasets
 
     datasets_bars()
-    task = task_of(source.path)
+    task, offline = task_of(source.path), None
     try:
         if task is not None:
             rows = task_rows(task, source.config, source.seed, source.size)
@@ -105,6 +106,7 @@ def load_source(source: SourceSection):
             finally:
                 datasets.logging.set_verbosity(verbosity)
         else:
+            offline = hub_access.offline_reason()  # asked before datasets' first request, so that nothing retries
             dataset = datasets.load_dataset(source.path, source.name, split=source.split)
     except SmolalignError:
         raise
@@ -113,6 +115,9 @@ def load_source(source: SourceSection):
         cause = exc.__cause__ or exc.__context__
         if cause is not None and str(cause):
             message += f": {str(cause).splitlines()[0]}"
+        if offline:  # the library's own words only repeat it
+            raise SmolalignError(f"data source {source.path}: not in the local datasets cache, and {offline}; "
+                                 "load it once where the hub answers, or point the source at local files") from None
         raise SmolalignError(f"data source {source.path}: could not be loaded ({message})") from None
     return select_columns(dataset, source)
 

@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from smolalign import hub_access
 from smolalign.atomic import readable_as_created
 from smolalign.checkpoints.convert import convert
 from smolalign.errors import SmolalignError
@@ -29,16 +30,21 @@ from smolalign.templates.render import render
 
 @contextlib.contextmanager
 def _source_errors(source: ModelSource) -> Iterator[None]:
-    """Turn a hub or file failure while loading into one message naming the source."""
+    """Turn a hub or file failure while loading into one message naming the source; a hub source asks first whether
+    the hub answers (`hub_access`), so that an unreachable one fails at once from the local cache."""
+    offline = hub_access.offline_reason() if source.kind == "hub" else None
     try:
         yield
     except SmolalignError:
         raise
     except (OSError, ValueError) as exc:
+        if offline:  # the library's own words only repeat it
+            raise SmolalignError(f"model source {source.label}: not in the local cache, and {offline}; download it "
+                                 f"where the hub answers (hf download {source.location}) or point the source at a "
+                                 "directory") from None
         if source.kind == "hub":
-            offline = os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "yes")
-            why = "HF_HUB_OFFLINE is set and it is not in the local cache" if offline else "it could not be downloaded"
-            raise SmolalignError(f"model source {source.label}: {why} (is the hub reachable? {str(exc).splitlines()[0]})") from None
+            raise SmolalignError(f"model source {source.label}: it could not be downloaded "
+                                 f"({str(exc).splitlines()[0]})") from None
         raise SmolalignError(f"model source {source.label}: {str(exc).splitlines()[0]}") from None
 
 
@@ -114,17 +120,17 @@ def load_tokenizer(section: ModelSection, template_name: str, source: ModelSourc
 def preflight_tokenizer(section: ModelSection, template_name: str, source: ModelSource, target: Target):
     """(tokenizer, template) as `load_tokenizer` gives them, read without converting or downloading weights (a
     GGUF file's own tokenizer, a checkpoint's tokenizer directory); None for a hub id that is not in the local cache
-    (a dry run downloads nothing), refused when HF_HUB_OFFLINE is set and `target` is this machine, since training
-    could not fetch it either."""
+    (a dry run downloads nothing), refused when the hub cannot be reached (`hub_access`) and `target` is this
+    machine, since training could not fetch it either."""
     from transformers import AutoTokenizer
 
     where, kwargs = local_dir(source) if _converted(source) else source.location, {}
     if source.kind == "hub" and not _in_hub_cache(source):
-        offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
-        if offline and target.here:  # a Slurm job's nodes may reach the hub, or have their own cache
+        # A Slurm job's nodes may reach the hub, or have their own cache: only this machine's is asked.
+        if target.here and (offline := hub_access.offline_reason()):
             raise SmolalignError(f"model.source {source.label}: not a local directory and not in the hub cache, and "
-                                 "HF_HUB_OFFLINE is set; download it first (hf download "
-                                 f"{source.location}) or point model.source at a directory")
+                                 f"{offline}; download it first (hf download {source.location}) or point "
+                                 "model.source at a directory")
         return None
     if source.kind == "gguf" and not _converted(source):
         where, kwargs = str(Path(source.location).parent), {"gguf_file": Path(source.location).name,

@@ -45,7 +45,8 @@ CHECKS = (
     Check("train.use_liger_kernel", "liger-kernel installed and a GPU", check_liger),
     Check("train.report_to", "a tracker transformers knows, installed (extras: wandb, trackio, tensorboard)",
           check_report_to),
-    Check("hub.repo_id", "a hub token (HF_TOKEN or `hf auth login`) and HF_HUB_OFFLINE unset", check_hub),
+    Check("hub.repo_id", "a hub token (HF_TOKEN or `hf auth login`), HF_HUB_OFFLINE unset, the hub "
+          "answering from this machine", check_hub),
     Check("model.dtype / train.bf16", "bfloat16: GPUs that compute in it (not checked on a CPU: precision follows it)", check_bf16),
     Check("launch.preset / train.deepspeed", "zero2/zero3: DeepSpeed installed", check_deepspeed),
 )

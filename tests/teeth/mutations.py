@@ -800,6 +800,15 @@ MUTATIONS = [
       "        if False:\n            raise pickle.UnpicklingError",
       ("tests/unit/test_bad_input_files.py::test_refused[dcp-metadata-runs-code]",), "any global is unpickled"),
     # ---------------------------------------------------------------------------------------------- CLI contract
+    M("unreachable_hub_fails_at_once", "a hub that does not answer is asked once, before the first hub source is "
+      "read; the sources are then read from the local caches, and one that is not cached fails at once, naming it "
+      "and the reason", "verbs/index.md", "smolalign/hub_access.py",
+      "        get_session().head(endpoint, timeout=PROBE_TIMEOUT_S)\n", "        pass\n",
+      ("tests/unit/test_hub_access.py::test_an_unreachable_hub_switches_the_libraries_to_their_caches",
+       "tests/unit/test_hub_access.py::test_an_uncached_hub_dataset_fails_at_once",
+       "tests/unit/test_hub_access.py::test_a_dry_run_without_the_hub_fails_at_once_from_the_cli"),
+      "a dry run without network passes a hub model it cannot fetch, and a hub dataset fails after 23 s of "
+      "huggingface_hub's retries"),
     M("bad_input_exit_2", "bad input is exit 2 with one error line naming the culprit", "verbs/index.md; troubleshooting.md",
       "smolalign/cli/__init__.py",
       '    except USER_ERRORS as exc:\n        typer.secho(f"error: {exc}", fg="red", err=True)\n        sys.exit(2)',

@@ -49,6 +49,7 @@ def test_hub_model_absent_here_is_left_unchecked_online_or_for_a_cluster(tmp_pat
     assert found is None and "models/not_here" in why
     recipe = _hub_recipe(tmp_path)
     monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr("smolalign.hub_access._unreachable", lambda: None)  # the hub answers; nothing is asked
     found, why = tokenizer_for(recipe)  # nothing is downloaded: the answer comes from the (empty) cache
     assert found is None and "not checked" in why
     assert not (tmp_path / "hf" / "hub" / "models--models--not_here").exists()

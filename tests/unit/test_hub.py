@@ -20,6 +20,7 @@ RAW = {"model": {"source": "HuggingFaceTB/SmolLM3-3B"}, "data": {"sources": [{"p
 @pytest.fixture
 def online(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr("smolalign.hub_access._unreachable", lambda: None)  # the hub answers; nothing is asked
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(tmp_path / "no-token"))
     return monkeypatch

@@ -28,7 +28,9 @@ LAYERS: tuple[tuple[str, tuple[Part, ...]], ...] = (
         ("smolalign.hardware", "what this machine offers, and the dtype and precision that follow"),
         ("smolalign.ports", "TCP ports on this machine: free or in use"),
         ("smolalign.deepspeed_settings", "a DeepSpeed preset as accelerate and DeepSpeed take it"),
-        ("smolalign.library_patch", "a library's attribute replaced while a block runs, and put back"))),
+        ("smolalign.library_patch", "a library's attribute replaced while a block runs, and put back"),
+        ("smolalign.hub_access", "whether the hub answers, asked once; hub sources read from the local caches when "
+                                 "not"))),
     ("trainers", (
         ("smolalign.trainers", "TRL's trainers as smolalign runs them, and the prefill a prompt's answers share"),)),
     ("recipe", (
