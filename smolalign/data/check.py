@@ -10,6 +10,7 @@ took.
 
 import json
 import os
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -174,13 +175,35 @@ def check_preference_rows(run: Run, mixture) -> Checked:
 
         def row_problem(row):
             return encoder.pair_problem(row, decoded(row.get("prompt")), [decoded(row.get(n)) for n in names], names)
-        return row_problem, lambda rows: check_rows(encode_rows(rows, encoder), run.data.on_untrained)
+        def check_sample(rows):
+            encoded, _ = check_rows(encode_rows(rows, encoder), run.data.on_untrained)
+            check_prompt_budget([len(ids) for ids in encoded["prompt_ids"]], run.settings["max_length"])
+        return row_problem, check_sample
     return check_mixture(run, mixture, checks)
 
 
-def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict) -> Checked:
+def check_prompt_budget(lengths: list[int], max_length: int | None) -> None:
+    """The checked rows' prompts (in tokens, rendered with the template) against a preference run's
+    train.max_length: a prompt that fills it alone leaves no answer token, and preparation drops its row. Refused
+    when every checked prompt does (training would have no row left, after generating its pairs where it does),
+    warned about when some do."""
+    if max_length is None or not lengths:
+        return
+    filling = sum(length >= max_length for length in lengths)
+    if filling == len(lengths):
+        raise SmolalignError(f"train.max_length {max_length}: the prompt of every checked row fills it alone (the "
+                             f"shortest is {min(lengths):,} tokens rendered with the template, the mean "
+                             f"{sum(lengths) / len(lengths):,.0f}), so training would drop every row; raise "
+                             "train.max_length")
+    if filling:
+        print(f"warning: train.max_length {max_length}: the prompts of {filling} of the {len(lengths)} checked rows "
+              "fill it alone; training drops such rows", file=sys.stderr)
+
+
+def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict, max_length: int | None = None) -> Checked:
     """Render and tokenize a sample of prompt rows (`prompt` as messages, `_origin`) with the generation prompt, as
-    the generating trainer (or pair generation) will."""
+    the generating trainer (or pair generation) will; `max_length`: the preference run that will train on pairs
+    answering them (`check_prompt_budget`)."""
     start = time.perf_counter()
     found, skipped = tokenizer_for(run)
     if found is None:
@@ -188,6 +211,7 @@ def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict) -> Checked:
     tokenizer, template = found
     rows, sources = sample(dataset, seed)
     specials = {k: v for k, v in tokenizer.special_tokens_map.items() if isinstance(v, str)}
+    lengths = []
     for row in rows:
         row_kwargs = {**kwargs, **(row.get("chat_template_kwargs") or {})}
         try:
@@ -195,6 +219,8 @@ def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict) -> Checked:
                              **row_kwargs)
         except SmolalignError as exc:
             raise SmolalignError(f"prompt row {row[ORIGIN]}: {exc}") from None
-        if not tokenizer(text, add_special_tokens=False)["input_ids"]:
+        lengths.append(len(tokenizer(text, add_special_tokens=False)["input_ids"]))
+        if not lengths[-1]:
             raise SmolalignError(f"prompt row {row[ORIGIN]}: the prompt renders to no tokens")
+    check_prompt_budget(lengths, max_length)
     return Checked(len(rows), sources, time.perf_counter() - start)

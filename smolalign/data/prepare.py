@@ -163,6 +163,15 @@ def prepare_split(dataset, encoder: Encoder, layout: Layout, on_untrained: str, 
     return encoded, stats
 
 
+def describe_split(stats: dict, max_length: int | None) -> str:
+    """One split's `prepare_split` stats in words, for the line a run prints before it trains."""
+    text = (f"{stats['rows']:,} rows, {stats['tokens']:,} tokens ({stats['trained_tokens']:,} trained), "
+            f"{stats.get('truncated', 0):,} truncated, {stats['dropped_untrained']:,} dropped with no trained token")
+    if "packed_rows" in stats:
+        text += f"; packed into {stats['packed_rows']:,} rows of {max_length:,} tokens, {stats['fill']:.1%} full"
+    return text
+
+
 def row_lengths(dataset):
     """Tokens per row, read from the Arrow offsets without materializing the rows."""
     import pyarrow.compute as pc

@@ -56,10 +56,22 @@ def prepare_preference_data(run: Run, tokenizer, template: ChatTemplate, mixture
             encoded = encoded.shuffle(seed=run.data.seed).flatten_indices()
             split_stats["unpaired_rows"] = len(encoded)
         if len(encoded) == 0:
-            raise SmolalignError(f"no {name} rows are left after the checks ({split_stats})")
+            raise SmolalignError(f"no {name} rows are left after the checks ({describe_split(split_stats)})")
         splits[name], stats[name] = encoded, split_stats
     save_prepared(PreparedData(splits["train"], splits.get("eval"), stats, key))
     return PreparedData(splits["train"], splits.get("eval"), {**stats, "cached": False}, key)
+
+
+def describe_split(stats: dict) -> str:
+    """One split's stats in words, for the line a run prints before it trains."""
+    means = ", ".join(f"{key.removesuffix('_tokens_mean')} {value:,.0f}" for key, value in stats.items()
+                      if key.endswith("_tokens_mean"))
+    text = (f"{stats['rows']:,} rows (tokens on average: {means}), {stats['truncated']:,} to be truncated, "
+            f"{stats['prompt_too_long']:,} dropped with a prompt of train.max_length or more, "
+            f"{stats['dropped_identical_or_empty']:,} dropped as identical or empty")
+    if "unpaired_rows" in stats:
+        text += f"; {stats['unpaired_rows']:,} unpaired rows"
+    return text
 
 
 def _length_budget(encoded, fmt: str, max_length: int | None):

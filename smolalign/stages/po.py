@@ -14,7 +14,7 @@ from pathlib import Path
 
 from smolalign.data.check import check_preference_rows, check_prompt_rows
 from smolalign.data.mixture import Mixture, build_mixture
-from smolalign.data.prepare_preference import prepare_preference_data, require_preference_format
+from smolalign.data.prepare_preference import describe_split, prepare_preference_data, require_preference_format
 from smolalign.data.prompts import source_prompts
 from smolalign.errors import SmolalignError
 from smolalign.estimate.settings import hardware_planned_for
@@ -73,7 +73,8 @@ def check_before_loading(run: Run) -> PoChecked:
     else:
         check_generator_sources(recipe.pairs)
         prompts = source_prompts(recipe.pairs.prompts, run.data.seed)
-        checked = check_prompt_rows(run, prompts.train, run.data.seed, recipe.template.kwargs)
+        checked = check_prompt_rows(run, prompts.train, run.data.seed, recipe.template.kwargs,
+                                    max_length=run.settings["max_length"])
     rows = len(mixture.train) if mixture is not None else None
     if mixture is not None and run.method_spec.unpaired and mixture.format == "preference":
         rows *= 2  # each pair becomes a desirable and an undesirable row
@@ -245,7 +246,7 @@ def load(run: Run, opened: OpenRun, checked: PoChecked) -> Iterator[tuple]:
         data = prepare_preference_data(run, tokenizer, template, mixture=mixture,
                                        prepared_by_another=not opened.state.is_main_process)
     if opened.state.is_main_process:
-        print(f"data: {data.stats['train']}")
+        print(f"data: {describe_split(data.stats['train'])}")
     config = po_config(run, hardware, opened.run_dir)  # first: under ZeRO-3 it makes the models load sharded
     model = load_model(recipe.model, dtype, hardware, tokenizer, run.source(), scorer=run.method_spec.scorer)
     reference = load_reference(run, frozen_dtype(recipe.model.dtype, hardware), hardware, tokenizer)

@@ -12,7 +12,7 @@ from pathlib import Path
 from smolalign.data.check import check_sft_rows
 from smolalign.data.encode import require_generation_markers
 from smolalign.data.mixture import Mixture, build_mixture
-from smolalign.data.prepare import Layout, prepare_sft_data
+from smolalign.data.prepare import Layout, describe_split, prepare_sft_data
 from smolalign.hardware import Hardware
 from smolalign.models.load import load_model, load_tokenizer
 from smolalign.plan import make_plan
@@ -62,8 +62,8 @@ def load(run: Run, opened: OpenRun, checked: SftChecked) -> Iterator[tuple]:
         data = prepare_sft_data(run, tokenizer, template, mixture=mixture,
                                 prepared_by_another=not opened.state.is_main_process)
     if opened.state.is_main_process:
-        print(f"data: {data.stats['train']} ({'from cache' if data.stats['cached'] else 'prepared'}, "
-              f"key {data.fingerprint})")
+        print(f"data: {describe_split(data.stats['train'], run.settings.get('max_length'))} "
+              f"({'from cache' if data.stats['cached'] else 'prepared'}, key {data.fingerprint})")
     # The config comes before the model: under ZeRO-3 it is what makes the model load sharded.
     config = sft_config(run, hardware, opened.run_dir)
     model = load_model(recipe.model, opened.dtype, hardware, tokenizer, run.source())

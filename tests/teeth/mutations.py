@@ -329,6 +329,14 @@ MUTATIONS = [
           "quickstart/po_graded-sft-po", "quickstart/distill-sft-rl", "quickstart/online_dpo-po-rl",
           "quickstart/po_graded-rl-po")),
       "`smolalign sft` of a po recipe says `unknown key method`"),
+    M("prompt_budget_checked", "a po dry run refuses prompts that alone fill train.max_length in every checked row "
+      "(preference data, or pairs still to generate), before any pair is generated", "verbs/po.md",
+      "smolalign/data/check.py", "    if max_length is None or not lengths:\n        return\n",
+      "    return\n",
+      ("tests/integration/test_pairs_dry_run.py::"
+       "test_prompts_that_fill_max_length_are_refused_before_any_pair_is_generated",
+       "tests/integration/test_pairs_dry_run.py::test_pairs_whose_prompts_fill_max_length_are_refused_by_the_dry_run"),
+      "the dry run passes, and the run generates its pairs and then drops every row for its prompt's length"),
     M("pair_generators_checked", "a po dry run checks that the models which would generate its pairs exist",
       "verbs/po.md", "smolalign/stages/po.py", "        check_generator_sources(recipe.pairs)\n", "",
       ("tests/integration/test_pairs_dry_run.py::test_a_missing_generator_is_refused_by_the_dry_run",),
