@@ -50,7 +50,8 @@ def recipe_path(name_or_path: str | Path, relative_to: Path | None = None) -> Pa
     name = str(name_or_path).removesuffix(".yaml").removesuffix(".yml")
     if name in shipped:
         return shipped[name]
-    raise SmolalignError(f"recipe {name_or_path}: no such file and no shipped recipe of that name{suggest(name, shipped)}")
+    shown = str(name_or_path) if str(name_or_path).isprintable() else repr(str(name_or_path))  # a newline, a tab
+    raise SmolalignError(f"recipe {shown}: no such file and no shipped recipe of that name{suggest(name, shipped)}")
 
 
 def deep_merge(base: dict, override: dict) -> dict:

@@ -9,7 +9,7 @@ import string
 
 import pytest
 from checkpoint_bytes import raw_safetensors, safetensors, torch_archive
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from smolalign.errors import USER_ERRORS
@@ -76,6 +76,7 @@ def test_yaml_shaped_recipe_text_is_read_or_refused(tmp_path, lines):
 
 @FUZZ
 @given(mapping=recipe_mappings(), stage=st.sampled_from(["sft", "po", "rl"]))
+@example(mapping={"extends": "\n"}, stage="sft")  # a recipe name with a newline was echoed raw
 def test_any_recipe_mapping_is_read_or_refused(tmp_path, mapping, stage):
     _load(tmp_path, json.dumps(mapping, allow_nan=True), stage)
 
