@@ -19,6 +19,7 @@ from smolalign.data.encode import Encoder
 from smolalign.data.mixture import ORIGIN, decoded
 from smolalign.data.preference import PreferenceEncoder, check_rows
 from smolalign.data.prepare import Layout, encode_rows, prepare_split
+from smolalign.data.prepare_preference import length_drops, row_lengths
 from smolalign.errors import SmolalignError
 from smolalign.models.load import preflight_tokenizer
 from smolalign.resolve import Run
@@ -41,6 +42,8 @@ class Checked:
     fields: int | None = None
     """Rows whose fields were checked (None: not separately; 0: the data was too large)."""
     total: int = 0
+    held_out: int = 0
+    """Rows of the held-out split (data.eval_split) rendered and tokenized too."""
 
     def describe(self) -> str:
         if self.skipped:
@@ -50,8 +53,9 @@ class Checked:
             fields = (f"; the fields of all {self.fields} row(s) checked" if self.fields else
                       f"; the fields of the other {self.total - self.rows} row(s) are checked when training "
                       "prepares them")
+        held_out = f", and {self.held_out} held-out row(s)" if self.held_out else ""
         return (f"{self.rows} row(s) of {self.sources} source(s) rendered and tokenized (first {FIRST} + {RANDOM} "
-                f"seeded random per source){fields}, in {self.seconds:.1f} s")
+                f"seeded random per source){held_out}{fields}, in {self.seconds:.1f} s")
 
 
 def check_fields(dataset, problem_of) -> int:
@@ -143,7 +147,7 @@ def check_mixture(run: Run, mixture, make_checks) -> Checked:
     """What every check of a mixture shares: the tokenizer (or why it was not checked), every row's fields in both
     splits, a sample of the training rows, the time taken. `make_checks(tokenizer, template)` gives (row_problem,
     check_sample): the problem with one row's fields (None when it has none), and the check of the sampled rows as
-    the stage's preparation would treat them."""
+    the stage's preparation would treat them (`check_sample(rows, split)`, for a sample of each split)."""
     start = time.perf_counter()
     found, skipped = tokenizer_for(run)
     if found is None:
@@ -151,9 +155,14 @@ def check_mixture(run: Run, mixture, make_checks) -> Checked:
     row_problem, check_sample = make_checks(*found)
     rows, sources = sample(mixture.train, run.data.seed)
     fields = sum(check_fields(split, row_problem) for split in (mixture.train, mixture.eval) if split)
-    check_sample(rows)
+    check_sample(rows, "checked training")
+    held_out = 0
+    if mixture.eval is not None and len(mixture.eval):
+        held_out_rows, _ = sample(mixture.eval, run.data.seed)
+        check_sample(held_out_rows, "checked held-out")
+        held_out = len(held_out_rows)
     return Checked(len(rows), sources, time.perf_counter() - start, fields=fields,
-                   total=len(mixture.train) + len(mixture.eval or []))
+                   total=len(mixture.train) + len(mixture.eval or []), held_out=held_out)
 
 
 def check_sft_rows(run: Run, mixture) -> Checked:
@@ -162,7 +171,8 @@ def check_sft_rows(run: Run, mixture) -> Checked:
 
     def checks(tokenizer, template):
         encoder = Encoder(tokenizer, template, mixture.format, layout.loss, run.recipe.template.kwargs)
-        return encoder.row_problem, lambda rows: prepare_split(rows, encoder, layout, run.data.on_untrained)
+        return encoder.row_problem, lambda rows, split: prepare_split(rows, encoder, layout, run.data.on_untrained,
+                                                                       split=split)
     return check_mixture(run, mixture, checks)
 
 
@@ -175,35 +185,41 @@ def check_preference_rows(run: Run, mixture) -> Checked:
 
         def row_problem(row):
             return encoder.pair_problem(row, decoded(row.get("prompt")), [decoded(row.get(n)) for n in names], names)
-        def check_sample(rows):
+        def check_sample(rows, split):
             encoded, _ = check_rows(encode_rows(rows, encoder), run.data.on_untrained)
-            check_prompt_budget([len(ids) for ids in encoded["prompt_ids"]], run.settings["max_length"])
+            prompt, longest = row_lengths(encoded, mixture.format)
+            whole = run.method_spec.scorer
+            check_length_budget(longest if whole else prompt, run.settings["max_length"], whole=whole)
         return row_problem, check_sample
     return check_mixture(run, mixture, checks)
 
 
-def check_prompt_budget(lengths: list[int], max_length: int | None) -> None:
-    """The checked rows' prompts (in tokens, rendered with the template) against a preference run's
-    train.max_length: a prompt that fills it alone leaves no answer token, and preparation drops its row. Refused
-    when every checked prompt does (training would have no row left, after generating its pairs where it does),
-    warned about when some do."""
-    if max_length is None or not lengths:
+def check_length_budget(lengths, max_length: int | None, *, whole: bool = False) -> None:
+    """The checked rows' lengths (in tokens, rendered with the template) against a preference run's
+    train.max_length, by the rule preparation drops rows by (`length_drops`): the prompts, or, for a reward model
+    (`whole`), each row's longer side. Refused when every checked row would be dropped (training would have no row
+    left, after generating its pairs where it does), warned about when some would."""
+    import numpy as np
+
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if max_length is None or not len(lengths):
         return
-    filling = sum(length >= max_length for length in lengths)
-    if filling == len(lengths):
-        raise SmolalignError(f"train.max_length {max_length}: the prompt of every checked row fills it alone (the "
-                             f"shortest is {min(lengths):,} tokens rendered with the template, the mean "
-                             f"{sum(lengths) / len(lengths):,.0f}), so training would drop every row; raise "
-                             "train.max_length")
-    if filling:
-        print(f"warning: train.max_length {max_length}: the prompts of {filling} of the {len(lengths)} checked rows "
-              "fill it alone; training drops such rows", file=sys.stderr)
+    dropped = int(length_drops(lengths, lengths, max_length, whole).sum())
+    what = "the longer side (prompt + answer) of" if whole else "the prompt of"
+    rule = "is longer than it" if whole else "fills it alone"
+    if dropped == len(lengths):
+        raise SmolalignError(f"train.max_length {max_length}: {what} every checked row {rule} (the shortest is "
+                             f"{int(lengths.min()):,} tokens rendered with the template, the mean "
+                             f"{lengths.mean():,.0f}), so training would drop every row; raise train.max_length")
+    if dropped:
+        print(f"warning: train.max_length {max_length}: {what} {dropped} of the {len(lengths)} checked rows "
+              f"{rule}; training drops such rows", file=sys.stderr)
 
 
 def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict, max_length: int | None = None) -> Checked:
     """Render and tokenize a sample of prompt rows (`prompt` as messages, `_origin`) with the generation prompt, as
     the generating trainer (or pair generation) will; `max_length`: the preference run that will train on pairs
-    answering them (`check_prompt_budget`)."""
+    answering them (`check_length_budget`)."""
     start = time.perf_counter()
     found, skipped = tokenizer_for(run)
     if found is None:
@@ -222,5 +238,5 @@ def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict, max_length: in
         lengths.append(len(tokenizer(text, add_special_tokens=False)["input_ids"]))
         if not lengths[-1]:
             raise SmolalignError(f"prompt row {row[ORIGIN]}: the prompt renders to no tokens")
-    check_prompt_budget(lengths, max_length)
+    check_length_budget(lengths, max_length)
     return Checked(len(rows), sources, time.perf_counter() - start)

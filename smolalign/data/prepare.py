@@ -121,7 +121,8 @@ def prepare_sft_data(run: Run, tokenizer, template: ChatTemplate, *, use_cache: 
     train, stats["train"] = prepare_split(mixture.train, encoder, layout, run.data.on_untrained, workers)
     held_out = None
     if mixture.eval is not None:
-        held_out, stats["eval"] = prepare_split(mixture.eval, encoder, layout, run.data.on_untrained, workers)
+        held_out, stats["eval"] = prepare_split(mixture.eval, encoder, layout, run.data.on_untrained, workers,
+                                                split="held-out")
     if use_cache:
         save_prepared(PreparedData(train, held_out, stats, key))
     return PreparedData(train, held_out, {**stats, "cached": False}, key)
@@ -137,9 +138,11 @@ def encode_rows(dataset, encoder: Encoder, num_proc: int | None = None):
                        num_proc=num_proc if num_proc and num_proc > 1 and len(dataset) >= 2 * num_proc else None)
 
 
-def prepare_split(dataset, encoder: Encoder, layout: Layout, on_untrained: str, num_proc: int | None = None):
+def prepare_split(dataset, encoder: Encoder, layout: Layout, on_untrained: str, num_proc: int | None = None, *,
+                  split: str = "training"):
     """One split through encoding, checks, truncation and packing; returns the rows and what happened to them.
-    `num_proc` (train.dataset_num_proc) tokenizes in that many processes; the result does not depend on it."""
+    `num_proc` (train.dataset_num_proc) tokenizes in that many processes; the result does not depend on it. A
+    split left with no row (every one dropped with no trained token) is refused, naming why (`split` names it)."""
     encoded = encode_rows(dataset, encoder, num_proc)
     fail_on_problems(encoded)
     lengths = row_lengths(encoded)
@@ -151,6 +154,11 @@ def prepare_split(dataset, encoder: Encoder, layout: Layout, on_untrained: str, 
             encoded = truncate(encoded, layout.max_length, layout.truncation_mode)
     trained = trained_per_row(encoded)
     encoded, stats["dropped_untrained"] = drop_untrained(encoded, trained, on_untrained)
+    if len(encoded) == 0:
+        cut = (f", {stats['truncated']:,} of them cut at train.max_length {layout.max_length}"
+               if stats.get("truncated") else "")
+        raise SmolalignError(f"no {split} row is left: all {stats['rows']:,} were dropped with no trained token "
+                             f"(data.on_untrained: drop){cut}; raise train.max_length or check the loss mask")
     encoded = encoded.select_columns(["input_ids", "labels"])
     stats["trained_tokens"] = int(trained.sum())
     if layout.packing:

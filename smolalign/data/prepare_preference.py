@@ -49,7 +49,7 @@ def prepare_preference_data(run: Run, tokenizer, template: ChatTemplate, mixture
         if dataset is None:
             continue
         encoded, dropped = check_rows(encode_rows(dataset, encoder, workers), run.data.on_untrained)
-        encoded, split_stats = _length_budget(encoded, mixture.format, max_length)
+        encoded, split_stats = _length_budget(encoded, mixture.format, max_length, run.method_spec.scorer)
         split_stats["dropped_identical_or_empty"] = dropped
         if unpaired:
             encoded = _as_unpaired(encoded) if mixture.format == "preference" else encoded
@@ -66,35 +66,59 @@ def describe_split(stats: dict) -> str:
     """One split's stats in words, for the line a run prints before it trains."""
     means = ", ".join(f"{key.removesuffix('_tokens_mean')} {value:,.0f}" for key, value in stats.items()
                       if key.endswith("_tokens_mean"))
-    text = (f"{stats['rows']:,} rows (tokens on average: {means}), {stats['truncated']:,} to be truncated, "
-            f"{stats['prompt_too_long']:,} dropped with a prompt of train.max_length or more, "
-            f"{stats['dropped_identical_or_empty']:,} dropped as identical or empty")
+    text = f"{stats['rows']:,} rows (tokens on average: {means}), "
+    if "longer_than_max_length" in stats:  # a reward model's: a side is dropped whole, never cut
+        text += f"{stats['longer_than_max_length']:,} dropped with a side longer than train.max_length, "
+    else:
+        text += (f"{stats['truncated']:,} to be truncated, {stats['prompt_too_long']:,} dropped with a prompt of "
+                 "train.max_length or more, ")
+    text += f"{stats['dropped_identical_or_empty']:,} dropped as identical or empty"
     if "unpaired_rows" in stats:
         text += f"; {stats['unpaired_rows']:,} unpaired rows"
     return text
 
 
-def _length_budget(encoded, fmt: str, max_length: int | None):
-    """Rows whose prompt alone fills max_length teach nothing (the collator would cut every answer token): drop
-    and count them; count the rows the collator will truncate."""
+def row_lengths(encoded, fmt: str):
+    """(prompt, prompt + longest answer) tokens of each encoded row, as arrays."""
     import numpy as np
 
     answers = ("chosen_ids", "rejected_ids") if fmt == "preference" else ("completion_ids",)
-    prompt = np.array([len(ids) for ids in encoded["prompt_ids"]])
-    longest = np.max([[len(ids) for ids in encoded[a]] for a in answers], axis=0) + prompt
+    prompt = np.array([len(ids) for ids in encoded["prompt_ids"]], dtype=np.int64)
+    if not len(prompt):
+        return prompt, prompt
+    return prompt, np.max([[len(ids) for ids in encoded[a]] for a in answers], axis=0) + prompt
+
+
+def length_drops(prompt, longest, max_length: int | None, whole: bool):
+    """Which rows preparation drops for their length (`row_lengths`): a prompt that alone fills train.max_length
+    (the collator would cut every answer token), or, for a reward model (`whole`: each side is scored as one
+    sequence, at its last token, which a cut would move), a side longer than train.max_length."""
+    import numpy as np
+
+    if max_length is None:
+        return np.zeros(len(prompt), dtype=bool)
+    return longest > max_length if whole else prompt >= max_length
+
+
+def _length_budget(encoded, fmt: str, max_length: int | None, whole: bool):
+    """Drop and count the rows `length_drops` names; count the rows the collator will truncate."""
+    import numpy as np
+
+    answers = ("chosen_ids", "rejected_ids") if fmt == "preference" else ("completion_ids",)
+    prompt, longest = row_lengths(encoded, fmt)
     stats = {"rows": len(encoded), "prompt_tokens_mean": float(prompt.mean()) if len(prompt) else 0.0}
     for answer in answers:
         stats[f"{answer.removesuffix('_ids')}_tokens_mean"] = float(np.mean([len(i) for i in encoded[answer]]))
-    if max_length is None:
-        stats.update(prompt_too_long=0, truncated=0)
-        return encoded.select_columns(["prompt_ids", *answers, *(["label"] if fmt == "unpaired" else [])]), stats
-    too_long = prompt >= max_length
-    stats["prompt_too_long"] = int(too_long.sum())
-    stats["truncated"] = int(((longest > max_length) & ~too_long).sum())
-    if too_long.any():
-        print(f"dropped {int(too_long.sum())} row(s) whose prompt alone fills train.max_length {max_length}",
-              file=sys.stderr)
-        encoded = encoded.select(np.flatnonzero(~too_long))
+    dropped = length_drops(prompt, longest, max_length, whole)
+    if whole:
+        stats.update(prompt_too_long=0, truncated=0, longer_than_max_length=int(dropped.sum()))
+    else:
+        stats["prompt_too_long"] = int(dropped.sum())
+        stats["truncated"] = int(((longest > max_length) & ~dropped).sum()) if max_length is not None else 0
+    if dropped.any():
+        why = "a side longer than" if whole else "a prompt that alone fills"
+        print(f"dropped {int(dropped.sum())} row(s) with {why} train.max_length {max_length}", file=sys.stderr)
+        encoded = encoded.select(np.flatnonzero(~dropped))
     return encoded.select_columns(["prompt_ids", *answers, *(["label"] if fmt == "unpaired" else [])]), stats
 
 

@@ -9,7 +9,6 @@ import os
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-import sys  # noqa: E402
 
 from trl import DPOTrainer, KTOTrainer, RewardTrainer  # noqa: E402
 from trl.experimental.orpo import ORPOTrainer  # noqa: E402
@@ -52,18 +51,11 @@ class PreparedORPOTrainer(ORPOTrainer):
 
 class PreparedRewardTrainer(RewardTrainer):
     def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
-        """Each side as one sequence, prompt + answer (the score is read at its last token); a pair with a side
-        over max_length is dropped, as TRL does, since cutting it would move the token the score is read at."""
+        """Each side as one sequence, prompt + answer (the score is read at its last token). A pair with a side
+        over max_length, which TRL drops here, was dropped when the data was prepared, before the model loaded
+        (`data.prepare_preference.length_drops`)."""
         def join(row):
             return {"chosen_ids": row["prompt_ids"] + row["chosen_ids"],
                     "rejected_ids": row["prompt_ids"] + row["rejected_ids"]}
 
-        dataset = dataset.map(join, remove_columns=["prompt_ids"], keep_in_memory=True)
-        if args.max_length is None:
-            return dataset
-        kept = dataset.filter(lambda row: max(len(row["chosen_ids"]), len(row["rejected_ids"])) <= args.max_length,
-                              keep_in_memory=True)
-        if len(kept) < len(dataset):
-            print(f"{dataset_name}: dropped {len(dataset) - len(kept)} pair(s) longer than train.max_length "
-                  f"{args.max_length}", file=sys.stderr)
-        return kept
+        return dataset.map(join, remove_columns=["prompt_ids"], keep_in_memory=True)

@@ -64,7 +64,7 @@ def test_prompts_that_fill_max_length_are_refused_before_any_pair_is_generated(c
     code, _, err = cli("po", path, "--set", f"train.max_length={min(lengths) + 1}", "--dry-run")
     assert code == 0, err
     filling = sum(length > min(lengths) for length in lengths)
-    assert (f"the prompts of {filling} of the 4 checked rows fill it alone" in err) is (filling > 0)
+    assert (f"the prompt of {filling} of the 4 checked rows fills it alone" in err) is (filling > 0)
 
 
 def test_pairs_whose_prompts_fill_max_length_are_refused_by_the_dry_run(cli, write_recipe, tiny_dir, tmp_path):

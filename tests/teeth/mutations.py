@@ -331,12 +331,33 @@ MUTATIONS = [
       "`smolalign sft` of a po recipe says `unknown key method`"),
     M("prompt_budget_checked", "a po dry run refuses prompts that alone fill train.max_length in every checked row "
       "(preference data, or pairs still to generate), before any pair is generated", "verbs/po.md",
-      "smolalign/data/check.py", "    if max_length is None or not lengths:\n        return\n",
+      "smolalign/data/check.py", "    if max_length is None or not len(lengths):\n        return\n",
       "    return\n",
       ("tests/integration/test_pairs_dry_run.py::"
        "test_prompts_that_fill_max_length_are_refused_before_any_pair_is_generated",
        "tests/integration/test_pairs_dry_run.py::test_pairs_whose_prompts_fill_max_length_are_refused_by_the_dry_run"),
       "the dry run passes, and the run generates its pairs and then drops every row for its prompt's length"),
+    M("nothing_left_to_train_refused", "an SFT run whose checked rows would all be dropped with no trained token is "
+      "refused before it loads, packed or not", "verbs/index.md", "smolalign/data/prepare.py",
+      "    if len(encoded) == 0:\n        cut = ", "    if False:\n        cut = ",
+      tuple(f"tests/integration/test_nothing_left_to_train.py::"
+            f"test_an_sft_run_that_would_drop_every_row_is_refused_before_loading[{case}]"
+            for case in ("unpacked", "packed")),
+      "the dry run passes; the run loads the model, writes its run directory and dies in the trainer on an empty "
+      "dataset (packed: the dry run itself dies with a traceback)"),
+    M("held_out_rows_checked", "the check before loading renders a sample of the held-out split too, and refuses "
+      "one that would be left with no row", "verbs/index.md", "smolalign/data/check.py",
+      '        check_sample(held_out_rows, "checked held-out")\n', "        pass\n",
+      ("tests/integration/test_nothing_left_to_train.py::test_a_held_out_split_left_with_no_row_is_refused",),
+      "a held-out split whose every row is dropped passes, and the run evaluates nothing in silence"),
+    M("reward_model_length_drops_before_loading", "a reward model's pairs with a side longer than train.max_length "
+      "are dropped when the data is prepared, before the model loads; every checked pair too long is refused",
+      "verbs/po.md", "smolalign/data/prepare_preference.py",
+      "    return longest > max_length if whole else prompt >= max_length\n",
+      "    return prompt >= max_length\n",
+      ("tests/integration/test_nothing_left_to_train.py::"
+       "test_a_reward_model_whose_every_pair_is_too_long_is_refused_and_some_are_dropped_before_loading",),
+      "the dry run passes; the run loads the classifier and dies on an empty dataset, or trains on cut sequences"),
     M("pair_generators_checked", "a po dry run checks that the models which would generate its pairs exist",
       "verbs/po.md", "smolalign/stages/po.py", "        check_generator_sources(recipe.pairs)\n", "",
       ("tests/integration/test_pairs_dry_run.py::test_a_missing_generator_is_refused_by_the_dry_run",),
