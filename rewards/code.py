@@ -21,6 +21,7 @@ failed or the row has no tests: neither says anything about the code.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
@@ -104,6 +105,9 @@ class CodeReward:
         self.test_column = test_column
         self.required_columns = (test_column,)
         self.__name__ = "code"
+        # A function of the column alone, not a method: the row check may send it to other processes, and the
+        # sandbox pool does not pickle.
+        self.row_problem = functools.partial(tests_problem, test_column)
         self.pool = Pool(workers, limits, level)
 
     def __call__(self, completions: list, **columns) -> list[float | None]:
@@ -208,6 +212,16 @@ def _output_lines(text: str) -> list[str]:
     while lines and not lines[-1]:
         lines.pop()
     return lines
+
+
+def tests_problem(test_column: str, row: dict) -> str:
+    """Why a data row's tests cannot be run ("" when they can, or when the row has none: scored None), for the
+    check of every row before a run loads (`CodeReward.row_problem`)."""
+    try:
+        parse_tests(row.get(test_column))
+    except ValueError as exc:  # json's errors among them
+        return f"its tests (column {test_column!r}) cannot be run: {exc}"
+    return ""
 
 
 def parse_tests(value: Any) -> list | None:

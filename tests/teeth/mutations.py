@@ -358,6 +358,12 @@ MUTATIONS = [
       ("tests/integration/test_nothing_left_to_train.py::"
        "test_a_reward_model_whose_every_pair_is_too_long_is_refused_and_some_are_dropped_before_loading",),
       "the dry run passes; the run loads the classifier and dies on an empty dataset, or trains on cut sequences"),
+    M("code_reward_rows_checked", "a row whose tests the code reward cannot run is refused before anything loads, "
+      "naming the row", "rewards.md", "rewards/code.py",
+      "        self.row_problem = functools.partial(tests_problem, test_column)\n", "",
+      tuple(f"tests/unit/test_data_check.py::test_code_reward_rows_whose_tests_cannot_run_are_refused_before_loading"
+            f"[{case}]" for case in ("10000", "0")),
+      "the dry run passes; the run loads the model, generates, and dies at the first reward call"),
     M("pair_generators_checked", "a po dry run checks that the models which would generate its pairs exist",
       "verbs/po.md", "smolalign/stages/po.py", "        check_generator_sources(recipe.pairs)\n", "",
       ("tests/integration/test_pairs_dry_run.py::test_a_missing_generator_is_refused_by_the_dry_run",),

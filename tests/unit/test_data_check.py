@@ -95,3 +95,28 @@ def test_reward_rows_are_checked_once_per_value_in_order_and_on_every_core(paral
     if parallel_above:
         assert sorted(calls) == sorted({"4", "a moose?", r"\frac{1}{2}", "no idea", "7", "x?"})
     check_module.check_reward_rows([("math_accuracy", reward)], rows.select(range(2)))  # "4" and "": no problem
+
+
+@pytest.mark.parametrize("parallel_above", [10_000, 0])
+def test_code_reward_rows_whose_tests_cannot_run_are_refused_before_loading(parallel_above, monkeypatch):
+    """A column of answers where the code reward wants tests: every row named before the run loads (in a pool of
+    processes too, where the reward's sandbox cannot travel), instead of a ValueError at the first reward call."""
+    from datasets import Dataset
+
+    from rewards.code import CodeReward
+    from smolalign.data import check as check_module
+
+    monkeypatch.setattr(check_module, "PARALLEL_ABOVE", parallel_above)
+    tests = ['[{"input": "1", "output": "2"}]', "44", '["assert f(1) == 2"]', "not json", None, '{"a": 1}']
+    rows = Dataset.from_dict({ORIGIN: [f"c.jsonl#{i}" for i in range(len(tests))], "solution": tests})
+    reward = CodeReward(workers=1, test_column="solution")
+    try:
+        with pytest.raises(SmolalignError) as refused:
+            check_module.check_reward_rows([("code", reward)], rows)
+        message = str(refused.value)
+        assert message.startswith("reward code: data row c.jsonl#1: its tests (column 'solution') cannot be run: "
+                                  "tests must be a list of")
+        assert message.endswith("also c.jsonl#3, c.jsonl#5; fix or drop these rows")
+        check_module.check_reward_rows([("code", reward)], rows.select([0, 2, 4]))  # io tests, asserts, none
+    finally:
+        reward.close()
