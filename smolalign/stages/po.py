@@ -48,6 +48,11 @@ def check_recipe(run: Run) -> None:
                              "with another prompt of the same batch); raise it, or use method: apo_zero_unpaired")
     if "exo_pair" in method.losses and not settings["label_smoothing"]:
         raise SmolalignError("method exo_pair needs train.label_smoothing > 0 (the EXO paper uses 1e-3)")
+    if run.method_spec.scorer and run.recipe.evaluation is not None:
+        raise SmolalignError("eval: a reward model scores answers, it writes none, so there is nothing to evaluate "
+                             "by generation (its accuracy on held-out pairs is logged with data.eval_split); remove "
+                             "eval:, and score answers with the trained model in another run's rewards "
+                             "(name: model:PATH)")
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,21 @@ def test_kto_with_a_batch_of_one_is_refused(cli, po_recipe):
     assert code == 2 and "kto needs at least 2" in err and "Traceback" not in err
 
 
+def test_an_eval_section_on_a_reward_model_is_refused(cli, po_recipe, write_recipe, tiny_dir, tmp_path):
+    """A reward model writes no answers: an `eval:` would load it as a causal LM (its head left out) and score the
+    backbone's generations as the run's "after"."""
+    data = write_jsonl(tmp_path / "eval.jsonl", [{"prompt": "what is 2 plus 2", "solution": "4"}])
+    evaluation = {"data": [{"path": str(data)}], "rewards": [{"name": "math_accuracy"}], "max_new_tokens": 4}
+    pairs = write_jsonl(tmp_path / "reward_pairs.jsonl", pair_rows(8))
+    recipe = write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "chatml"}, "method": "reward",
+                           "data": {"sources": [{"path": str(pairs)}]}, "train": {"max_length": 160},
+                           "eval": evaluation}, "reward.yaml")
+    code, _, err = cli("po", recipe, "--dry-run")
+    assert code == 2 and "error: eval: a reward model scores answers, it writes none" in err, err
+    code, _, err = cli("po", po_recipe("dpo", eval=evaluation), "--dry-run")
+    assert code == 0, err
+
+
 def test_pairs_missing_chosen_are_refused(cli, write_recipe, tiny_dir, tmp_path):
     data = write_jsonl(tmp_path / "broken.jsonl", [{"prompt": "q", "rejected": "a"}])
     recipe = write_recipe({"model": {"source": str(tiny_dir)}, "method": "dpo", "data": {"sources": [{"path": str(data)}]}})

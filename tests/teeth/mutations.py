@@ -364,6 +364,11 @@ MUTATIONS = [
       tuple(f"tests/unit/test_data_check.py::test_code_reward_rows_whose_tests_cannot_run_are_refused_before_loading"
             f"[{case}]" for case in ("10000", "0")),
       "the dry run passes; the run loads the model, generates, and dies at the first reward call"),
+    M("reward_model_eval_refused", "an eval: section on a reward model run is refused before anything loads",
+      "verbs/po.md", "smolalign/stages/po.py",
+      "    if run.method_spec.scorer and run.recipe.evaluation is not None:\n", "    if False:\n",
+      ("tests/integration/test_po_run.py::test_an_eval_section_on_a_reward_model_is_refused",),
+      "the run trains the reward model, then evaluates its backbone's generations as its 'after', head left out"),
     M("pair_generators_checked", "a po dry run checks that the models which would generate its pairs exist",
       "verbs/po.md", "smolalign/stages/po.py", "        check_generator_sources(recipe.pairs)\n", "",
       ("tests/integration/test_pairs_dry_run.py::test_a_missing_generator_is_refused_by_the_dry_run",),
