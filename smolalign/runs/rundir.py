@@ -16,6 +16,9 @@ CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 RECIPE_FILE = "recipe.yaml"
 MANIFEST_FILE = "manifest.json"
 MODEL_DIR = "model"
+RESUME_MUST_MATCH = ("peft", "model.quantization", "train.optim")
+"""The recipe keys a checkpoint's weights and optimizer state are shaped by: a resume that changes one cannot load
+it (adapters against full weights, another optimizer's state). A moved model.source resumes."""
 
 
 def default_run_dir(recipe_source: str, stage: str) -> Path:
@@ -64,6 +67,36 @@ def refuse_resuming_a_finished_run(checkpoint: Path, max_steps: int) -> None:
         raise SmolalignError(f"--resume: {checkpoint.name} already reached train.max_steps {max_steps}, so the run is "
                              f"finished (its model is {checkpoint.parent / MODEL_DIR}); raise train.max_steps to "
                              "train on, or pass --overwrite to train again")
+
+
+def refuse_an_incompatible_resume(run_dir: Path, resolved: dict) -> None:
+    """A resume whose recipe changed one of RESUME_MUST_MATCH since the run started (its recipe.yaml) is refused
+    before anything loads: the checkpoint would fail to load into the new model or optimizer (LoRA adapters on a
+    full fine-tune's weights, SGD on AdamW's state), after the weights had loaded."""
+    path = run_dir / RECIPE_FILE
+    try:
+        before = load_yaml(path.read_text(errors="replace")) if path.is_file() else None
+    except SmolalignError:  # a damaged recipe is kept aside and reported when the new one is written
+        return
+    if not isinstance(before, dict):
+        return
+    changed = sorted(key for key in _changed_keys(before, resolved)
+                     if any(key == kept or key.startswith(f"{kept}.") for kept in RESUME_MUST_MATCH))
+    if changed:
+        raise SmolalignError(f"--resume: {', '.join(changed)} changed since {run_dir} started (its {RECIPE_FILE}): its "
+                             "checkpoints hold weights and optimizer state for the old recipe and cannot be loaded; "
+                             "undo the change, or train in another directory (-o) or with --overwrite")
+
+
+def checkpoint_to_resume(run_dir: Path, *, resume: bool, overwrite: bool, resolved: dict,
+                         max_steps: int) -> Path | None:
+    """`check_run_dir`, then, when resuming from a checkpoint, the refusals of a finished run and of a recipe the
+    checkpoint cannot be loaded into; writes nothing (a dry run with --resume asks it too)."""
+    checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
+    if checkpoint is not None:
+        refuse_resuming_a_finished_run(checkpoint, max_steps)
+        refuse_an_incompatible_resume(run_dir, resolved)
+    return checkpoint
 
 
 def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:

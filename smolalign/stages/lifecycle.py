@@ -27,11 +27,10 @@ from smolalign.runs.manifest import write_manifest
 from smolalign.runs.metrics import summary
 from smolalign.runs.rundir import (
     MODEL_DIR,
-    check_run_dir,
+    checkpoint_to_resume,
     default_run_dir,
     last_checkpoint,
     read_manifest,
-    refuse_resuming_a_finished_run,
     start_run_dir,
     write_recipe,
 )
@@ -105,6 +104,10 @@ def run_lifecycle(stage: Stage, run: Run, *, output_dir: Path | None = None, dry
         add_sync_row(checked.plan, run)
     evaluation = announce(run, checked.plan, dry_run)
     if dry_run:
+        if resume:  # what the run would resume from, checked as the run checks it
+            checkpoint = checkpoint_to_resume(run_dir_of(run, output_dir), resume=True, overwrite=overwrite,
+                                              resolved=run.resolved_recipe(), max_steps=run.settings["max_steps"])
+            print(f"resume: from {checkpoint}" if checkpoint else "resume: no checkpoint yet, from the beginning")
         return None
     opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus,
                       trainer=run.method_spec.trainer())
@@ -173,9 +176,8 @@ def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool
     state = PartialState(cpu=not run.hardware.on_gpu, timeout=timedelta(seconds=run.settings["ddp_timeout"]))
     with state.main_process_first():
         if state.is_main_process:
-            checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
-            if checkpoint is not None:
-                refuse_resuming_a_finished_run(checkpoint, run.settings["max_steps"])
+            checkpoint = checkpoint_to_resume(run_dir, resume=resume, overwrite=overwrite,
+                                              resolved=run.resolved_recipe(), max_steps=run.settings["max_steps"])
         else:
             checkpoint = last_checkpoint(run_dir) if resume else None
     return OpenRun(policy_dtype(run), run_dir, checkpoint, state, overwrite, gpus,

@@ -98,3 +98,22 @@ def test_a_run_that_ends_by_epochs_trains_no_step_past_its_end(cli, tiny_dir, tm
     assert after["global_step"] == result["global_step"] and after["train_loss"] == result["train_loss"]
     saved, held = weights(run / "model"), weights(last)
     assert all(saved[k].equal(held[k]) for k in saved)
+
+
+@pytest.mark.parametrize("change", ["peft.r=8", "train.optim=sgd"], ids=["lora-added", "another-optimizer"])
+def test_a_resume_whose_checkpoint_cannot_load_is_refused_before_loading(cli, finished, change):
+    """LoRA added to a full fine-tune's run loaded the model, reported every checkpoint key missing and died on the
+    optimizer state's shapes (SGD on AdamW's state: a KeyError); the dry run with --resume said nothing. Both now
+    refuse, naming the key."""
+    recipe, run = finished
+    overrides = ["--set", change]
+    before = {name: digest(run / name) for name in ("model", "checkpoint-2")}
+    for dry in ([], ["--dry-run"]):
+        code, _, err = cli("sft", str(recipe), "-o", str(run), "--resume", "--set", "train.max_steps=4", *overrides, *dry)
+        assert code == 2, err
+        key = change.split("=")[0].removesuffix(".r")
+        assert f"error: --resume: {key} changed since {run} started" in err, err
+    assert {name: digest(run / name) for name in ("model", "checkpoint-2")} == before
+    assert not (run / "recipe.yaml.previous").exists()
+    code, out, err = cli("sft", str(recipe), "-o", str(run), "--resume", "--set", "train.max_steps=4", "--dry-run")
+    assert code == 0 and f"resume: from {run / 'checkpoint-2'}" in out, err

@@ -303,10 +303,17 @@ MUTATIONS = [
       "the plan promises bf16 autocast to a DeepSpeed run on a bf16 CPU that trains in float32"),
     M("resume_of_a_finished_run_refused", "--resume of a run whose newest checkpoint reached train.max_steps is "
       "refused before anything is written; a raised train.max_steps resumes", "checkpoints.md#starting-over-and-resuming",
-      "smolalign/stages/lifecycle.py",
-      '                refuse_resuming_a_finished_run(checkpoint, run.settings["max_steps"])\n', "                pass\n",
+      "smolalign/runs/rundir.py",
+      "        refuse_resuming_a_finished_run(checkpoint, max_steps)\n", "        pass\n",
       ("tests/integration/test_resume_finished.py::test_a_finished_run_is_refused_and_left_as_it_was",),
       "transformers' Trainer trains one step past the end and saves over the finished model"),
+    M("resume_into_another_shape_refused", "a --resume whose recipe changed peft, model.quantization or train.optim "
+      "is refused before anything loads, dry run or not", "checkpoints.md#starting-over-and-resuming",
+      "smolalign/runs/rundir.py", "        refuse_an_incompatible_resume(run_dir, resolved)\n", "",
+      tuple(f"tests/integration/test_resume_finished.py::"
+            f"test_a_resume_whose_checkpoint_cannot_load_is_refused_before_loading[{case}]"
+            for case in ("lora-added", "another-optimizer")),
+      "the dry run passes; the run loads the model and dies loading the checkpoint into another shape"),
     M("resume_at_the_last_step_trains_nothing", "--resume of a run whose checkpoint holds its last step (by "
       "train.max_steps or by epochs) saves that checkpoint's weights as the model without training a step", "checkpoints.md#starting-over-and-resuming",
       "smolalign/stages/lifecycle.py", "        trainer.add_callback(no_step_callback())\n", "        pass\n",
