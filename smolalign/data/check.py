@@ -21,6 +21,7 @@ from smolalign.data.preference import PreferenceEncoder, check_rows
 from smolalign.data.prepare import Layout, encode_rows, prepare_split
 from smolalign.data.prepare_preference import length_drops, row_lengths
 from smolalign.errors import SmolalignError
+from smolalign.models.config import model_positions
 from smolalign.models.load import preflight_tokenizer
 from smolalign.resolve import Run
 from smolalign.templates.render import render
@@ -153,6 +154,7 @@ def check_mixture(run: Run, mixture, make_checks) -> Checked:
     if found is None:
         return Checked(0, len(mixture.rows_per_source), 0.0, skipped)
     row_problem, check_sample = make_checks(*found)
+    warn_beyond_the_context(run)
     rows, sources = sample(mixture.train, run.data.seed)
     fields = sum(check_fields(split, row_problem) for split in (mixture.train, mixture.eval) if split)
     check_sample(rows, "checked training")
@@ -192,6 +194,40 @@ def check_preference_rows(run: Run, mixture) -> Checked:
             check_length_budget(longest if whole else prompt, run.settings["max_length"], whole=whole)
         return row_problem, check_sample
     return check_mixture(run, mixture, checks)
+
+
+def warn_beyond_the_context(run: Run, longest_prompt: int | None = None) -> None:
+    """The longest sequence the run can train on past the positions the model was built for
+    (max_position_embeddings): positions never trained, which attention extrapolates to without an error. The bound
+    is train.max_length, else (a generating method without it) the longest checked prompt + max_completion_length."""
+    positions = model_positions(run.source())
+    if run.settings.get("max_length"):
+        bound, what = run.settings["max_length"], f"train.max_length {run.settings['max_length']:,}"
+    elif longest_prompt and run.settings.get("max_completion_length"):
+        bound = longest_prompt + run.settings["max_completion_length"]
+        what = (f"the longest checked prompt ({longest_prompt:,} tokens) + train.max_completion_length "
+                f"{run.settings['max_completion_length']:,}")
+    else:
+        return
+    if positions and bound > positions:
+        print(f"warning: {what} is beyond the {positions:,} positions the model was built for "
+              "(max_position_embeddings): positions past them were never trained, and attention extrapolates to them "
+              "without an error; lower it, or extend the model's context first (rope_scaling in its config)",
+              file=sys.stderr)
+
+
+def warn_prompts_cut(run: Run, longest_prompt: int) -> None:
+    """A generating method whose train.max_length bounds prompt + answer in its loss (online DPO, GOLD): the
+    longest checked prompt with a full answer over it has its start cut for the loss, while the policy generated from
+    the whole prompt. Warned about, naming the lengths."""
+    settings = run.settings
+    budget = "max_new_tokens" if settings.get("max_new_tokens") else "max_completion_length"
+    max_length, answer = settings.get("max_length"), settings.get(budget)
+    if max_length and answer and longest_prompt + answer > max_length:
+        print(f"warning: the longest checked prompt ({longest_prompt:,} tokens) + train.{budget} {answer:,} is over "
+              f"train.max_length {max_length:,}: a prompt that long has its start cut for the loss (up to "
+              f"{longest_prompt + answer - max_length:,} token(s)), though the policy answered the whole of it; raise "
+              "train.max_length", file=sys.stderr)
 
 
 def check_length_budget(lengths, max_length: int | None, *, whole: bool = False) -> None:
@@ -239,4 +275,7 @@ def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict, max_length: in
         if not lengths[-1]:
             raise SmolalignError(f"prompt row {row[ORIGIN]}: the prompt renders to no tokens")
     check_length_budget(lengths, max_length)
+    warn_beyond_the_context(run, max(lengths, default=0))
+    if run.recipe.stage == "rl":
+        warn_prompts_cut(run, max(lengths, default=0))
     return Checked(len(rows), sources, time.perf_counter() - start)

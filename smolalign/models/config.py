@@ -39,15 +39,24 @@ def read_config(source, key: str = "model.source"):
         raise SmolalignError(f"{key} {spec}: its config cannot be read ({exc})") from None
 
 
-@functools.cache
 def model_width(source) -> int | None:
     """The hidden size of a resolved model source, which decides its precision on a CPU (hardware.cpu_bf16_pays);
     None when its config cannot be had offline, or is unreadable (the run's own checks name that)."""
+    return getattr(_text_config(source), "hidden_size", None)
+
+
+def model_positions(source) -> int | None:
+    """The positions a resolved model source was built for (max_position_embeddings), or None (as model_width)."""
+    return getattr(_text_config(source), "max_position_embeddings", None)
+
+
+@functools.cache
+def _text_config(source):
+    """The text model's part of a source's config (read once per source: a GGUF file's is parsed), or None."""
     try:
         config = read_config(source)
     except SmolalignError:
         return None
     if config is None:
         return None
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return getattr(text, "hidden_size", None)
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
