@@ -98,6 +98,9 @@ class CodeReward:
             statements, a JSON string of either, or open-r1's verification_info.
     """
 
+    score_range = (0.0, 1.0)
+    """The lowest and highest score a completion can get (pairs thresholds are checked against it)."""
+
     def __init__(self, workers: int | None = None, limits: Limits | dict = Limits(),  # noqa: B008 -- frozen
                  level: str = "auto", test_column: str = "test_cases"):
         if isinstance(limits, dict):  # as written in a recipe

@@ -33,6 +33,9 @@ class ThinkFormat:
         default_mode: the mode of a row that states none, when `mode` is auto.
     """
 
+    score_range = (0.0, 1.0)
+    """The lowest and highest score a completion can get (pairs thresholds are checked against it)."""
+
     def __init__(self, mode: str = "auto", default_mode: str = "think"):
         if mode not in ("auto", "think", "no_think") or default_mode not in ("think", "no_think"):
             raise ValueError("mode must be auto, think or no_think; default_mode think or no_think")
@@ -59,6 +62,9 @@ class TagCount:
             `"\\n</think>\\n"`).
     """
 
+    score_range = (0.0, 1.0)
+    """The lowest and highest score a completion can get (pairs thresholds are checked against it)."""
+
     def __init__(self, tags: list[str] | None = None):
         self.tags = list(tags or ["<think>\n", "\n</think>\n"])
         self.required_columns = ()
@@ -79,6 +85,9 @@ class AnswerFormat:
         language: open-r1's code_format: the answer must also hold a fenced code block of this language (a row's
             `language` column overrides it); none checks the layout only.
     """
+
+    score_range = (0.0, 1.0)
+    """The lowest and highest score a completion can get (pairs thresholds are checked against it)."""
 
     def __init__(self, language: str | None = None):
         self.language = language

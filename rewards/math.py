@@ -40,6 +40,9 @@ class MathAccuracy:
             least 1, is used for parsing).
     """
 
+    score_range = (0.0, 1.0)
+    """The lowest and highest score a completion can get (pairs thresholds are checked against it)."""
+
     def __init__(self, gold_column: str = "solution", timeout_seconds: float = 5.0):
         self.gold_column = gold_column
         self.timeout_seconds = timeout_seconds

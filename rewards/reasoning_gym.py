@@ -164,6 +164,9 @@ class ReasoningGym:
             scores (0.0 for the tasks tested).
     """
 
+    score_range = (0.0, 1.0)
+    """The lowest and highest score a completion can get (pairs thresholds are checked against it)."""
+
     def __init__(self, answer_tag: str | None = "answer", require_tag: bool = False):
         if require_tag and not answer_tag:
             raise ValueError("require_tag needs an answer_tag")

@@ -26,6 +26,7 @@ from smolalign.pairs.prompts import drop_long_prompts, load_prompts
 from smolalign.pairs.report import counts_text, length_report
 from smolalign.pairs.scorer import run_scorer
 from smolalign.pairs.sides import generate_side, pair_row
+from smolalign.pairs.thresholds import check_thresholds
 from smolalign.pairs.verified import verified_pairs
 from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
@@ -39,6 +40,7 @@ def generate_pairs(run: Run, *, force: bool = False) -> Path:
     pairs = recipe.pairs
     if pairs is None:
         raise SmolalignError(f"recipe {recipe.source} has no pairs: section to generate from")
+    check_thresholds(run)  # `po pairs` comes here without the po stage's checks
     if pairs.graded is not None:
         return generate_graded(run, force=force)
     out = pairs_path(pairs)

@@ -388,6 +388,14 @@ MUTATIONS = [
       "    if max_length and answer and longest_prompt + answer > max_length:\n", "    if False:\n",
       ("tests/integration/test_sequence_bounds.py::test_online_dpo_prompts_cut_for_the_loss_are_warned_about",),
       "the loss reads cut prompts the policy answered whole, in silence"),
+    M("pairs_thresholds_checked", "a pairs threshold no score can meet (graded margin, unpaired threshold, verifier "
+      "threshold) is refused before anything generates", "verbs/po.md", "smolalign/pairs/thresholds.py",
+      '        bounds = getattr(reward, "score_range", None)\n', "        bounds = None\n",
+      (*(f"tests/unit/test_pairs_thresholds.py::test_a_graded_margin_wider_than_the_scorer_spans_is_refused[{case}]"
+         for case in ("one", "two-weighted", "a-negative-weight")),
+       "tests/unit/test_pairs_thresholds.py::test_an_unpaired_threshold_labelling_every_candidate_alike_is_refused",
+       "tests/unit/test_pairs_thresholds.py::test_a_verifier_threshold_out_of_the_rewards_reach_is_refused"),
+      "the dry run passes; the run samples and scores every answer, then drops every prompt"),
     M("pair_generators_checked", "a po dry run checks that the models which would generate its pairs exist",
       "verbs/po.md", "smolalign/stages/po.py", "        check_generator_sources(recipe.pairs)\n", "",
       ("tests/integration/test_pairs_dry_run.py::test_a_missing_generator_is_refused_by_the_dry_run",),
