@@ -1,6 +1,7 @@
 """The plan's memory and time rows: memory per device by part against the target device, the knobs that would
 make a plan that does not fit fit, and time per step and for the run (`smolalign sft RECIPE --dry-run`)."""
 
+import sys
 from dataclasses import replace
 
 from smolalign.errors import SmolalignError
@@ -8,7 +9,7 @@ from smolalign.estimate.calibrate import calibrate
 from smolalign.estimate.dims import ModelDims, read_dims
 from smolalign.estimate.inference import reward_model_parts
 from smolalign.estimate.memory import DTYPE_BYTES, MemoryEstimate, Setup, estimate_memory
-from smolalign.estimate.settings import setup_for, target_device, workload
+from smolalign.estimate.settings import setup_for, target_device, this_machine_memory, workload
 from smolalign.estimate.time import (
     FLEX_FIRST_STEP,
     GENERATE_FIRST_STEP,
@@ -79,7 +80,8 @@ def knobs_to_fit(run: Run, settings: dict, setup: Setup, dims: ModelDims, budget
     ladder: list[tuple[str, dict, dict]] = []
     if not settings.get("gradient_checkpointing"):
         ladder.append(("train.gradient_checkpointing=true", {"gradient_checkpointing": True}, {}))
-    if setup.processes > 1 and setup.sharding not in ("zero3", "fsdp"):
+    # On a CPU the processes share one machine's memory: sharding or offloading to it frees none.
+    if setup.gpu and setup.processes > 1 and setup.sharding not in ("zero3", "fsdp"):
         ladder.append((f"--launch zero3 (ZeRO-3 over the {setup.processes} processes)", {}, {"sharding": "zero3", "zero_buckets": None}))
     batch = int(settings.get("per_device_train_batch_size") or 1)
     accumulation = int(settings.get("gradient_accumulation_steps") or 1)
@@ -88,7 +90,7 @@ def knobs_to_fit(run: Run, settings: dict, setup: Setup, dims: ModelDims, budget
         ladder.append((f"train.per_device_train_batch_size={batch} (with gradient_accumulation_steps="
                        f"{accumulation * (int(settings.get('per_device_train_batch_size') or 1) // batch)} for the "
                        "same global batch)", {"per_device_train_batch_size": batch}, {}))
-    if setup.peft is None:
+    if setup.gpu and setup.peft is None:
         ladder.append(("--launch zero3_offload (optimizer states and weights in CPU memory)", {},
                        {"sharding": "zero3", "offload_optimizer": True, "offload_params": True,
                         "zero_buckets": None}))
@@ -102,7 +104,7 @@ def knobs_to_fit(run: Run, settings: dict, setup: Setup, dims: ModelDims, budget
         changes.append(label)
         if _estimate(run, current_settings, current_setup, dims, budget).peak <= budget:
             return changes
-    for processes in (2, 4, 8, 16, 32, 64):
+    for processes in (2, 4, 8, 16, 32, 64) if setup.gpu else ():
         if processes > setup.processes:
             wider = replace(current_setup, processes=processes, sharding="zero3", zero_buckets=None)
             if _estimate(run, current_settings, wider, dims, budget).peak <= budget:
@@ -125,8 +127,16 @@ def add_memory_and_time_rows(plan, run: Run, *, steps: int | None = None, preset
         return
     settings = run.settings  # the recipe over TRL's own defaults
     setup = setup_for(recipe, hardware, gpu, preset)
-    estimate = _estimate(run, settings, setup, dims, budget)
     device = f"{gpu.name}" if gpu is not None else ("this machine's RAM" if not setup.gpu else "GPU")
+    ram = None
+    # Training on this CPU: its memory, shared by the processes on this node. Not for a generating method, whose
+    # peak counts every answer at its full max_completion_length (the quickstart's GRPO plans 30 GB and trains in a
+    # few): on a CPU, a smoke test, that bound says little.
+    if (budget is None and not setup.gpu and run.target.here and recipe.stage != "rl"
+            and (ram := this_machine_memory()) is not None):
+        budget = ram // max(setup.per_node or setup.processes, 1)
+        device += ", per process" if max(setup.per_node or setup.processes, 1) > 1 else ""
+    estimate = _estimate(run, settings, setup, dims, budget)
     where = f"of {describe_bytes(budget)} ({device})" if budget else f"({device}, {setup.dtype})"
     shards = SHARDINGS[setup.sharding] + (f" × {setup.processes}" if setup.processes > 1 else "")
     plan.rows["memory per device"] = (f"≈ {describe_bytes(estimate.peak)} at the peak {where}; {shards}, "
@@ -142,7 +152,14 @@ def add_memory_and_time_rows(plan, run: Run, *, steps: int | None = None, preset
     # A Slurm job's plan is made twice: first as for this machine's launch, then for the job's preset; the second
     # decides.
     final = preset is not None or run.target.here
-    if budget is not None and estimate.peak > MEMORY_REFUSED * budget and final and not allowed:
+    if ram is not None and estimate.peak > MEMORY_REFUSED * budget and not allowed:
+        # Warned about, not refused: no bill is run up, and the estimate's error on a CPU is not measured.
+        knobs = knobs_to_fit(run, settings, setup, dims, int(MEMORY_REFUSED * budget))
+        print(f"warning: memory: the plan's peak ≈ {describe_bytes(estimate.peak)} is above {MEMORY_REFUSED:.0%} of "
+              f"the {describe_bytes(budget)} available ({device}); "
+              f"{', '.join(knobs) + ' would fit' if knobs else 'use a machine with more memory, or LoRA'}",
+              file=sys.stderr)
+    elif budget is not None and estimate.peak > MEMORY_REFUSED * budget and final and not allowed:
         knobs = knobs_to_fit(run, settings, setup, dims, int(MEMORY_REFUSED * budget))
         fix = ", ".join(knobs) if knobs else "a larger GPU or LoRA"
         raise SmolalignError(f"memory per device: the plan's peak ≈ {describe_bytes(estimate.peak)} is above "

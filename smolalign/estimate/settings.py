@@ -113,6 +113,26 @@ def target_device(recipe, hardware: Hardware) -> tuple[Gpu | None, int | None]:
     return gpu, budget
 
 
+def this_machine_memory() -> int | None:
+    """The memory this process may use on this machine, in bytes: /proc/meminfo's MemTotal, or the cgroup's limit
+    (a container's, a Slurm job's) where that is lower; None where neither can be read."""
+    limits = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                limits.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:  # "max", or v1's "no limit" as a huge number
+            limits.append(int(text))
+    return min(limits) if limits else None
+
+
 def planned_hardware(hardware: Hardware, gpu: Gpu | None) -> Hardware:
     """The hardware a plan is for: this machine, or where it has no GPU and the plan targets one (launch.gpu), that
     GPU (every GPU of the table computes in bf16)."""

@@ -150,3 +150,40 @@ def test_a_peak_above_95_percent_of_the_device_is_refused(cli, recipe, tmp_path,
     else:
         assert code == 0, err
     assert not run.exists()
+
+
+@pytest.mark.parametrize(("share", "allow", "warned"), [(0.97, False, True), (0.97, True, False),
+                                                          (0.93, False, False)], ids=["above", "above-allowed", "below"])
+def test_a_peak_above_95_percent_of_this_machines_memory_is_warned_about_on_a_cpu(cli, recipe, tmp_path, monkeypatch,
+                                                                                 share, allow, warned):
+    """Training on this CPU, the budget is this machine's memory (a stand-in size here, that the plan's peak fills to
+    97% or 93%): a plan of 98 GB on a 23 GB machine used to pass its dry run in silence and be killed for memory."""
+    import torch
+
+    from smolalign.quantities import describe_bytes
+
+    if torch.cuda.is_available():
+        pytest.skip("the budget here is a GPU's")
+    path = recipe()
+    peak = planned_peak(path)
+    ram = int(peak / share)
+    monkeypatch.setattr("smolalign.estimate.plan_rows.this_machine_memory", lambda: ram)
+    overrides = ["--set", "launch.allow_memory_overrun=true"] if allow else []
+    code, out, err = cli("sft", path, "--dry-run", "-o", tmp_path / "run", *overrides)
+    assert code == 0 and f"at the peak of {describe_bytes(ram)} (this machine's RAM)" in out, err
+    memory_warnings = [line for line in err.splitlines() if line.startswith("warning: memory:")]
+    if warned:
+        assert memory_warnings == [line for line in memory_warnings if describe_bytes(peak) in line
+                                   and describe_bytes(ram) in line and "--launch" not in line] != []
+    else:
+        assert memory_warnings == []
+
+
+def test_this_machines_memory_is_what_the_kernel_reports():
+    import os
+
+    from smolalign.estimate.settings import this_machine_memory
+
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    found = this_machine_memory()
+    assert found is not None and 0 < found <= physical

@@ -794,6 +794,13 @@ MUTATIONS = [
       "launch.allow_memory_overrun is set", "scaling/memory.md", "smolalign/estimate/plan_rows.py",
       "and final and not allowed:", "and final and not allowed and False:",
       ("tests/integration/test_estimate_cli.py::test_a_peak_above_95_percent_of_the_device_is_refused[above]",), "a plan that does not fit runs"),
+    M("cpu_memory_overrun_warned", "training on this CPU (sft, po), a plan whose peak is above 95% of this machine's "
+      "memory is warned about", "scaling/memory.md", "smolalign/estimate/plan_rows.py",
+      "    if ram is not None and estimate.peak > MEMORY_REFUSED * budget and not allowed:\n",
+      "    if False:\n",
+      ("tests/integration/test_estimate_cli.py::"
+       "test_a_peak_above_95_percent_of_this_machines_memory_is_warned_about_on_a_cpu[above]",),
+      "a plan of 98 GB on a 23 GB machine passes its dry run in silence, and the run is killed for memory"),
     M("one_deepspeed_config", "a DeepSpeed preset runs with the same bucket sizes on GPUs and on the CPU, sized from "
       "the model", "scaling/index.md", "smolalign/launch.py",
       '    if str(settings.get("distributed_type", "NO")) == "DEEPSPEED":\n        deepspeed_file',
