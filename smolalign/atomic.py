@@ -9,11 +9,21 @@ import os
 import tempfile
 from pathlib import Path
 
+from smolalign.errors import SmolalignError
+
+FIGURE_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
+"""What `save_figure` writes, by the file name's suffix (matplotlib's Agg formats a user asks for)."""
+
 
 def write_atomically(path: Path, content: str | bytes) -> None:
+    """`content` as the whole of `path`; a path that cannot be written (a folder there, a file where a folder
+    should be, no permission, a full disk) is a SmolalignError naming it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise SmolalignError(f"{path}: cannot be written ({exc.strerror or exc})") from None
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(content.encode() if isinstance(content, str) else content)
@@ -21,11 +31,32 @@ def write_atomically(path: Path, content: str | bytes) -> None:
             os.fsync(stream.fileno())
         os.chmod(staging, created_mode())
         os.replace(staging, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(staging):
             os.unlink(staging)
+        if isinstance(exc, OSError):
+            raise SmolalignError(f"{path}: cannot be written ({exc.strerror or exc})") from None
         raise
     _sync_folder(path.parent)
+
+
+def check_writable(path: Path, what: str, formats: tuple[str, ...] | None = None) -> None:
+    """Before the work that ends in writing `path` (an evaluation, a plot): refused now, naming `what`, when it
+    could not be written then (a folder there, no folder to hold it, no permission, or, with `formats`, a suffix
+    not among them)."""
+    path = Path(path)
+    if formats is not None and (path.suffix.lstrip(".").lower() or "png") not in formats:
+        raise SmolalignError(f"{what} {path}: cannot write a {path.suffix} file; use one of "
+                             f"{', '.join('.' + f for f in formats)}")
+    if path.is_dir():
+        raise SmolalignError(f"{what} {path}: is a folder; name a file")
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise SmolalignError(f"{what} {path}: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise SmolalignError(f"{what} {path}: {ancestor} is not writable here")
 
 
 def _umask() -> int:

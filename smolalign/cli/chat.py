@@ -11,7 +11,7 @@ def chat(
         help="Model directories (e.g. runs/quickstart/sft/model), .gguf files or bundled names: each answers.")],
     message: Annotated[str, typer.Option("--message", "-m", help="The user message.")],
     think: Annotated[bool, typer.Option("--think/--no-think", help="Reasoning mode (hybrid templates).")] = True,
-    max_new_tokens: Annotated[int, typer.Option(help="Generation budget.")] = 128,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Generation budget.")] = 128,
 ) -> None:
     """Print each model's reply to one message (greedy decoding); with several models, each reply after its
     model's name, models loaded one at a time in one process."""

@@ -70,10 +70,15 @@ def evaluate_command(
 ) -> None:
     """Generate K answers per prompt in each mode and report mean reward, avg@K / pass@K, mode compliance,
     truncation and length, with bootstrap intervals; several models side by side, differences to a baseline."""
+    from smolalign.atomic import FIGURE_FORMATS, check_writable
     from smolalign.evaluation.run import evaluate
     from smolalign.preflight.packages import check_eval_command
 
     check_eval_command(backend, chart is not None)
+    for what, path, formats in (("--json", json_out, None), ("--markdown", markdown, None),
+                                ("--chart", chart, FIGURE_FORMATS)):
+        if path is not None:  # before the evaluation, not after it
+            check_writable(path, what, formats)
     settings = dict(data=data, split=split, reward=reward, params=params or [], threshold=threshold or [],
                     modes=modes, samples=samples, max_new_tokens=max_new_tokens, backend=backend, base_url=base_url,
                     temperature=temperature, top_p=top_p, batch_size=batch_size, max_prompts=max_prompts,

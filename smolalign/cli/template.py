@@ -44,8 +44,10 @@ def render(
 
 def _read_json(path: Path, option: str):
     if not path.is_file():
-        raise SmolalignError(f"{option} {path}: no such file")
+        raise SmolalignError(f"{option} {path}: {'a folder, not a file' if path.is_dir() else 'no such file'}")
     try:
         return json.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise SmolalignError(f"{option} {path}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise SmolalignError(f"{option} {path}: invalid JSON at line {exc.lineno} ({exc.msg})") from None

@@ -8,6 +8,7 @@ chat template installed on the tokenizer, EOS taken from the template's end-of-t
 import contextlib
 import os
 import shutil
+import struct
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -37,7 +38,12 @@ def _source_errors(source: ModelSource) -> Iterator[None]:
         yield
     except SmolalignError:
         raise
-    except (OSError, ValueError) as exc:
+    except Exception as exc:
+        if type(exc).__name__ == "SafetensorError" or isinstance(exc, struct.error):  # a cut-off or damaged file
+            raise SmolalignError(f"model source {source.label}: a weights file is damaged or cut off "
+                                 f"({' '.join(str(exc).split()) or type(exc).__name__})") from None
+        if not isinstance(exc, (OSError, ValueError)):
+            raise
         if offline:  # the library's own words only repeat it
             raise SmolalignError(f"model source {source.label}: not in the local cache, and {offline}; download it "
                                  f"where the hub answers (hf download {source.location}) or point the source at a "

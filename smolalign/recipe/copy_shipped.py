@@ -56,14 +56,17 @@ def copy_shipped(name: str, dest: Path) -> tuple[Path, list[Path]]:
             raise SmolalignError(f"{copied} exists and differs from the shipped {written}; remove it or copy "
                                  "elsewhere")
         plans.append((origin, copied))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for origin, copied in plans:
-        copied.parent.mkdir(parents=True, exist_ok=True)
-        if origin.is_dir():
-            shutil.copytree(origin, copied, dirs_exist_ok=True)
-        elif not copied.exists():
-            shutil.copy2(origin, copied)
-    shutil.copy2(source, target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for origin, copied in plans:
+            copied.parent.mkdir(parents=True, exist_ok=True)
+            if origin.is_dir():
+                shutil.copytree(origin, copied, dirs_exist_ok=True)
+            elif not copied.exists():
+                shutil.copy2(origin, copied)
+        shutil.copy2(source, target)
+    except OSError as exc:  # a file where a folder should be, no permission, a full disk
+        raise SmolalignError(f"{exc.filename or target}: cannot be written ({exc.strerror or exc})") from None
     return target, [c for _, c in plans]
 
 

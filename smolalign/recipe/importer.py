@@ -281,6 +281,8 @@ def _write_all(files: dict[Path, str]) -> None:
             staged.append((temporary, path))
         for temporary, path in staged:
             os.replace(temporary, path)
+    except OSError as exc:  # a folder where the file goes, a file where a folder should be, no permission
+        raise SmolalignError(f"{exc.filename or path}: cannot be written ({exc.strerror or exc})") from None
     finally:
         for temporary, _ in staged:
             if os.path.exists(temporary):

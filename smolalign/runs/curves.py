@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from smolalign.atomic import save_figure
+from smolalign.atomic import FIGURE_FORMATS, check_writable, save_figure
 from smolalign.errors import SmolalignError
 from smolalign.runs.metrics import LOGGED_AT, METRICS_FILE, read_metrics
 
@@ -102,6 +102,7 @@ def plot_runs(run_dirs: list[Path], output: Path) -> Path:
     for run_dir in run_dirs:
         if not (Path(run_dir) / METRICS_FILE).is_file():
             raise SmolalignError(f"{run_dir}: no {METRICS_FILE} (not a run directory, or its run logged nothing yet)")
+    check_writable(output, "-o", FIGURE_FORMATS)
     try:
         import matplotlib  # noqa: F401
     except ImportError:

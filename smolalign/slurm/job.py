@@ -63,7 +63,10 @@ def emit_job(request: SlurmRequest, job: SlurmJob, plan, notes: list[str]) -> Pa
     for note in notes:
         print(f"note: {note}", file=report)
     text = render_script(job)
-    Path(job.log_dir).mkdir(parents=True, exist_ok=True)  # sbatch does not create it: without it, no logs at all
+    try:
+        Path(job.log_dir).mkdir(parents=True, exist_ok=True)  # sbatch does not create it: without it, no logs at all
+    except OSError as exc:
+        raise SmolalignError(f"--log-dir {job.log_dir}: cannot be made ({exc.strerror or exc})") from None
     if to_stdout:
         sys.stdout.write(text)
         return None

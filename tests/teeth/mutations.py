@@ -874,6 +874,13 @@ MUTATIONS = [
       "        if False:\n            raise pickle.UnpicklingError",
       ("tests/unit/test_bad_input_files.py::test_refused[dcp-metadata-runs-code]",), "any global is unpickled"),
     # ---------------------------------------------------------------------------------------------- CLI contract
+    M("damaged_weights_refused", "a model whose weights file is cut off or damaged (safetensors, a GGUF header) is "
+      "refused with one line naming the source, exit 2", "troubleshooting.md", "smolalign/models/load.py",
+      '        if type(exc).__name__ == "SafetensorError" or isinstance(exc, struct.error):  # a cut-off or damaged file\n',
+      "        if False:\n",
+      ("tests/integration/test_damaged_model_files.py::test_a_cut_off_safetensors_file_is_refused[cut-off]",
+       "tests/integration/test_damaged_model_files.py::test_a_gguf_file_cut_off_in_its_header_is_refused"),
+      "a SafetensorError or struct.error traceback, exit 1"),
     M("unreachable_hub_fails_at_once", "a hub that does not answer is asked once, before the first hub source is "
       "read; the sources are then read from the local caches, and one that is not cached fails at once, naming it "
       "and the reason", "verbs/index.md", "smolalign/hub_access.py",
