@@ -176,6 +176,10 @@ def no_model_loads(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded")
 
+    # Both imported before either is patched: one first imported under the patch would bind the refusal for good
+    # (`from ... import load_model`), and the patch would then "restore" it, failing later tests in this process.
+    import smolalign.pairs.backends  # noqa: F401
+
     for module in ("smolalign.models.load", "smolalign.pairs.backends"):  # where they are defined and where eval's
         monkeypatch.setattr(f"{module}.load_model", refuse)            # generators call them
         monkeypatch.setattr(f"{module}.load_tokenizer", refuse)
