@@ -134,6 +134,8 @@ class Repetition:
     def __init__(self, ngram_size: int = 3, max_penalty: float = -1.0):
         if max_penalty > 0:
             raise ValueError("max_penalty must be <= 0")
+        if ngram_size < 1:
+            raise ValueError(f"ngram_size must be at least 1, got {ngram_size}")
         self.ngram_size, self.max_penalty = ngram_size, max_penalty
         self.required_columns = ()
         self.__name__ = "repetition"

@@ -44,6 +44,8 @@ class MathAccuracy:
     """The lowest and highest score a completion can get (pairs thresholds are checked against it)."""
 
     def __init__(self, gold_column: str = "solution", timeout_seconds: float = 5.0):
+        if not timeout_seconds > 0:
+            raise ValueError(f"timeout_seconds must be above 0, got {timeout_seconds}")
         self.gold_column = gold_column
         self.timeout_seconds = timeout_seconds
         self.required_columns = (gold_column,)

@@ -4,6 +4,8 @@ parameters and weights; `resolve_reward` builds the callable and checks its para
 import importlib.util
 import inspect
 import numbers
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,7 +81,7 @@ def resolve_reward(name: str, params: dict | None = None) -> Callable:
 def _reward_model(name: str, params: dict) -> Callable:
     from rewards.reward_model import PREFIX, RewardModel
 
-    _check_params(name, reward_class(name).__init__, {"location": None, **params})
+    _check_params(name, reward_class(name).__init__, {"location": name[len(PREFIX):], **params})
     try:
         return RewardModel(name[len(PREFIX):], **params)
     except (TypeError, ValueError) as exc:
@@ -100,6 +102,27 @@ def _check_params(name: str, function: Callable, params: dict) -> None:
                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in params]
     if missing:
         raise RewardError(f"reward {name}: parameter {missing[0]!r} is required")
+    try:
+        hints = typing.get_type_hints(function)
+    except Exception:  # an annotation that does not resolve: its values are the reward's own to check
+        hints = {}
+    for key, value in params.items():
+        expected = _simple_types(hints.get(key))
+        # bool is an int to Python, not to a recipe; an int is a fine float
+        if expected and not (isinstance(value, expected) and not (isinstance(value, bool) and bool not in expected)):
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in expected)
+            raise RewardError(f"reward {name}: parameter {key!r} must be {names}, got {value!r:.60}")
+
+
+def _simple_types(annotation) -> tuple[type, ...] | None:
+    """The types a parameter annotated int, float, str or bool (or one of them | None) accepts; None for any other
+    annotation (a list, a mapping, a class), which is left to the reward."""
+    members = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or \
+        typing.get_origin(annotation) is typing.Union else (annotation,)
+    if not members or not all(m in (int, float, str, bool, type(None)) for m in members):
+        return None
+    accepted = set(members) | ({int} if float in members else set())
+    return tuple(accepted)
 
 
 def import_file(path: Path, prefix: str):

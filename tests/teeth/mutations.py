@@ -365,6 +365,12 @@ MUTATIONS = [
       ("tests/integration/test_nothing_left_to_train.py::"
        "test_a_reward_model_whose_every_pair_is_too_long_is_refused_and_some_are_dropped_before_loading",),
       "the dry run passes; the run loads the classifier and dies on an empty dataset, or trains on cut sequences"),
+    M("reward_param_types_checked", "a built-in reward's parameter of the wrong type (a string for a number, true for "
+      "an integer) is refused naming the reward and the parameter", "rewards.md", "rewards/registry.py",
+      "        if expected and not (isinstance(value, expected)", "        if False and not (isinstance(value, expected)",
+      ("tests/unit/test_bad_input_checks.py::test_refused[reward-param-wrong-type]",
+       "tests/unit/test_bad_input_checks.py::test_refused[reward-param-bool-for-int]"),
+      "math_accuracy with timeout_seconds 'x' reads every gold answer as unparseable; ngram_size true counts as 1"),
     M("code_reward_rows_checked", "a row whose tests the code reward cannot run is refused before anything loads, "
       "naming the row", "rewards.md", "rewards/code.py",
       "        self.row_problem = functools.partial(tests_problem, test_column)\n", "",
