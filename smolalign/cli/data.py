@@ -30,6 +30,9 @@ def preview(
     if n < 1:
         raise SmolalignError(f"-n {n}: show at least 1 row")
     stage = recipe_stage(recipe, set_ or [])
+    if stage == "rl":  # its rows are prompts, rendered with the generation prompt: the dry run checks them
+        raise SmolalignError(f"data preview shows the rows sft and po recipes train on; {recipe} is an rl recipe, "
+                             f"whose prompts `smolalign rl {recipe} --dry-run` renders and checks")
     run = load_run(recipe, set_ or [], stage)
     preflight(run)
     tokenizer, template = load_tokenizer(run.recipe.model, run.recipe.template.name, run.source())

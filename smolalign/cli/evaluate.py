@@ -3,6 +3,7 @@ and against a baseline (`smolalign eval runs/x/model --baseline smollm2-135m-ins
 math_accuracy`)."""
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -184,9 +185,12 @@ def _json_object(name: str, text: str) -> dict:
 
 def _number(name: str, text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise SmolalignError(f"--threshold {name}: {text!r} is not a number") from None
+    if not math.isfinite(value):  # nan passes no comparison: every answer would count as failed
+        raise SmolalignError(f"--threshold {name}: {text!r} is not a finite number")
+    return value
 
 
 def register(app: typer.Typer) -> None:

@@ -33,7 +33,8 @@ def is_local(spec: str) -> bool:
 
 def check_json_file(path: Path) -> None:
     """A JSON file that datasets would misread: bytes that are not UTF-8 (they surface later, as a crash in
-    whichever row holds them), or a .json file holding one object (datasets reads its keys as columns)."""
+    whichever row holds them), a file with no rows (datasets' own words do not say so), or a .json file holding one
+    object (datasets reads its keys as columns)."""
     if path.suffix not in (".jsonl", ".json"):
         return
     data = path.read_bytes()
@@ -43,6 +44,8 @@ def check_json_file(path: Path) -> None:
         row = data.count(b"\n", 0, exc.start)
         raise SmolalignError(f"data row {path}#{row}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file "
                              "as UTF-8") from None
+    if not data.strip() or data.strip() == b"[]":  # datasets says StopIteration, or "corresponds to no data"
+        raise SmolalignError(f"data source {path}: holds no rows (the file is {'empty' if data.strip() else '[]'})")
     if path.suffix == ".json" and data.lstrip()[:1] == b"{":
         try:
             whole = json.loads(data)
