@@ -19,7 +19,7 @@ from smolalign.data.encode import Encoder
 from smolalign.data.mixture import ORIGIN, decoded
 from smolalign.data.preference import PreferenceEncoder, check_rows
 from smolalign.data.prepare import Layout, encode_rows, prepare_split
-from smolalign.data.prepare_preference import length_drops, row_lengths
+from smolalign.data.prepare_preference import length_drops, pair_lengths
 from smolalign.errors import SmolalignError
 from smolalign.models.config import model_positions
 from smolalign.models.load import preflight_tokenizer
@@ -189,7 +189,7 @@ def check_preference_rows(run: Run, mixture) -> Checked:
             return encoder.pair_problem(row, decoded(row.get("prompt")), [decoded(row.get(n)) for n in names], names)
         def check_sample(rows, split):
             encoded, _ = check_rows(encode_rows(rows, encoder), run.data.on_untrained)
-            prompt, longest = row_lengths(encoded, mixture.format)
+            prompt, longest = pair_lengths(encoded, mixture.format)
             whole = run.method_spec.scorer
             check_length_budget(longest if whole else prompt, run.settings["max_length"], whole=whole)
         return row_problem, check_sample

@@ -78,7 +78,7 @@ def describe_split(stats: dict) -> str:
     return text
 
 
-def row_lengths(encoded, fmt: str):
+def pair_lengths(encoded, fmt: str):
     """(prompt, prompt + longest answer) tokens of each encoded row, as arrays."""
     import numpy as np
 
@@ -90,7 +90,7 @@ def row_lengths(encoded, fmt: str):
 
 
 def length_drops(prompt, longest, max_length: int | None, whole: bool):
-    """Which rows preparation drops for their length (`row_lengths`): a prompt that alone fills train.max_length
+    """Which rows preparation drops for their length (`pair_lengths`): a prompt that alone fills train.max_length
     (the collator would cut every answer token), or, for a reward model (`whole`: each side is scored as one
     sequence, at its last token, which a cut would move), a side longer than train.max_length."""
     import numpy as np
@@ -105,7 +105,7 @@ def _length_budget(encoded, fmt: str, max_length: int | None, whole: bool):
     import numpy as np
 
     answers = ("chosen_ids", "rejected_ids") if fmt == "preference" else ("completion_ids",)
-    prompt, longest = row_lengths(encoded, fmt)
+    prompt, longest = pair_lengths(encoded, fmt)
     stats = {"rows": len(encoded), "prompt_tokens_mean": float(prompt.mean()) if len(prompt) else 0.0}
     for answer in answers:
         stats[f"{answer.removesuffix('_ids')}_tokens_mean"] = float(np.mean([len(i) for i in encoded[answer]]))

@@ -134,8 +134,9 @@ def add_memory_and_time_rows(plan, run: Run, *, steps: int | None = None, preset
     # few): on a CPU, a smoke test, that bound says little.
     if (budget is None and not setup.gpu and run.target.here and recipe.stage != "rl"
             and (ram := this_machine_memory()) is not None):
-        budget = ram // max(setup.per_node or setup.processes, 1)
-        device += ", per process" if max(setup.per_node or setup.processes, 1) > 1 else ""
+        sharing = max(setup.per_node or setup.processes, 1)
+        budget = ram // sharing
+        device += ", per process" if sharing > 1 else ""
     estimate = _estimate(run, settings, setup, dims, budget)
     where = f"of {describe_bytes(budget)} ({device})" if budget else f"({device}, {setup.dtype})"
     shards = SHARDINGS[setup.sharding] + (f" × {setup.processes}" if setup.processes > 1 else "")
