@@ -69,19 +69,24 @@ def refuse_resuming_a_finished_run(checkpoint: Path, max_steps: int) -> None:
                              "train on, or pass --overwrite to train again")
 
 
+def recipe_changes(run_dir: Path, resolved: dict) -> list[str]:
+    """The keys of `resolved` whose values differ from the recipe the run in `run_dir` started with (its
+    recipe.yaml), sorted; none when it has no recipe.yaml or a damaged one (kept aside and reported when the new one
+    is written)."""
+    path = run_dir / RECIPE_FILE
+    try:
+        before = load_yaml(path.read_text(errors="replace")) if path.is_file() else None
+    except SmolalignError:
+        return []
+    return sorted(_changed_keys(before, resolved)) if isinstance(before, dict) else []
+
+
 def refuse_an_incompatible_resume(run_dir: Path, resolved: dict) -> None:
     """A resume whose recipe changed one of RESUME_MUST_MATCH since the run started (its recipe.yaml) is refused
     before anything loads: the checkpoint would fail to load into the new model or optimizer (LoRA adapters on a
     full fine-tune's weights, SGD on AdamW's state), after the weights had loaded."""
-    path = run_dir / RECIPE_FILE
-    try:
-        before = load_yaml(path.read_text(errors="replace")) if path.is_file() else None
-    except SmolalignError:  # a damaged recipe is kept aside and reported when the new one is written
-        return
-    if not isinstance(before, dict):
-        return
-    changed = sorted(key for key in _changed_keys(before, resolved)
-                     if any(key == kept or key.startswith(f"{kept}.") for kept in RESUME_MUST_MATCH))
+    changed = [key for key in recipe_changes(run_dir, resolved)
+               if any(key == kept or key.startswith(f"{kept}.") for kept in RESUME_MUST_MATCH)]
     if changed:
         raise SmolalignError(f"--resume: {', '.join(changed)} changed since {run_dir} started (its {RECIPE_FILE}): its "
                              "checkpoints hold weights and optimizer state for the old recipe and cannot be loaded; "

@@ -10,12 +10,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from smolalign.errors import RunFailure
+from smolalign.errors import RunFailure, SmolalignError
 from smolalign.evaluation.run import EVAL_FILE, check_stage_eval, evaluate_stage
 from smolalign.launch import check_not_data_parallel
 from smolalign.resolve import Run
 from smolalign.runs.card import write_cards
-from smolalign.runs.rundir import MODEL_DIR, is_trained
+from smolalign.runs.rundir import MODEL_DIR, RECIPE_FILE, is_trained, recipe_changes
 from smolalign.stages.registry import run_stage
 from smolalign.sweep.grid import Cell
 
@@ -46,6 +46,26 @@ def cell_state(run_dir: Path) -> str:
     if trained:
         return "evaluate"
     return "resume" if run_dir.is_dir() and any(run_dir.iterdir()) else "new"
+
+
+def refuse_stale_cells(runs: list[CellRun]) -> None:
+    """A cell trained, or started, with another recipe than the cell's recipe now (the base recipe or a `--set`
+    edited since) is refused before any cell runs: skipped or resumed, it would be compared as if trained with the
+    new one. The accumulation that `launch.global_batch_size` derives for the processes of the run is left out: the
+    global batch it keeps is compared."""
+    for run in runs:
+        if cell_state(run.run_dir) == "new":
+            continue
+        resolved = run.resolved.resolved_recipe()
+        derived = {"train.gradient_accumulation_steps"} if (resolved.get("launch") or {}).get("global_batch_size") \
+            else set()
+        changed = [key for key in recipe_changes(run.run_dir, resolved) if key not in derived]
+        if changed:
+            raise SmolalignError(
+                f"sweep cell {run.cell.name}: {', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''} changed "
+                f"since the cell started (its {run.run_dir / RECIPE_FILE}): the sweep would compare it as if it had "
+                "run the recipe as it is now; undo the change, move the cell's folder away to train it again, or "
+                "pass --overwrite to train every cell again")
 
 
 def stage_command(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | None, num_processes: int | None

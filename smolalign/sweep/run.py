@@ -17,7 +17,15 @@ from smolalign.recipe.validate import recipe_stage
 from smolalign.resolve import load_run
 from smolalign.runs.rundir import default_run_dir
 from smolalign.slurm.job import check_stage
-from smolalign.sweep.cells import CELL_OVERRIDES, CellRun, cell_state, run_cell, run_cell_here, stage_command
+from smolalign.sweep.cells import (
+    CELL_OVERRIDES,
+    CellRun,
+    cell_state,
+    refuse_stale_cells,
+    run_cell,
+    run_cell_here,
+    stage_command,
+)
 from smolalign.sweep.compare import compare
 from smolalign.sweep.grid import Cell, expand, parse_grid
 
@@ -55,7 +63,8 @@ class Sweep:
 
 
 def plan_sweep(request: SweepRequest, hardware=None) -> Sweep:
-    """Every cell validated (exit 2 naming the cell and the key on any problem), before anything is written."""
+    """Every cell validated (exit 2 naming the cell and the key on any problem), and the cells already on disk checked
+    against their recipes now (without --overwrite), before anything is written."""
     path = recipe_path(request.recipe)
     axes = parse_grid(request.grid)
     cells = expand(axes, request.seeds)
@@ -69,7 +78,10 @@ def plan_sweep(request: SweepRequest, hardware=None) -> Sweep:
             raise SmolalignError(f"sweep cell {cells[0].name}: {exc}") from None
     directory = (request.output_dir or default_run_dir(str(path), stage)).expanduser().resolve()
     runs = [_validate(path, cell, directory, hardware, request.overrides) for cell in cells]
-    return Sweep(path, directory, axes, request.seeds, runs)
+    sweep = Sweep(path, directory, axes, request.seeds, runs)
+    if not request.overwrite:
+        refuse_stale_cells([_array_cell(sweep)] if request.array_task else runs)
+    return sweep
 
 
 def _validate(path: Path, cell: Cell, directory: Path, hardware, common: list[str]) -> CellRun:

@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pytest
+import yaml
 from tiny_models import chat_rows, write_jsonl
 
 
@@ -84,6 +85,16 @@ def test_two_cells_run_evaluate_compare_and_resume(cli, sweep_recipe, tmp_path):
     assert code == 0, err
     assert {k: v for k, v in mtimes(cut_off / "model").items() if k != "README.md"} == model_files
     assert (cut_off / "eval.json").is_file() and "## Evaluation" in (cut_off / "model" / "README.md").read_text()
+
+    # The base recipe edited since: the finished cells ran the old one, so the sweep is refused before any cell
+    # runs (skipped, they would be compared as if they had run the new one), naming the key; nothing is touched.
+    before = {name: mtimes(out_dir / name) for name in CELLS}
+    recipe = yaml.safe_load(sweep_recipe.read_text())
+    recipe["train"]["warmup_steps"] = 1
+    sweep_recipe.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    code, _, err = cli("sweep", sweep_recipe, "--grid", "train.learning_rate=0.05,0.0", "-o", out_dir)
+    assert code == 2 and f"sweep cell {CELLS[0]}: train.warmup_steps changed" in err, err
+    assert {name: mtimes(out_dir / name) for name in CELLS} == before
 
 
 SCONTROL = """#!/bin/bash

@@ -250,6 +250,11 @@ MUTATIONS = [
       "    if True:\n",
       ("tests/unit/test_precision.py::test_the_plan_names_the_optimizer_that_updates_bf16_weights",),
       "the plan claims stochastic rounding for adafactor and 8-bit AdamW, which round to the nearest"),
+    M("sweep_stale_cells_refused", "a sweep cell on disk that ran another recipe than the cell's recipe now is "
+      "refused before any cell runs, naming the changed keys", "verbs/sweep.md", "smolalign/sweep/run.py",
+      "        refuse_stale_cells([_array_cell(sweep)] if request.array_task else runs)\n", "        pass\n",
+      ("tests/integration/test_sweep.py::test_two_cells_run_evaluate_compare_and_resume",),
+      "the finished cells are skipped and compared as if they had trained with the edited recipe"),
     M("sweep_compiled_kernels_kept", "a sweep keeps compiled kernels under SMOLALIGN_CACHE/compile too: a Slurm array "
       "task trains its cell in the sweep command's own process", "scaling/memory.md", "smolalign/cli/sweep.py",
       "    keep_compiled_kernels()  # before anything imports TRL", "    pass  # before anything imports TRL",
