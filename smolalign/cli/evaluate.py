@@ -63,8 +63,8 @@ def evaluate_command(
                                                          "module:Class: one per answer, reset with its prompt's row; "
                                                          "its methods are LABEL+tools' tools and its get_reward() a "
                                                          "reward row.")] = None,
-    max_turns: Annotated[int, typer.Option(help="With --tools or --environment: tool calls per answer at "
-                                                "most.")] = 4,
+    max_turns: Annotated[int | None, typer.Option(help="With --tools or --environment: tool calls per answer at "
+                                                       "most (default 4).")] = None,
     card: Annotated[Path | None, typer.Option("--card", help="A run directory one of the MODELs comes from (RUN_DIR/"
                                                              "model): the results go into its model card "
                                                              "(model-index and the intervals table).")] = None,

@@ -6,6 +6,8 @@ from typing import Any, Literal
 from smolalign.recipe.data_schema import SourceSection
 
 EVAL_MODES = ("think", "no_think")
+DEFAULT_MAX_TURNS = 4
+"""Tool calls per answer at most, for an evaluation (and a GRPO recipe's tools:) that does not say."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,9 @@ class EvalSection:
     """Tools the models may call (python, path/to/file.py:function, module:function): each model is evaluated twice,
     as LABEL without tools and LABEL+tools with them, and LABEL+tools compared with LABEL (paired). Adds the
     tool-call rate (answers with a call) and tool errors per answer to the tables."""
-    max_turns: int = 4
-    """With tools: tool calls (rounds) per answer at most; an answer still calling a tool then ends there."""
+    max_turns: int | None = None
+    """With tools: tool calls (rounds) per answer at most (4 when unset); an answer still calling a tool then ends
+    there. Without tools or an environment it is refused: nothing would read it."""
     environment: str | None = None
     """A stateful environment (path/to/file.py:Class, module:Class), as a GRPO recipe's tools.environment: one
     instance per answer, reset with the prompt's row; its public methods are LABEL+tools' tools, LABEL answers the same
@@ -88,7 +91,15 @@ class EvalSection:
             raise ValueError(f"unknown backend {self.backend!r}; one of transformers, vllm, openai")
         if (self.tools or self.environment) and self.backend == "openai":
             raise ValueError("tools run in smolalign's own generation loop: use backend transformers or vllm")
-        if self.max_turns < 1:
+        if self.max_turns is not None and not (self.tools or self.environment):
+            raise ValueError("max_turns limits the tool calls of the models evaluated with tools; without tools or "
+                             "environment nothing reads it: add them, or drop max_turns")
+        if self.max_turns is None and (self.tools or self.environment):
+            object.__setattr__(self, "max_turns", DEFAULT_MAX_TURNS)  # frozen; filled so the resolved recipe shows it
+        if self.max_turns is not None and self.max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend openai needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        if self.base_url and self.backend != "openai":
+            raise ValueError(f"base_url is read by backend openai only (a running server); with backend "
+                             f"{self.backend} the models are loaded here: add backend openai, or drop base_url")

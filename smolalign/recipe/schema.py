@@ -6,7 +6,7 @@ from typing import Any, Literal
 from rewards.errors import suggest
 from smolalign.gpus import gpu_named, parse_size
 from smolalign.recipe.data_schema import DataSection, SourceSection
-from smolalign.recipe.eval_schema import EvalSection
+from smolalign.recipe.eval_schema import DEFAULT_MAX_TURNS, EvalSection
 from smolalign.recipe.generation_schema import (
     GenerationSection,
     GeneratorSection,
@@ -149,7 +149,7 @@ class ToolsSection:
     environment: str | None = None
     """A stateful environment, `path/to/file.py:Class` or `module:Class` (TRL's `environment_factory`): one instance
     per answer, its `reset()` called first, its public methods the tools."""
-    max_turns: int = 4
+    max_turns: int = DEFAULT_MAX_TURNS
     """Tool calls (rounds) per answer at most; an answer still calling a tool then ends there, counted in the logs."""
     timeout: float = 10.0
     """Seconds a call may take: the python tool's CPU limit, a team function's wall-clock limit. A call that takes

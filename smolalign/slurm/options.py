@@ -66,6 +66,9 @@ def check_request(request: SlurmRequest) -> None:
     if request.vllm_nodes > 1:
         raise SmolalignError(f"--vllm-nodes {request.vllm_nodes}: the trainer talks to one `trl vllm-serve` server, which runs "
                              "on one node (tensor parallel within it); use --vllm-nodes 1")
+    if request.vllm_set and not request.vllm_nodes:
+        raise SmolalignError("--vllm-set configures the `trl vllm-serve` server of --vllm-nodes 1; without it the job "
+                             "starts no server: add --vllm-nodes 1, or drop --vllm-set")
     if request.gpus_per_node < 1:
         raise SmolalignError(f"--gpus-per-node must be at least 1, got {request.gpus_per_node}")
     if not 1 <= request.main_process_port <= 65535:

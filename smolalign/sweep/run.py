@@ -68,6 +68,7 @@ def plan_sweep(request: SweepRequest, hardware=None) -> Sweep:
     path = recipe_path(request.recipe)
     axes = parse_grid(request.grid)
     cells = expand(axes, request.seeds)
+    refuse_overridden_axes(request.overrides, cells[0].overrides)
     if not isinstance(read_recipe(path).get("eval"), dict):
         raise SmolalignError(f"{path.name} has no eval: section: a sweep compares its cells with the recipe's "
                              "evaluation; add eval: (data and rewards, e.g. rewards: [{name: math_accuracy}])")
@@ -82,6 +83,17 @@ def plan_sweep(request: SweepRequest, hardware=None) -> Sweep:
     if not request.overwrite:
         refuse_stale_cells([_array_cell(sweep)] if request.array_task else runs)
     return sweep
+
+
+def refuse_overridden_axes(overrides: list[str], cell_overrides: tuple[str, ...]) -> None:
+    """A `--set` of a key the grid sets too (--seeds sets train.seed) is refused: each cell's value would replace it
+    without a word."""
+    swept = {item.partition("=")[0].strip() for item in cell_overrides}
+    for item in overrides:
+        key = item.partition("=")[0].strip()
+        if key in swept:
+            raise SmolalignError(f"--set {item}: the sweep's grid sets {key} in every cell, so this value would never "
+                                 "be used; drop the --set, or list the value in the grid")
 
 
 def _validate(path: Path, cell: Cell, directory: Path, hardware, common: list[str]) -> CellRun:

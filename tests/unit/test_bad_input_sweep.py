@@ -52,6 +52,10 @@ CASES = [
          {**_FILES, "r.yaml": _recipe(eval=None)}),
     Case("eval-data-missing", _sweep("--grid", "train.max_steps=1,2"), ("{dir}/held_out.jsonl",),
          {"r.yaml": _recipe(), "chat.jsonl": _CHAT}),
+    Case("set-of-a-grid-key", _sweep("--grid", "train.max_steps=1,2", "--set", "train.max_steps=3"),
+         ("--set train.max_steps=3", "grid"), _FILES),
+    Case("set-seed-with-seeds", _sweep("--grid", "train.max_steps=1,2", "--seeds", "2", "--set", "train.seed=5"),
+         ("--set train.seed=5",), _FILES),
     Case("slurm-unknown-setting", _sweep("--grid", "train.max_steps=1,2", "--slurm", "partiton=gpu"),
          ("--slurm partiton", "partition"), _FILES),
 ]
