@@ -15,15 +15,43 @@ from smolalign.recipe.data_schema import SourceSection
 LOCAL_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
-def local_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in LOCAL_BUILDERS and p.is_file())
-        if not files:
-            raise SmolalignError(f"data source {path}: the folder holds no .jsonl, .json or .parquet file")
-        return files
-    if path.suffix not in LOCAL_BUILDERS:
-        raise SmolalignError(f"data source {path}: unsupported file type {path.suffix!r} (use .jsonl, .json or .parquet)")
-    return [path]
+def local_files(path: Path, split: str = "train") -> list[Path]:
+    """The files of `split` in a local file or folder. A folder's files name their splits as a hub dataset's do
+    (datasets' own rules: data/train-00000-of-00002.parquet, validation.jsonl, test_sft-*.parquet); a folder whose
+    files name none is one train split. A single file is read whole: its split is train."""
+    if not path.is_dir():
+        if path.suffix not in LOCAL_BUILDERS:
+            raise SmolalignError(f"data source {path}: unsupported file type {path.suffix!r} (use .jsonl, .json or "
+                                 ".parquet)")
+        if split != "train":
+            raise SmolalignError(f"data source {path}: split {split!r} picks a part of a dataset, and a file is read "
+                                 "whole (its split is train): drop split, or point the source at that split's file")
+        return [path]
+    files = sorted(p for p in path.rglob("*") if p.suffix in LOCAL_BUILDERS and p.is_file())
+    if not files:
+        raise SmolalignError(f"data source {path}: the folder holds no .jsonl, .json or .parquet file")
+    splits = folder_splits(path, files)
+    named = {f for chosen in splits.values() for f in chosen}
+    if left := [f for f in files if f not in named]:
+        raise SmolalignError(f"data source {path}: {left[0].relative_to(path)} names no split, beside files that do "
+                             f"({', '.join(sorted(splits))}): it would not be read; rename it, move it out, or point "
+                             "the source at a file")
+    if split not in splits:
+        raise SmolalignError(f"data source {path}: no split {split!r} in this folder; its file names make the splits "
+                             f"{', '.join(sorted(splits))}: set split: to one of them")
+    return splits[split]
+
+
+def folder_splits(path: Path, files: list[Path]) -> dict[str, list[Path]]:
+    """The folder's splits as datasets names them from the file names ({"train": every file} when none is named),
+    with the files among `files`."""
+    from datasets.data_files import DataFilesDict, get_data_patterns
+
+    found = DataFilesDict.from_patterns(get_data_patterns(str(path)), base_path=str(path))
+    ours = {f.resolve(): f for f in files}
+    splits = {str(name): [ours[p] for p in sorted({Path(f).resolve() for f in chosen}) if p in ours]
+              for name, chosen in found.items()}
+    return {name: chosen for name, chosen in splits.items() if chosen}
 
 
 def is_local(spec: str) -> bool:
@@ -74,7 +102,7 @@ def fingerprint_of(source: SourceSection) -> str:
         path = Path(source.path).expanduser()
         if not path.exists():
             raise SmolalignError(f"data source {source.path}: no such file or folder")
-        return ";".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in local_files(path))
+        return ";".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in local_files(path, source.split))
     return f"hub:{source.path}:{source.name}:{source.split}"
 
 
@@ -92,7 +120,11 @@ def load_source(source: SourceSection):
             path = Path(source.path).expanduser()
             if not path.exists():
                 raise SmolalignError(f"data source {source.path}: no such file or folder")
-            files = local_files(path)
+            if source.name is not None:
+                raise SmolalignError(f"data source {source.path}: name {source.name!r} is a hub dataset's "
+                                     "configuration; for local files, point the source at that configuration's "
+                                     "folder")
+            files = local_files(path, source.split)
             builders = {LOCAL_BUILDERS[f.suffix] for f in files}
             if len(builders) > 1:
                 raise SmolalignError(f"data source {source.path}: mixes JSON and Parquet files; split it into two sources")

@@ -15,7 +15,7 @@ class SourceSection:
     name: str | None = None
     """Hub dataset configuration name."""
     split: str = "train"
-    """The split of a hub dataset to read; local files are read whole."""
+    """The split of a hub dataset to read; local files are read whole (another split is refused for them)."""
     weight: float = 1.0
     """Share of the source kept: 0.5 keeps a random half, 2.0 repeats it twice, 1.5 once plus a random half."""
     columns: list[str] | dict[str, str] | None = None
@@ -40,6 +40,8 @@ class SourceSection:
             return
         if self.name is not None:
             raise ValueError("name is a hub dataset's configuration; a reasoning_gym: source takes config:")
+        if self.split != "train":
+            raise ValueError("split is a hub dataset's; a reasoning_gym: source generates its rows (size:, seed:)")
         check_task(task, self.config, self.seed, self.size)
 
 
