@@ -7,6 +7,7 @@ head (its config names no `*ForSequenceClassification` architecture: transformer
 score noise), or a head with more than one label. Try one: `smolalign rewards test model:runs/rm/model --completions F`.
 """
 
+from pathlib import Path
 from typing import Any
 
 from rewards.errors import RewardError
@@ -87,8 +88,14 @@ class RewardModel:
 
 
 def _classifier_config(location: str):
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
     from transformers import AutoConfig
 
+    if not Path(location).expanduser().exists():
+        try:
+            validate_repo_id(location)
+        except HFValidationError:  # its own words ("Repo id must be in the form ...") hide the missing folder
+            raise RewardError(f"reward {PREFIX}{location}: no such directory (nor a hub id, namespace/name)") from None
     try:
         config = AutoConfig.from_pretrained(location)
     except (OSError, ValueError) as exc:

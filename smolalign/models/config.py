@@ -2,10 +2,12 @@
 each model's precision on a CPU are decided from."""
 
 import functools
+import struct
 from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.models.gguf_read import read_once
+from smolalign.models.read_errors import damaged
 from smolalign.models.sources import checkpoint_cache_dir, gguf_cache_dir
 
 
@@ -35,7 +37,9 @@ def read_config(source, key: str = "model.source"):
         if kind == "hub":
             return None
         raise SmolalignError(f"{key} {spec}: its config cannot be read ({str(exc).splitlines()[0]})") from None
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, struct.error) as exc:
+        if damaged(source, exc):
+            raise SmolalignError(f"{key} {spec}: a weights file is damaged or cut off: {exc}") from None
         raise SmolalignError(f"{key} {spec}: its config cannot be read ({exc})") from None
 
 

@@ -11,7 +11,6 @@ import shutil
 import struct
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 from smolalign import hub_access
@@ -22,36 +21,12 @@ from smolalign.hardware import Hardware, autocast_attention
 from smolalign.models import cpu_attention
 from smolalign.models.config import model_width
 from smolalign.models.gguf_read import read_once
+from smolalign.models.read_errors import damaged, refuse_a_folder_without_tokenizer, source_errors
 from smolalign.models.sources import ModelSource, checkpoint_cache_dir, gguf_cache_dir, resolve_model
 from smolalign.recipe.schema import ModelSection
 from smolalign.target import Target
 from smolalign.templates.registry import ChatTemplate, resolve_template
 from smolalign.templates.render import render
-
-
-@contextlib.contextmanager
-def _source_errors(source: ModelSource) -> Iterator[None]:
-    """Turn a hub or file failure while loading into one message naming the source; a hub source asks first whether
-    the hub answers (`hub_access`), so that an unreachable one fails at once from the local cache."""
-    offline = hub_access.offline_reason() if source.kind == "hub" else None
-    try:
-        yield
-    except SmolalignError:
-        raise
-    except Exception as exc:
-        if type(exc).__name__ == "SafetensorError" or isinstance(exc, struct.error):  # a cut-off or damaged file
-            raise SmolalignError(f"model source {source.label}: a weights file is damaged or cut off "
-                                 f"({' '.join(str(exc).split()) or type(exc).__name__})") from None
-        if not isinstance(exc, (OSError, ValueError)):
-            raise
-        if offline:  # the library's own words only repeat it
-            raise SmolalignError(f"model source {source.label}: not in the local cache, and {offline}; download it "
-                                 f"where the hub answers (hf download {source.location}) or point the source at a "
-                                 "directory") from None
-        if source.kind == "hub":
-            raise SmolalignError(f"model source {source.label}: it could not be downloaded "
-                                 f"({str(exc).splitlines()[0]})") from None
-        raise SmolalignError(f"model source {source.label}: {str(exc).splitlines()[0]}") from None
 
 
 def local_dir(source: ModelSource) -> str:
@@ -68,7 +43,7 @@ def local_dir(source: ModelSource) -> str:
 
     gguf = Path(source.location)
     print(f"converting {gguf.name} to a transformers checkpoint in {target} (once)")
-    with _source_errors(source), read_once():
+    with source_errors(source), read_once():
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype="float32")
     # GGUF tokenizers come with WordPiece-style clean-up on, which mangles BPE output ("a ." -> "a.").
@@ -117,7 +92,8 @@ def load_tokenizer(section: ModelSection, template_name: str, source: ModelSourc
     from transformers import AutoTokenizer
 
     source = source or resolve_model(section)
-    with _source_errors(source):
+    refuse_a_folder_without_tokenizer(source)
+    with source_errors(source):
         tokenizer = AutoTokenizer.from_pretrained(local_dir(source), revision=source.revision,
                                                   trust_remote_code=section.trust_remote_code)
     return _with_template(tokenizer, section, template_name)
@@ -143,12 +119,15 @@ def preflight_tokenizer(section: ModelSection, template_name: str, source: Model
                                                              "clean_up_tokenization_spaces": False}
     elif source.kind == "checkpoint" and not _converted(source):
         where = source.tokenizer
+    refuse_a_folder_without_tokenizer(source)
     try:
         with read_once() if kwargs.get("gguf_file") else contextlib.nullcontext():  # gguf imported only for GGUF
             tokenizer = AutoTokenizer.from_pretrained(where, revision=source.revision if source.kind == "hub" else None,
                                                       trust_remote_code=section.trust_remote_code, **kwargs)
-    except (OSError, ValueError) as exc:
-        raise SmolalignError(f"model.source {source.label}: {' '.join(str(exc).split()) or type(exc).__name__}") from None
+    except (OSError, ValueError, struct.error) as exc:
+        damage = "a weights file is damaged or cut off: " if damaged(source, exc) else ""
+        raise SmolalignError(f"model.source {source.label}: {damage}"
+                             f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
     return _with_template(tokenizer, section, template_name)
 
 
@@ -220,7 +199,7 @@ def load_model(section: ModelSection, dtype: str, hardware: Hardware, tokenizer,
     auto_class = AutoModelForSequenceClassification if scorer else AutoModelForCausalLM
     if scorer:
         kwargs["num_labels"] = 1
-    with _source_errors(source):
+    with source_errors(source):
         model = auto_class.from_pretrained(local_dir(source), **kwargs)
     if source.kind == "hub" and source.revision:
         # TRL builds its colocated vLLM engine from `model.name_or_path` alone, which for a hub id loads `main`: the

@@ -149,7 +149,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         if not all(part.strip() for part in parts):
             raise SmolalignError(f"--set {item!r}: the key {key.strip()!r} has an empty part; write dotted keys like "
                                  "train.learning_rate")
-        value = parse_value(text)
+        value = parse_value(text, f"--set {key.strip()}={text}")
         node: Any = result
         for depth, part in enumerate(parts[:-1]):
             where = ".".join(parts[: depth + 1])

@@ -45,16 +45,17 @@ def load_yaml(text: str, source: str = "<string>") -> Any:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
+        where = f" line {mark.line + 1}" if mark is not None and "\n" in text.strip() else ""
         problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
         raise SmolalignError(f"{source}{where}: invalid YAML ({problem})") from None
 
 
-def parse_value(text: str) -> Any:
-    """A `--set` value, typed as YAML would type it (`3` -> int, `2e-5` -> float, `[a, b]` -> list)."""
+def parse_value(text: str, option: str = "--set value") -> Any:
+    """A `--set` value, typed as YAML would type it (`3` -> int, `2e-5` -> float, `[a, b]` -> list); a value that is
+    not YAML is an error naming `option` (`--set train.learning_rate`)."""
     if text == "":
         return ""
-    return load_yaml(text, source="--set value")
+    return load_yaml(text, source=option)
 
 
 def dump_yaml(data: Any) -> str:

@@ -46,10 +46,7 @@ def parse_grid(specs: list[str]) -> list[tuple[str, list[str]]]:
         if len(set(values)) != len(values):
             raise SmolalignError(f"--grid {key}: a value is listed twice in {text!r}")
         for value in values:
-            try:
-                parse_value(value)
-            except SmolalignError as exc:
-                raise SmolalignError(f"--grid {key}={value}: {exc}") from None
+            parse_value(value, f"--grid {key}={value}")
         axes.append((key, values))
     return axes
 

@@ -891,13 +891,21 @@ MUTATIONS = [
       "        if False:\n            raise pickle.UnpicklingError",
       ("tests/unit/test_bad_input_files.py::test_refused[dcp-metadata-runs-code]",), "any global is unpickled"),
     # ---------------------------------------------------------------------------------------------- CLI contract
-    M("damaged_weights_refused", "a model whose weights file is cut off or damaged (safetensors, a GGUF header) is "
-      "refused with one line naming the source, exit 2", "troubleshooting.md", "smolalign/models/load.py",
-      '        if type(exc).__name__ == "SafetensorError" or isinstance(exc, struct.error):  # a cut-off or damaged file\n',
-      "        if False:\n",
+    M("damaged_weights_refused", "a model whose weights file is cut off or damaged (safetensors, a GGUF header or its "
+      "tensor data) is refused with one line naming the source, exit 2, by the dry run too",
+      "troubleshooting.md", "smolalign/models/read_errors.py",
+      '    return (type(exc).__name__ == "SafetensorError" or isinstance(exc, struct.error)\n'
+      '            or (source.kind == "gguf" and isinstance(exc, ValueError) and "cannot reshape array" in str(exc)))\n',
+      "    return False\n",
       ("tests/integration/test_damaged_model_files.py::test_a_cut_off_safetensors_file_is_refused[cut-off]",
-       "tests/integration/test_damaged_model_files.py::test_a_gguf_file_cut_off_in_its_header_is_refused"),
-      "a SafetensorError or struct.error traceback, exit 1"),
+       *(f"tests/integration/test_damaged_model_files.py::test_a_gguf_file_cut_off_is_refused[{case}]"
+         for case in ("in-its-header", "in-its-tensors"))),
+      "a SafetensorError or struct.error traceback, exit 1; a GGUF cut in its tensors says \"cannot reshape array\""),
+    M("folder_without_tokenizer_named", "a model folder saved without its tokenizer is named so, in the dry run and "
+      "when loading", "troubleshooting.md", "smolalign/models/read_errors.py",
+      "    if source.kind == \"dir\" and folder.is_dir() and not any(", "    if False and not any(",
+      ("tests/integration/test_damaged_model_files.py::test_a_model_folder_saved_without_its_tokenizer_is_named_so",),
+      "transformers' words: \"Couldn't instantiate the backend tokenizer from one of: ...\""),
     M("unreachable_hub_fails_at_once", "a hub that does not answer is asked once, before the first hub source is "
       "read; the sources are then read from the local caches, and one that is not cached fails at once, naming it "
       "and the reason", "verbs/index.md", "smolalign/hub_access.py",

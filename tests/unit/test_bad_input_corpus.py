@@ -120,7 +120,7 @@ CLI_ARGUMENTS = [
          {"r.yaml": sft_recipe(), "chat.jsonl": _CHAT}),
     Case("set-through-scalar", (*DRY, "--set", "train.max_steps.x=2"), ("train.max_steps",),
          {"r.yaml": sft_recipe(), "chat.jsonl": _CHAT}),
-    Case("set-bad-yaml-value", (*DRY, "--set", "train.max_steps=[1"), ("--set value",),
+    Case("set-bad-yaml-value", (*DRY, "--set", "train.max_steps=[1"), ("--set train.max_steps=[1", "invalid YAML"),
          {"r.yaml": sft_recipe(), "chat.jsonl": _CHAT}),
     Case("sft-missing-recipe", ("sft",), ("recipe",)),
     Case("sft-unknown-option", ("sft", "{dir}/r.yaml", "--bogus"), ("--bogus",)),
@@ -206,6 +206,9 @@ CLI_ARGUMENTS = [
     Case("slurm-vllm-set-without-vllm-nodes", ("launch", "slurm", "quickstart/sft", "--nodes", "1", "--script",
                                                "{dir}/job.sbatch", "--vllm-set", "max_model_len=4096"),
          ("--vllm-set", "--vllm-nodes 1")),
+    Case("eval-reward-model-folder-missing", ("eval", "{tiny}", "--data", "{dir}/eval.jsonl", "--reward",
+                                              "model:{dir}/rm"), ("model:{dir}/rm", "no such directory"),
+         {"eval.jsonl": jsonl(GOOD_PROMPT)}),
     Case("slurm-lr-negative", ("launch", "slurm", "{dir}/r.yaml", "--nodes", "1", "--script", "{dir}/job.sbatch"),
          ("train.learning_rate",), {"r.yaml": sft_recipe(train={"learning_rate": -1}), "chat.jsonl": _CHAT}),
 ]

@@ -54,7 +54,7 @@ CASES = [
           _recipe({"scorer": [{"name": "math_acuracy"}]})),
     _case("graded-reward-model-without-head", ("pairs.graded.scorer.0", "no classification head"),
           _recipe({"scorer": [{"name": "model:{tiny}"}]})),
-    _case("graded-reward-model-missing", ("pairs.graded.scorer.0", "{dir}/rm", "does not load"),
+    _case("graded-reward-model-missing", ("pairs.graded.scorer.0", "{dir}/rm", "no such directory"),
           _recipe({"scorer": [{"name": "model:{dir}/rm"}]})),
     _case("graded-judge-not-answering", ("pairs.graded.scorer.0", "127.0.0.1:9", "does not answer"),
           _recipe({"scorer": [{"name": "judge", "params": {"base_url": "http://127.0.0.1:9/v1", "model": "j",

@@ -74,10 +74,15 @@ def test_bad_judge_parameters(params, message):
 
 
 def test_reward_model_that_does_not_exist_is_refused(tmp_path):
-    with pytest.raises(RewardError, match="model:.*does not load"):
+    with pytest.raises(RewardError, match="model:.*no such directory"):
         resolve_reward(f"model:{tmp_path / 'missing'}")
 
 
 def test_a_causal_lm_is_not_a_reward_model(tiny_dir):
     with pytest.raises(RewardError, match="no classification head .*LlamaForCausalLM"):
         resolve_reward(f"model:{tiny_dir}")
+
+
+def test_a_folder_that_holds_no_model_is_refused_as_not_loading(tmp_path):
+    with pytest.raises(RewardError, match="model:.*does not load"):
+        resolve_reward(f"model:{tmp_path}")
