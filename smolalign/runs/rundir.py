@@ -47,11 +47,17 @@ def last_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
-def at_the_last_step(checkpoint: Path, max_steps: int) -> bool:
-    """Whether `checkpoint` already holds the step train.max_steps asks for (transformers' Trainer, resumed from it,
-    would train one step more before it checks)."""
-    step = read_json_object(checkpoint / "trainer_state.json").get("global_step")
-    return max_steps > 0 and isinstance(step, int) and step >= max_steps
+def at_the_last_step(checkpoint: Path, max_steps: int, same_recipe: bool = False) -> bool:
+    """Whether `checkpoint` already holds the run's last step: the one train.max_steps asks for, or, without it, the
+    last one the trainer counted for its epochs, when the recipe is the one the run started with (`same_recipe`).
+    transformers' Trainer, resumed from it, would train one step more before it checks."""
+    state = read_json_object(checkpoint / "trainer_state.json")
+    step, planned = state.get("global_step"), state.get("max_steps")
+    if not isinstance(step, int):
+        return False
+    if max_steps > 0:
+        return step >= max_steps
+    return same_recipe and isinstance(planned, int) and 0 < planned <= step
 
 
 def is_trained(run_dir: Path) -> bool:
@@ -59,14 +65,22 @@ def is_trained(run_dir: Path) -> bool:
     return (run_dir / MODEL_DIR).is_dir() and "result" in read_manifest(run_dir)
 
 
-def refuse_resuming_a_finished_run(checkpoint: Path, max_steps: int) -> None:
-    """A run whose newest checkpoint holds its last step and whose model is saved is finished: refused on the main
-    process before anything is written (resumed, the Trainer would train past the end and save over the model). Cut
-    off in its final save, it is resumed to save the model only (stages.lifecycle.train_and_save)."""
-    if at_the_last_step(checkpoint, max_steps) and is_trained(checkpoint.parent):
-        raise SmolalignError(f"--resume: {checkpoint.name} already reached train.max_steps {max_steps}, so the run is "
-                             f"finished (its model is {checkpoint.parent / MODEL_DIR}); raise train.max_steps to "
-                             "train on, or pass --overwrite to train again")
+def refuse_resuming_a_finished_run(checkpoint: Path, max_steps: int, resolved: dict) -> None:
+    """A run whose newest checkpoint holds its last step (by train.max_steps, or by the epochs of an unchanged recipe)
+    and whose model is saved is finished: refused on the main process before anything is written (resumed, the
+    Trainer would train past the end and save over the model). Cut off in its final save, it is resumed to save the
+    model only (stages.lifecycle.train_and_save)."""
+    run_dir = checkpoint.parent
+    # By epochs, the last step is the trainer's count for the data and batch it had: only the same recipe is sure
+    # to have none left (another is resumed, and stops before a step if none is left: lifecycle.no_step_callback).
+    same_recipe = (run_dir / RECIPE_FILE).is_file() and not recipe_changes(run_dir, resolved)
+    if at_the_last_step(checkpoint, max_steps, same_recipe) and is_trained(run_dir):
+        limit = (f"train.max_steps {max_steps}" if max_steps > 0 else
+                 f"the last step of its train.num_train_epochs, {resolved.get('train', {}).get('num_train_epochs')}")
+        raise SmolalignError(f"--resume: {checkpoint.name} already reached {limit}, so the run is finished (its "
+                             f"model is {run_dir / MODEL_DIR}); raise "
+                             f"{'train.max_steps' if max_steps > 0 else 'train.num_train_epochs'} to train on, or "
+                             "pass --overwrite to train again")
 
 
 def recipe_changes(run_dir: Path, resolved: dict) -> list[str]:
@@ -99,7 +113,7 @@ def checkpoint_to_resume(run_dir: Path, *, resume: bool, overwrite: bool, resolv
     checkpoint cannot be loaded into; writes nothing (a dry run with --resume asks it too)."""
     checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
     if checkpoint is not None:
-        refuse_resuming_a_finished_run(checkpoint, max_steps)
+        refuse_resuming_a_finished_run(checkpoint, max_steps, resolved)
         refuse_an_incompatible_resume(run_dir, resolved)
     return checkpoint
 

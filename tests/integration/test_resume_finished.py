@@ -1,4 +1,4 @@
-"""`--resume` of a run whose newest checkpoint holds its last step (train.max_steps). transformers' Trainer, resumed
+"""`--resume` of a run whose newest checkpoint holds its last step (train.max_steps, or its epochs'). transformers' Trainer, resumed
 from it, trains one step past the end and saves over the model (a step 3 for a 2-step run, its checkpoint-2 then
 deleted by save_total_limit). A finished run (model saved, result recorded) is refused before anything is written;
 a run cut off in its final save gets its model saved from the checkpoint's weights with no step trained; raising
@@ -85,17 +85,29 @@ def test_a_raised_max_steps_resumes_from_the_last_checkpoint(cli, finished):
 @pytest.mark.parametrize("epochs", [1, 1.5], ids=["at-an-epochs-end", "inside-an-epoch"])
 def test_a_run_that_ends_by_epochs_trains_no_step_past_its_end(cli, tiny_dir, tmp_path, epochs):
     """train.max_steps unset: the epochs decide the last step, at an epoch's end (where the trainer would finalize
-    the run again and record a loss of 0) or inside one (where it would train a step more)."""
+    the run again and record a loss of 0) or inside one (where it would train a step more). Finished, the same recipe
+    is refused (it re-saved the model and evaluated again); cut off in its final save, the model is saved from the
+    checkpoint with no step."""
     recipe, run = train(cli, tiny_dir, tmp_path, num_train_epochs=epochs, save_strategy="epoch" if epochs == 1 else
                         "steps", save_steps=1)
     (last,) = run.glob("checkpoint-*")
     logged, result = steps_logged(run), json.loads((run / "manifest.json").read_text())["result"]
+    before = {name: digest(run / name) for name in ("model", last.name)}
+    for dry in ([], ["--dry-run"]):
+        code, _, err = cli("sft", str(recipe), "-o", str(run), "--resume", *dry)
+        assert code == 2 and f"{last.name} already reached the last step of its train.num_train_epochs" in err, err
+    assert {name: digest(run / name) for name in ("model", last.name)} == before
+
+    shutil.rmtree(run / "model")  # cut off in its final save
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest.pop("result")
+    (run / "manifest.json").write_text(json.dumps(manifest))
     code, _, err = cli("sft", str(recipe), "-o", str(run), "--resume")
     assert code == 0, err
     assert f"{last.name} is at step {result['global_step']} of the run's {result['global_step']}" in err
     assert list(run.glob("checkpoint-*")) == [last] and steps_logged(run) == logged
     after = json.loads((run / "manifest.json").read_text())["result"]
-    assert after["global_step"] == result["global_step"] and after["train_loss"] == result["train_loss"]
+    assert after["global_step"] == result["global_step"] and after["resumed_from"] == str(last)
     saved, held = weights(run / "model"), weights(last)
     assert all(saved[k].equal(held[k]) for k in saved)
 

@@ -312,11 +312,14 @@ MUTATIONS = [
       "    if False:\n",
       ("tests/unit/test_precision_on_a_gpu.py::test_deepspeed_on_a_cpu_is_planned_without_autocast",),
       "the plan promises bf16 autocast to a DeepSpeed run on a bf16 CPU that trains in float32"),
-    M("resume_of_a_finished_run_refused", "--resume of a run whose newest checkpoint reached train.max_steps is "
-      "refused before anything is written; a raised train.max_steps resumes", "checkpoints.md#starting-over-and-resuming",
+    M("resume_of_a_finished_run_refused", "--resume of a run whose newest checkpoint reached train.max_steps, or the "
+      "last step of the epochs of an unchanged recipe, is refused before anything is written; a raised "
+      "train.max_steps resumes", "checkpoints.md#starting-over-and-resuming",
       "smolalign/runs/rundir.py",
-      "        refuse_resuming_a_finished_run(checkpoint, max_steps)\n", "        pass\n",
-      ("tests/integration/test_resume_finished.py::test_a_finished_run_is_refused_and_left_as_it_was",),
+      "        refuse_resuming_a_finished_run(checkpoint, max_steps, resolved)\n", "        pass\n",
+      ("tests/integration/test_resume_finished.py::test_a_finished_run_is_refused_and_left_as_it_was",
+       *(f"tests/integration/test_resume_finished.py::test_a_run_that_ends_by_epochs_trains_no_step_past_its_end[{case}]"
+         for case in ("at-an-epochs-end", "inside-an-epoch"))),
       "transformers' Trainer trains one step past the end and saves over the finished model"),
     M("resume_into_another_shape_refused", "a --resume whose recipe changed peft, model.quantization or train.optim "
       "is refused before anything loads, dry run or not", "checkpoints.md#starting-over-and-resuming",
