@@ -16,19 +16,20 @@ _RENDERED_MODE = re.compile(r"Reasoning Mode: /(no_think|think)\b")
 
 def render(template: ChatTemplate, messages: list[dict], *, add_generation_prompt: bool = False,
            tools: list | None = None, special_tokens: dict | None = None, **kwargs: Any) -> tuple[str, list[Span]]:
-    """The rendered text and the generation spans of one conversation."""
+    """The rendered text and the generation spans of one conversation (none for a template without markers)."""
     from jinja2 import TemplateError
     from transformers.utils.chat_template_utils import render_jinja_template
 
+    markers = template.has_generation_markers  # asked without them, transformers warns at every render
     try:
         texts, spans = render_jinja_template(
             conversations=[messages], tools=tools, chat_template=template.text,
-            return_assistant_tokens_mask=True, add_generation_prompt=add_generation_prompt,
+            return_assistant_tokens_mask=markers, add_generation_prompt=add_generation_prompt,
             **{**(special_tokens or {}), **kwargs},
         )
     except TemplateError as exc:
         raise SmolalignError(f"template {template.name} failed to render: {exc}") from None
-    return texts[0], [tuple(s) for s in spans[0]]
+    return texts[0], [tuple(s) for s in spans[0]] if markers else []
 
 
 def rendered_think_mode(text: str) -> str | None:

@@ -131,6 +131,22 @@ def test_chatml_marks_answers_and_end_of_turn():
     assert [text[s:e] for s, e in spans] == ["hello<|im_end|>", "4<|im_end|>"]
 
 
+def test_a_template_without_markers_renders_without_transformers_warning(tmp_path, monkeypatch):
+    """Asked for generation spans, transformers warns that the template has no {% generation %}; smolalign asks only
+    templates that have them (the plan says "without generation markers" once)."""
+    from transformers.utils import chat_template_utils
+
+    warned = []
+    monkeypatch.setattr(chat_template_utils.logger, "warning_once", lambda *a, **k: warned.append(a))
+    plain = tmp_path / "plain.jinja"
+    plain.write_text("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}")
+    for _ in range(2):
+        assert render(resolve_template(str(plain)), conversation("sys")) == (
+            "<system>sys<user>hi<assistant>hello<user>2+2?<assistant>4", [])
+    assert render(resolve_template("chatml"), conversation("sys"))[1]  # spans where there are markers
+    assert warned == []
+
+
 def test_requested_and_rendered_modes():
     assert row_mode(conversation("x /no_think"), {}) == "no_think"
     assert row_mode(conversation("x /thinking"), {"enable_thinking": False}) == "no_think"
