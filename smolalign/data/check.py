@@ -252,10 +252,11 @@ def check_length_budget(lengths, max_length: int | None, *, whole: bool = False)
               f"{rule}; training drops such rows", file=sys.stderr)
 
 
-def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict, max_length: int | None = None) -> Checked:
+def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict) -> Checked:
     """Render and tokenize a sample of prompt rows (`prompt` as messages, `_origin`) with the generation prompt, as
-    the generating trainer (or pair generation) will; `max_length`: the preference run that will train on pairs
-    answering them (`check_length_budget`)."""
+    the generating trainer (rl) or pair generation (po) will; their lengths are then checked against what the stage
+    trains: a po run's pairs answering them (`check_length_budget`), an rl run's prompt and answer under its loss's
+    train.max_length (`warn_prompts_cut`)."""
     start = time.perf_counter()
     found, skipped = tokenizer_for(run)
     if found is None:
@@ -274,8 +275,9 @@ def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict, max_length: in
         lengths.append(len(tokenizer(text, add_special_tokens=False)["input_ids"]))
         if not lengths[-1]:
             raise SmolalignError(f"prompt row {row[ORIGIN]}: the prompt renders to no tokens")
-    check_length_budget(lengths, max_length)
-    warn_beyond_the_context(run, max(lengths, default=0))
-    if run.recipe.stage == "rl":
+    if run.recipe.stage == "po":
+        check_length_budget(lengths, run.settings["max_length"])
+    else:
         warn_prompts_cut(run, max(lengths, default=0))
+    warn_beyond_the_context(run, max(lengths, default=0))
     return Checked(len(rows), sources, time.perf_counter() - start)

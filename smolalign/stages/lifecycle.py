@@ -105,8 +105,7 @@ def run_lifecycle(stage: Stage, run: Run, *, output_dir: Path | None = None, dry
     evaluation = announce(run, checked.plan, dry_run)
     if dry_run:
         if resume:  # what the run would resume from, checked as the run checks it
-            checkpoint = checkpoint_to_resume(run_dir_of(run, output_dir), resume=True, overwrite=overwrite,
-                                              resolved=run.resolved_recipe(), max_steps=run.settings["max_steps"])
+            checkpoint = resume_point(run, run_dir_of(run, output_dir), resume=True, overwrite=overwrite)
             print(f"resume: from {checkpoint}" if checkpoint else "resume: no checkpoint yet, from the beginning")
         return None
     opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus,
@@ -176,8 +175,7 @@ def open_run(run: Run, output_dir: Path | None, *, resume: bool, overwrite: bool
     state = PartialState(cpu=not run.hardware.on_gpu, timeout=timedelta(seconds=run.settings["ddp_timeout"]))
     with state.main_process_first():
         if state.is_main_process:
-            checkpoint = checkpoint_to_resume(run_dir, resume=resume, overwrite=overwrite,
-                                              resolved=run.resolved_recipe(), max_steps=run.settings["max_steps"])
+            checkpoint = resume_point(run, run_dir, resume=resume, overwrite=overwrite)
         else:
             checkpoint = last_checkpoint(run_dir) if resume else None
     return OpenRun(policy_dtype(run), run_dir, checkpoint, state, overwrite, gpus,
@@ -197,6 +195,13 @@ def start_run(run: Run, opened: OpenRun, **sections) -> None:
                  **lineage(recipe.model.source, recipe.model.revision)}
         write_manifest(opened.run_dir, recipe=recipe.source, stage=recipe.stage, hardware=run.hardware.describe(),
                        model=model, **sections)
+
+
+def resume_point(run: Run, run_dir: Path, *, resume: bool, overwrite: bool) -> Path | None:
+    """`runs.rundir.checkpoint_to_resume` for this run's recipe: what a run, and a dry run with --resume, resume
+    from, after the same refusals."""
+    return checkpoint_to_resume(run_dir, resume=resume, overwrite=overwrite, resolved=run.resolved_recipe(),
+                                max_steps=run.settings["max_steps"])
 
 
 def run_dir_of(run: Run, output_dir: Path | None) -> Path:

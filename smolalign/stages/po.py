@@ -80,8 +80,7 @@ def check_before_loading(run: Run) -> PoChecked:
         check_generator_sources(recipe.pairs)
         check_thresholds(run)
         prompts = source_prompts(recipe.pairs.prompts, run.data.seed)
-        checked = check_prompt_rows(run, prompts.train, run.data.seed, recipe.template.kwargs,
-                                    max_length=run.settings["max_length"])
+        checked = check_prompt_rows(run, prompts.train, run.data.seed, recipe.template.kwargs)
     rows = len(mixture.train) if mixture is not None else None
     if mixture is not None and run.method_spec.unpaired and mixture.format == "preference":
         rows *= 2  # each pair becomes a desirable and an undesirable row
