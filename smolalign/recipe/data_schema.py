@@ -15,7 +15,9 @@ class SourceSection:
     name: str | None = None
     """Hub dataset configuration name."""
     split: str = "train"
-    """The split of a hub dataset to read; local files are read whole (another split is refused for them)."""
+    """The split to read: of a hub dataset, or of a local folder whose file names make splits (datasets' rules:
+    data/train-*.parquet, validation.jsonl); a folder whose files name none is one train split, a single file is read
+    whole (its split is train)."""
     weight: float = 1.0
     """Share of the source kept: 0.5 keeps a random half, 2.0 repeats it twice, 1.5 once plus a random half."""
     columns: list[str] | dict[str, str] | None = None
