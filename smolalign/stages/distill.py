@@ -182,6 +182,13 @@ def load_distill_data(run: Run, rows=None):
 
         prompts = prompts.map(as_messages, keep_in_memory=True)
     keep = ["prompt", *(["completion"] if has_completion and off_policy else [])]
+    if run.method_spec.cross_tokenizer:
+        # GOLD renders each row with its own chat_template_kwargs column (its config takes none): the recipe's
+        # template kwargs and the row's mode, or a no_think recipe's prompts would render in think mode.
+        kwargs = dict(run.recipe.template.kwargs)
+        prompts = prompts.map(lambda row: {"chat_template_kwargs": {**kwargs, **row["chat_template_kwargs"]}},
+                              keep_in_memory=True)
+        keep.append("chat_template_kwargs")
     return prompts.select_columns(keep)
 
 

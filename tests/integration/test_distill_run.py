@@ -72,6 +72,28 @@ def test_gold_across_tokenizers_moves_the_student_to_the_teachers_answer(cli, di
     assert len(losses) == 20 and sum(losses[-3:]) < sum(losses[:3])
 
 
+def test_gold_renders_prompts_with_the_recipes_template_kwargs(cli, distill_recipe, tmp_path, monkeypatch):
+    """GOLD takes no chat_template_kwargs in its config: it renders each row with the row's own column. A no_think
+    recipe's prompts (template.kwargs.enable_thinking: false) rendered in think mode before, a flag away from what
+    the dry run's check showed. The texts are TRL's own (its dataset's original_prompt_text)."""
+    from trl.experimental.gold.gold_trainer import GOLDTrainer
+
+    rendered = []
+    train = GOLDTrainer.train
+
+    def recording(self, *args, **kwargs):
+        rendered.extend(self.train_dataset["original_prompt_text"])
+        return train(self, *args, **kwargs)
+
+    monkeypatch.setattr(GOLDTrainer, "train", recording)
+    recipe = distill_recipe(method="gold", template={"name": "smollm3", "kwargs": {"enable_thinking": False}},
+                            train={"max_steps": 1})
+    code, _, err = cli("rl", recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    assert len(rendered) == 16
+    assert all("Reasoning Mode: /no_think" in text for text in rendered), rendered[0]
+
+
 def test_multibyte_text_aligns_across_tokenizers(cli, distill_recipe, tmp_path, fixed_teacher, other_student):
     from transformers import AutoTokenizer
 

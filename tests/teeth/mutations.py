@@ -321,6 +321,11 @@ MUTATIONS = [
        *(f"tests/integration/test_resume_finished.py::test_a_run_that_ends_by_epochs_trains_no_step_past_its_end[{case}]"
          for case in ("at-an-epochs-end", "inside-an-epoch"))),
       "transformers' Trainer trains one step past the end and saves over the finished model"),
+    M("gold_renders_with_template_kwargs", "GOLD renders its prompts with the recipe's template.kwargs and each "
+      "row's think mode", "verbs/rl.md#on-policy-distillation-method-distill-gold-auto", "smolalign/stages/distill.py",
+      "        keep.append(\"chat_template_kwargs\")\n", "",
+      ("tests/integration/test_distill_run.py::test_gold_renders_prompts_with_the_recipes_template_kwargs",),
+      "a no_think recipe's prompts are rendered in think mode: GOLD gets no kwargs"),
     M("resume_into_another_shape_refused", "a --resume whose recipe changed peft, model.quantization or train.optim "
       "is refused before anything loads, dry run or not", "checkpoints.md#starting-over-and-resuming",
       "smolalign/runs/rundir.py", "        refuse_an_incompatible_resume(run_dir, resolved)\n", "",
