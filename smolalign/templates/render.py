@@ -29,6 +29,10 @@ def render(template: ChatTemplate, messages: list[dict], *, add_generation_promp
         )
     except TemplateError as exc:
         raise SmolalignError(f"template {template.name} failed to render: {exc}") from None
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a value of a type the template cannot use
+        given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) or "none"
+        raise SmolalignError(f"template {template.name} failed to render ({type(exc).__name__}: {exc}); its kwargs "
+                             f"were {given} (template.kwargs, a row's chat_template_kwargs): check their types") from None
     return texts[0], [tuple(s) for s in spans[0]] if markers else []
 
 

@@ -209,6 +209,12 @@ CLI_ARGUMENTS = [
     Case("eval-reward-model-folder-missing", ("eval", "{tiny}", "--data", "{dir}/eval.jsonl", "--reward",
                                               "model:{dir}/rm"), ("model:{dir}/rm", "no such directory"),
          {"eval.jsonl": jsonl(GOOD_PROMPT)}),
+    Case("template-kwargs-wrong-type", DRY + ("--set", "template.kwargs.xml_tools=5"), ("xml_tools=5",
+                                                                                      "failed to render"),
+         {"r.yaml": sft_recipe(), "chat.jsonl": _CHAT}),
+    Case("template-render-kwargs-wrong-type", ("template", "render", "smollm3", "--messages", "{dir}/m.json",
+                                               "--kwargs", '{"xml_tools": 5}'), ("xml_tools=5", "failed to render"),
+         {"m.json": '[{"role": "user", "content": "hi"}]'}),
     Case("slurm-lr-negative", ("launch", "slurm", "{dir}/r.yaml", "--nodes", "1", "--script", "{dir}/job.sbatch"),
          ("train.learning_rate",), {"r.yaml": sft_recipe(train={"learning_rate": -1}), "chat.jsonl": _CHAT}),
 ]
