@@ -2,9 +2,12 @@
 vLLM engine or a vLLM server), a generator of pairs (a model and how to sample from it), a reward (of an rl recipe, a
 graded-pairs scorer or a pairs verifier), the graded-pairs options and the strong-vs-weak verifier; `schema.PairsSection` and `schema.Recipe` hold them."""
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from smolalign.errors import SmolalignError
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,12 @@ class GeneratorSection:
     def __post_init__(self) -> None:
         if self.backend == "openai" and not self.base_url:
             raise ValueError("backend openai needs base_url (e.g. http://127.0.0.1:8000/v1)")
+        read_by = {"base_url": ("openai",), "api_key_env": ("openai",), "timeout": ("openai",),
+                   "tensor_parallel": ("vllm",), "template": ("transformers", "vllm")}  # a server renders its own
+        for name, backends in read_by.items():
+            if getattr(self, name) != _GENERATOR_DEFAULTS[name] and self.backend not in backends:
+                raise ValueError(f"{name} is read by backend {' and '.join(backends)} only, and this side generates "
+                                 f"with {self.backend}: set backend, or drop {name}")
         if self.batch_size < 1 or self.max_new_tokens < 1:
             raise ValueError("batch_size and max_new_tokens must be at least 1")
         if self.temperature < 0 or not 0 < self.top_p <= 1:
@@ -111,6 +120,9 @@ class VerifierSection:
             raise ValueError(f"threshold must be a number, got {self.threshold}")
 
 
+_GENERATOR_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GeneratorSection)}
+
+
 @dataclass(frozen=True)
 class VllmServerSection:
     """A vLLM server for generation: one already running (base_url), or one smolalign starts and stops."""
@@ -158,3 +170,36 @@ class GenerationSection:
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds (or null for the default), got {value}")
+        if self.backend != "vllm_server":
+            given = [f.name for f in dataclasses.fields(VllmServerSection)
+                     if getattr(self.server, f.name) != getattr(VllmServerSection(), f.name)]
+            if given:
+                raise ValueError(f"server.{given[0]} configures the vLLM server of backend vllm_server, and this "
+                                 f"recipe generates with {self.backend}: set backend: vllm_server, or drop server:")
+        if self.backend == "transformers" and self.sync_timeout is not None:
+            raise ValueError("sync_timeout times the weight syncs into vLLM, and backend transformers generates "
+                             "with the training weights themselves: drop it, or choose a vLLM backend")
+
+
+VLLM_ONLY_IN_COLOCATE = ("vllm_gpu_memory_utilization", "vllm_tensor_parallel_size", "vllm_enable_sleep_mode",
+                         "vllm_model_impl")
+"""TRL's vllm_* fields that build its colocated engine: a server is configured by generation.server (or, on Slurm,
+--vllm-set), not by them."""
+VLLM_ONLY_IN_SERVER = ("vllm_server_timeout",)
+
+
+def check_generation_keys(generation: GenerationSection | None, train: dict) -> None:
+    """`train:` keys of TRL's vLLM settings that the recipe's generation backend never reads are refused, naming
+    the key: every vllm_* with transformers, the colocated engine's with a server, the server's with colocate."""
+    backend = generation.backend if generation is not None else "transformers"
+    for key in sorted(k for k, value in train.items() if k.startswith("vllm_") and value is not None):
+        if backend == "transformers":
+            why = "the policy generates with transformers (generation.backend); TRL reads vllm_* settings only with vLLM"
+        elif backend == "vllm_server" and key in VLLM_ONLY_IN_COLOCATE:
+            why = ("it builds TRL's colocated engine, and this recipe generates with a vLLM server: configure it with "
+                   "generation.server (tensor_parallel, gpus) or, on Slurm, launch slurm --vllm-set")
+        elif backend == "vllm_colocate" and key in VLLM_ONLY_IN_SERVER:
+            why = "it is read for a vLLM server, and this recipe generates with a colocated engine"
+        else:
+            continue
+        raise SmolalignError(f"train.{key} would not be used: {why}")

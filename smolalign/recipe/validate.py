@@ -9,6 +9,7 @@ from typing import Any
 from smolalign.errors import SmolalignError
 from smolalign.recipe.data_schema import DataSection
 from smolalign.recipe.eval_schema import EvalSection
+from smolalign.recipe.generation_schema import check_generation_keys
 from smolalign.recipe.load import apply_overrides, read_recipe, recipe_path
 from smolalign.recipe.method_keys import parse_method, parse_reference, parse_rl_sections
 from smolalign.recipe.method_table import method_spec
@@ -63,6 +64,8 @@ def parse_recipe(raw: dict, stage: str, source: str) -> Recipe:
         method = parse_method(raw.get("method"))
         reference = parse_reference(raw.get("reference"), method, peft is not None)
     train = normalize_train(_section(raw, "train") or {}, method_spec(stage, method))
+    if stage == "rl":
+        check_generation_keys(generation, train)
     launch = build(LaunchSection, raw["launch"], "launch") if raw.get("launch") is not None else None
     if model.quantization and peft is None:
         raise SmolalignError("model.quantization needs a peft: section (QLoRA trains adapters on a quantized base)")

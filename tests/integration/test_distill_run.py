@@ -153,7 +153,8 @@ def test_the_student_samples_with_the_generation_backend(trainer, backend, mode,
     monkeypatch.setattr("smolalign.target.installed", lambda module: True)
     raw = {"method": trainer, "model": {"source": "org/student"}, "teacher": {"source": "org/teacher"},
            "data": {"sources": [{"path": "prompts.jsonl"}]},
-           "generation": {"backend": backend, "server": {"base_url": "http://gpu-node:8000"}}}
+           "generation": {"backend": backend, **({"server": {"base_url": "http://gpu-node:8000"}}
+                                                 if backend == "vllm_server" else {})}}
     recipe = run_of(raw, "rl", "test", target=Target(8, "an 8-GPU node"))
     cpu = Hardware("cpu", 0, "cpu", False, 1, 2)
     server = ServerAddress("http://gpu-node:8000", 41234) if backend == "vllm_server" else None

@@ -964,6 +964,22 @@ MUTATIONS = [
        "tests/unit/test_bad_input_corpus.py::test_refused[eval-split-of-a-local-file]",
        "tests/unit/test_bad_input_corpus.py::test_refused[recipe-split-of-a-local-file]"),
       "the whole file is read as the split asked for: a held-out split evaluates on every row"),
+    M("generation_keys_for_another_backend_refused", "generation.server.* without backend vllm_server, and train.vllm_* "
+      "keys the generation backend does not read, are refused naming the key", "scaling/vllm.md",
+      "smolalign/recipe/validate.py", "        check_generation_keys(generation, train)\n", "        pass\n",
+      ("tests/unit/test_bad_input_corpus.py::test_refused[rl-vllm-key-with-transformers]",
+       "tests/unit/test_bad_input_corpus.py::test_refused[rl-colocate-key-with-a-server]"),
+      "train.vllm_gpu_memory_utilization with transformers generation, or a server's size in a colocated engine's key, "
+      "runs without it"),
+    M("generation_server_needs_its_backend", "generation.server.* without backend vllm_server is refused",
+      "scaling/vllm.md", "smolalign/recipe/generation_schema.py", "        if self.backend != \"vllm_server\":\n",
+      "        if False:\n", ("tests/unit/test_bad_input_corpus.py::test_refused[rl-server-keys-without-server]",),
+      "a server's base_url with the default backend: GRPO generates with transformers, slowly, without a word"),
+    M("pairs_side_keys_for_its_backend", "a pairs side's base_url, api_key_env, timeout, tensor_parallel or template "
+      "on a backend that does not read it is refused", "verbs/po.md", "smolalign/recipe/generation_schema.py",
+      "            if getattr(self, name) != _GENERATOR_DEFAULTS[name] and self.backend not in backends:",
+      "            if False:", ("tests/unit/test_bad_input_corpus.py::test_refused[pairs-openai-keys-on-transformers]",),
+      "a strong side with a server's base_url but no backend: openai loads the model here"),
     M("help_without_torch", "smolalign --help imports no torch", "verbs/index.md", "smolalign/cli/__init__.py",
       "import logging", "import logging\nimport torch  # noqa",
       ("tests/unit/test_cli.py::test_help_does_not_import_heavy_libraries",), "torch is imported at start"),

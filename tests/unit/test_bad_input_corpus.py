@@ -3,10 +3,12 @@ and one line naming the culprit, before anything is written (harness: tests/badi
 rewards and eval are in the other tests/unit/test_bad_input_*.py files."""
 
 import pytest
-from badinput import GOOD_CHAT, GOOD_PROMPT, Case, jsonl, run_refused, sft_recipe, yaml_text
+from badinput import GOOD_CHAT, GOOD_PROMPT, Case, jsonl, rl_recipe, run_refused, sft_recipe, yaml_text
 
 _CHAT = jsonl(GOOD_CHAT)
 DRY = ("sft", "{dir}/r.yaml", "--dry-run")
+RL_DRY = ("rl", "{dir}/r.yaml", "--dry-run")
+_RL_FILES = {"r.yaml": rl_recipe(), "prompts.jsonl": jsonl(GOOD_PROMPT, GOOD_PROMPT)}
 
 
 def _train(case_id: str, key: str, value) -> Case:
@@ -215,6 +217,19 @@ CLI_ARGUMENTS = [
     Case("template-render-kwargs-wrong-type", ("template", "render", "smollm3", "--messages", "{dir}/m.json",
                                                "--kwargs", '{"xml_tools": 5}'), ("xml_tools=5", "failed to render"),
          {"m.json": '[{"role": "user", "content": "hi"}]'}),
+    Case("rl-server-keys-without-server", RL_DRY + ("--set", "generation.server.base_url=http://10.0.0.5:8000"),
+         ("generation", "server.base_url", "backend vllm_server"), _RL_FILES),
+    Case("rl-sync-timeout-with-transformers", RL_DRY + ("--set", "generation.sync_timeout=5"),
+         ("generation", "sync_timeout"), _RL_FILES),
+    Case("rl-vllm-key-with-transformers", RL_DRY + ("--set", "train.vllm_gpu_memory_utilization=0.5"),
+         ("train.vllm_gpu_memory_utilization", "transformers"), _RL_FILES),
+    Case("rl-colocate-key-with-a-server", RL_DRY + ("--set", "generation.backend=vllm_server", "--set",
+                                                    "generation.server.base_url=http://127.0.0.1:9",
+                                                    "--set", "train.vllm_tensor_parallel_size=2"),
+         ("train.vllm_tensor_parallel_size", "generation.server"), _RL_FILES),
+    Case("pairs-openai-keys-on-transformers", ("po", "quickstart/po_graded", "--dry-run", "--set",
+                                               "pairs.graded.sampler.base_url=http://10.0.0.5:8000/v1"),
+         ("pairs.graded.sampler", "base_url", "openai")),
     Case("slurm-lr-negative", ("launch", "slurm", "{dir}/r.yaml", "--nodes", "1", "--script", "{dir}/job.sbatch"),
          ("train.learning_rate",), {"r.yaml": sft_recipe(train={"learning_rate": -1}), "chat.jsonl": _CHAT}),
 ]

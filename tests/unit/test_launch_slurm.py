@@ -311,7 +311,8 @@ def rl_recipe(write_recipe, tmp_path):
         return str(write_recipe({
             "stage": "rl", "method": "grpo", "model": {"source": MODEL, "revision": "v2"},
             "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": "math_accuracy"}],
-            "generation": {"backend": backend, "server": {"port": 8123, "tensor_parallel": 2, **server}},
+            "generation": {"backend": backend, **({"server": {"port": 8123, "tensor_parallel": 2, **server}}
+                                                  if backend == "vllm_server" else {})},
             "train": {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": 16}},
             "tiny-rl.yaml"))
 

@@ -42,7 +42,8 @@ def test_what_the_machine_or_the_recipe_lacks_is_refused(cli, override, key):
 
 
 def test_the_machines_gpus_and_processes_are_the_ones_checked(cli):
-    server = ("--set", "generation.backend=vllm_server", "--set", "generation.server.tensor_parallel=2")
+    server = ("--set", "generation.backend=vllm_server", "--set", "generation.server.tensor_parallel=2", "--set",
+              "train.vllm_gpu_memory_utilization=null")  # it sizes the colocated engine
     # 6 training processes beside the server's 2 GPUs, as the launch starts them
     code, out, err = validate(cli, "smollm3/grpo_no_think", *server, "--for", "8xH100")
     assert code == 0 and "ok for 8×H100 (the smolalign image): 6 training process(es), preset " in out, err
@@ -78,13 +79,17 @@ def test_the_image_packages_are_the_dockerfiles_extras():
     assert tuple(extras.split(",")) == IMAGE_EXTRAS
 
 
+NO_ENGINE = ["train.vllm_gpu_memory_utilization=null"]
+"""The shipped recipe sizes its colocated engine; generating with a server, that setting is dropped."""
+
+
 @pytest.mark.parametrize("overrides", [
     [],
     ["launch.preset=zero3"],
     ["launch.preset=zero3", "launch.num_processes=4"],
-    ["generation.backend=vllm_server"],
-    ["generation.backend=vllm_server", "generation.server.tensor_parallel=2"],
-    ["generation.backend=vllm_server", "generation.server.base_url=http://elsewhere:8000"],
+    ["generation.backend=vllm_server", *NO_ENGINE],
+    ["generation.backend=vllm_server", "generation.server.tensor_parallel=2", *NO_ENGINE],
+    ["generation.backend=vllm_server", "generation.server.base_url=http://elsewhere:8000", *NO_ENGINE],
     ["generation.backend=vllm_colocate", "launch.preset=zero2"],
 ], ids=["ddp", "zero3", "zero3-4", "server", "server-tp2", "server-elsewhere", "colocate"])
 def test_validate_plans_the_processes_the_launch_starts(overrides, monkeypatch):
