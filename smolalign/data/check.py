@@ -216,6 +216,22 @@ def warn_beyond_the_context(run: Run, longest_prompt: int | None = None) -> None
               file=sys.stderr)
 
 
+def warn_held_out_unused(run: Run) -> None:
+    """`data.eval_split` rows are kept out of training to be evaluated: warned about when nothing evaluates them
+    (train.eval_strategy "no", TRL's default; a distillation trainer, which is given no held-out split)."""
+    held = run.data.eval_split
+    if not held:
+        return
+    what = f"data.eval_split {held:g} holds rows out of training"
+    if run.method_spec.distills:
+        print(f"warning: {what}, and the distillation trainers evaluate no held-out split: they are only left out; "
+              "set data.eval_split: 0 to train on them", file=sys.stderr)
+    elif str(getattr(run.settings["eval_strategy"], "value", run.settings["eval_strategy"])) == "no":
+        print(f"warning: {what}, and train.eval_strategy is \"no\": they are never evaluated; set "
+              "train.eval_strategy: steps (with train.eval_steps) or epoch to evaluate them, or data.eval_split: 0 "
+              "to train on them", file=sys.stderr)
+
+
 def warn_prompts_cut(run: Run, longest_prompt: int) -> None:
     """A generating method whose train.max_length bounds prompt + answer in its loss (online DPO, GOLD): the
     longest checked prompt with a full answer over it has its start cut for the loss, while the policy generated from

@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from smolalign.atomic import readable_as_created
+from smolalign.data.check import warn_held_out_unused
 from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.generation.vllm_engine import leave_vllm_groups
 from smolalign.gpu_partition import GpuPartition, partition_of_this_process
@@ -99,6 +100,7 @@ def run_lifecycle(stage: Stage, run: Run, *, output_dir: Path | None = None, dry
     (None for a dry run)."""
     gpus = partition_of_this_process(run.recipe, run.hardware.device_count) if stage.generates else None
     checked = stage.check(run)
+    warn_held_out_unused(run)
     if stage.generates:
         check_generating(run)
         add_sync_row(checked.plan, run)

@@ -980,6 +980,12 @@ MUTATIONS = [
       "            if getattr(self, name) != _GENERATOR_DEFAULTS[name] and self.backend not in backends:",
       "            if False:", ("tests/unit/test_bad_input_corpus.py::test_refused[pairs-openai-keys-on-transformers]",),
       "a strong side with a server's base_url but no backend: openai loads the model here"),
+    M("held_out_rows_nothing_evaluates_warned", "data.eval_split rows that nothing evaluates (train.eval_strategy "
+      "\"no\", a distillation trainer) are warned about before anything loads", "recipes/data.md",
+      "smolalign/stages/lifecycle.py", "    warn_held_out_unused(run)\n", "",
+      ("tests/integration/test_held_out_rows.py::test_held_out_rows_nothing_evaluates_are_warned_about",
+       "tests/integration/test_held_out_rows.py::test_a_distillation_recipe_with_held_out_rows_is_warned_about"),
+      "the held-out rows are lost to training and never evaluated, without a word"),
     M("help_without_torch", "smolalign --help imports no torch", "verbs/index.md", "smolalign/cli/__init__.py",
       "import logging", "import logging\nimport torch  # noqa",
       ("tests/unit/test_cli.py::test_help_does_not_import_heavy_libraries",), "torch is imported at start"),
