@@ -22,6 +22,10 @@ class EvalRewardSection:
     """A sample counts as solved (avg@K, pass@K) when its reward is at least this: 1.0 for a 0/1 reward."""
 
 
+_TOP_P = 0.95
+"""SmolLM3's recommended nucleus: the default top_p of an evaluation."""
+
+
 @dataclass(frozen=True)
 class EvalSection:
     """`smolalign eval` settings, and the `eval:` section a stage runs on its output when it ends."""
@@ -38,7 +42,7 @@ class EvalSection:
     """Generation budget per answer, in tokens (answers cut off there count in `truncation`)."""
     temperature: float = 0.6
     """SmolLM3's recommended sampling (0.6, top_p 0.95); 0 is greedy (then K > 1 repeats the same answer)."""
-    top_p: float = 0.95
+    top_p: float = _TOP_P
     """Nucleus sampling: the smallest set of tokens whose probability reaches top_p is sampled from."""
     backend: Literal["transformers", "vllm", "openai"] = "transformers"
     """transformers (batched generate), vllm (in-process engine; on a CPU its CPU build) or openai (a running
@@ -87,6 +91,11 @@ class EvalSection:
             raise ValueError(f"max_prompts must be at least 1, got {self.max_prompts}")
         if self.temperature < 0 or not 0 < self.top_p <= 1:
             raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
+        if self.temperature == 0 and self.samples > 1:
+            raise ValueError(f"samples {self.samples} with temperature 0 (greedy) is one answer repeated, so pass@K "
+                             "would equal avg@1; sample with a temperature > 0 (SmolLM3: 0.6), or samples: 1")
+        if self.temperature == 0 and self.top_p != _TOP_P:
+            raise ValueError(f"top_p {self.top_p} is not used with temperature 0 (greedy); drop it, or sample")
         if self.backend not in ("transformers", "vllm", "openai"):
             raise ValueError(f"unknown backend {self.backend!r}; one of transformers, vllm, openai")
         if (self.tools or self.environment) and self.backend == "openai":

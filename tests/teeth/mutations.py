@@ -986,6 +986,11 @@ MUTATIONS = [
       ("tests/integration/test_held_out_rows.py::test_held_out_rows_nothing_evaluates_are_warned_about",
        "tests/integration/test_held_out_rows.py::test_a_distillation_recipe_with_held_out_rows_is_warned_about"),
       "the held-out rows are lost to training and never evaluated, without a word"),
+    M("eval_greedy_samples_refused", "eval's samples > 1 with temperature 0 (K copies of one answer reported as "
+      "pass@K) is refused", "verbs/eval.md", "smolalign/recipe/eval_schema.py",
+      "        if self.temperature == 0 and self.samples > 1:", "        if False:",
+      ("tests/unit/test_bad_input_corpus.py::test_refused[eval-greedy-samples]",),
+      "pass@3 of three identical greedy answers is reported as if sampled"),
     M("help_without_torch", "smolalign --help imports no torch", "verbs/index.md", "smolalign/cli/__init__.py",
       "import logging", "import logging\nimport torch  # noqa",
       ("tests/unit/test_cli.py::test_help_does_not_import_heavy_libraries",), "torch is imported at start"),

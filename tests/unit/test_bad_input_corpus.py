@@ -230,6 +230,12 @@ CLI_ARGUMENTS = [
     Case("pairs-openai-keys-on-transformers", ("po", "quickstart/po_graded", "--dry-run", "--set",
                                                "pairs.graded.sampler.base_url=http://10.0.0.5:8000/v1"),
          ("pairs.graded.sampler", "base_url", "openai")),
+    Case("eval-greedy-samples", ("eval", "{tiny}", "--data", "{dir}/eval.jsonl", "--reward", "math_accuracy",
+                                 "--temperature", "0", "--samples", "3"), ("samples 3", "greedy"),
+         {"eval.jsonl": jsonl(GOOD_PROMPT)}),
+    Case("eval-greedy-top-p", ("eval", "{tiny}", "--data", "{dir}/eval.jsonl", "--reward", "math_accuracy",
+                               "--temperature", "0", "--top-p", "0.5"), ("top_p 0.5", "greedy"),
+         {"eval.jsonl": jsonl(GOOD_PROMPT)}),
     Case("slurm-lr-negative", ("launch", "slurm", "{dir}/r.yaml", "--nodes", "1", "--script", "{dir}/job.sbatch"),
          ("train.learning_rate",), {"r.yaml": sft_recipe(train={"learning_rate": -1}), "chat.jsonl": _CHAT}),
 ]
