@@ -96,6 +96,12 @@ def po(ctx: typer.Context, target: PoTarget, pairs_recipe: PairsRecipe = None, s
             overrides = "".join(f" --set {item}" for item in set_ or [])
             raise SmolalignError(f"po pairs generates; for its plan (what would be generated, from which models, all "
                                  f"checked) run `smolalign po {pairs_recipe}{overrides} --dry-run`")
+        given = [option for option, value in (("--output-dir", output_dir), ("--resume", resume),
+                                               ("--overwrite", overwrite), ("--launch", launch),
+                                               ("--num-processes", num_processes)) if value]
+        if given:
+            raise SmolalignError(f"po pairs: {given[0]} is for training; the pairs are written to pairs.output (or "
+                                 "the pairs cache) by one process, and generated again with --regenerate")
         _generate_pairs(pairs_recipe, set_, force=regenerate)
         return
     if pairs_recipe is not None:

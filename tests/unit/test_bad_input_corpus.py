@@ -236,6 +236,8 @@ CLI_ARGUMENTS = [
     Case("eval-greedy-top-p", ("eval", "{tiny}", "--data", "{dir}/eval.jsonl", "--reward", "math_accuracy",
                                "--temperature", "0", "--top-p", "0.5"), ("top_p 0.5", "greedy"),
          {"eval.jsonl": jsonl(GOOD_PROMPT)}),
+    Case("po-pairs-with-a-training-option", ("po", "pairs", "quickstart/po_graded", "-o", "{dir}/out"),
+         ("po pairs", "--output-dir", "pairs.output")),
     Case("slurm-lr-negative", ("launch", "slurm", "{dir}/r.yaml", "--nodes", "1", "--script", "{dir}/job.sbatch"),
          ("train.learning_rate",), {"r.yaml": sft_recipe(train={"learning_rate": -1}), "chat.jsonl": _CHAT}),
 ]
