@@ -87,7 +87,7 @@ class Run:
             return resolve_source(recipe.reference.source)
         if recipe.teacher is None:
             raise SmolalignError("teacher: this recipe names no teacher")
-        return resolve_source(recipe.teacher.source, recipe.teacher.revision)
+        return resolve_source(recipe.teacher.source, recipe.teacher.revision, revision_key="teacher.revision")
 
     def resolved_recipe(self) -> dict:
         """The recipe as a run directory keeps it and a dry run prints it: smolalign's sections with defaults filled

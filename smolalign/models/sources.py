@@ -52,10 +52,14 @@ def cache_root() -> Path:
 
 
 def resolve_source(spec: str, revision: str | None = None, tokenizer: str | None = None,
-                   tokenizer_key: str | None = None) -> ModelSource:
+                   tokenizer_key: str | None = None, revision_key: str = "revision") -> ModelSource:
     """Classify a model source string; a missing file or package is a SmolalignError naming it. `tokenizer` is only
-    for pretraining checkpoints (which carry none) and is refused for sources that have their own."""
+    for pretraining checkpoints (which carry none) and is refused for sources that have their own; `revision` only
+    for hub ids (a local source has no commits to pick from)."""
     source = _resolve(spec, revision)
+    if revision is not None and source.kind != "hub":
+        raise SmolalignError(f"{revision_key} {revision!r} picks a commit of a hub model, and {spec} is a local "
+                             f"{'GGUF file' if source.kind == 'gguf' else 'folder'}: remove {revision_key}")
     if source.kind != "checkpoint":
         if tokenizer is not None:
             tokenizer_key = tokenizer_key or "tokenizer"
@@ -94,7 +98,7 @@ def _resolve(spec: str, revision: str | None) -> ModelSource:
 
 def resolve_model(section: ModelSection) -> ModelSource:
     """A recipe's `model:` section (a ModelSection) resolved, its `tokenizer` applied."""
-    return resolve_source(section.source, section.revision, section.tokenizer, "model.tokenizer")
+    return resolve_source(section.source, section.revision, section.tokenizer, "model.tokenizer", "model.revision")
 
 
 def _with_tokenizer(source: ModelSource, spec: str, tokenizer: str | None, key: str | None) -> ModelSource:

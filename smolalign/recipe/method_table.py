@@ -17,6 +17,9 @@ from smolalign.recipe.upstream import OWNED_TRAIN_KEYS, RENAMED
 
 EVERY_METHOD_OWNS = {key: RENAMED[key] for key in OWNED_TRAIN_KEYS}
 """TRL fields that would override smolalign's template, EOS and model loading in any trainer."""
+SFT_KEYS_OWNED = {key: "smolalign tokenizes, packs and splits the data itself (data:, train.packing), so TRL's own "
+                       "dataset preparation, which this option steers, never runs"
+                  for key in ("dataset_kwargs", "eval_packing", "shuffle_dataset")}
 PO_KEYS_OWNED = {
     "loss_type": "set the loss with method: (e.g. method: apo_zero, or method: {sigmoid: 1.0, sft: 0.5})",
     "loss_weights": "give weights with method: {sigmoid: 1.0, sft: 0.5}",
@@ -223,7 +226,8 @@ class MethodSpec:
 _GOLD = MethodSpec("rl", gold_config, gold_trainer, RL_KEYS_OWNED, distills=True, cross_tokenizer=True,
                    off_policy=True, runs_on="distill")
 METHODS: dict[str, MethodSpec] = {
-    "sft": MethodSpec("sft", sft_config, sft_trainer, consumed=("assistant_only_loss", "completion_only_loss")),
+    "sft": MethodSpec("sft", sft_config, sft_trainer, SFT_KEYS_OWNED,
+                      consumed=("assistant_only_loss", "completion_only_loss")),
     "dpo": MethodSpec("po", dpo_config, dpo_trainer, PO_KEYS_OWNED, pairs=True, combines_losses=True),
     "kto": MethodSpec("po", kto_config, kto_trainer, PO_KEYS_OWNED, unpaired=True),
     "orpo": MethodSpec("po", orpo_config, orpo_trainer, PO_KEYS_OWNED, pairs=True, keeps_columns=True,

@@ -25,7 +25,7 @@ class ModelSection:
     pretraining checkpoint (nanotron step or run folder, DeepSpeed ZeRO folder, torch DCP folder), converted once into
     the cache."""
     revision: str | None = None
-    """Hub revision (branch, tag or commit) for a hub id."""
+    """Hub revision (branch, tag or commit) for a hub id (refused for a local folder or file: it has no commits)."""
     tokenizer: str | None = None
     """Tokenizer directory for a pretraining checkpoint that carries none (it also trims a padded vocabulary, and
     for DCP its config.json may give the architecture); refused for sources that have their own tokenizer."""

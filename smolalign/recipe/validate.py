@@ -66,6 +66,13 @@ def parse_recipe(raw: dict, stage: str, source: str) -> Recipe:
     train = normalize_train(_section(raw, "train") or {}, method_spec(stage, method))
     if stage == "rl":
         check_generation_keys(generation, train)
+    if stage == "po" and train.get("sync_ref_model"):  # TRL refuses these when the trainer is built, after loading
+        if reference is not None and reference.kind == "precomputed":
+            raise SmolalignError("train.sync_ref_model updates the reference while training, and reference: "
+                                 "precomputed computes its log-probs once, before: keep one of them")
+        if peft is not None:
+            raise SmolalignError("train.sync_ref_model needs a reference model of its own to update, and with peft: "
+                                 "the reference is the adapter switched off: remove one of them")
     launch = build(LaunchSection, raw["launch"], "launch") if raw.get("launch") is not None else None
     if model.quantization and peft is None:
         raise SmolalignError("model.quantization needs a peft: section (QLoRA trains adapters on a quantized base)")

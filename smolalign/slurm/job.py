@@ -90,6 +90,9 @@ def build_job(request: SlurmRequest) -> tuple[SlurmJob, object | None, list[str]
     stage = recipe_stage(str(path), overrides)
     recipe = load_recipe(str(path), overrides, stage)
     named = recipe.launch.preset if recipe.launch is not None else None
+    if recipe.launch is not None and recipe.launch.num_processes is not None:
+        raise SmolalignError(f"launch.num_processes {recipe.launch.num_processes}: a Slurm job starts one process per "
+                             "GPU of its nodes (--nodes × --gpus-per-node); set those instead")
     preset = preset_path(request.preset or named or DEFAULT_PRESET, "--preset")
     kind = distributed_type(preset)
     if kind not in MULTI_NODE_TYPES:

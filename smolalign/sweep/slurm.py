@@ -52,6 +52,9 @@ def write_sweep_job(request) -> Path | None:
     """Check every cell for the cluster, then write (and optionally submit) the array job's script."""
     if request.array_task or request.dry_run:
         raise SmolalignError("--slurm writes the job: drop --array-task and --dry-run")
+    if request.num_processes is not None:
+        raise SmolalignError("--num-processes: a Slurm job starts one process per GPU of its nodes; set --slurm "
+                             "nodes=N and --slurm gpus-per-node=G instead")
     settings = slurm_settings(request.slurm)
     base = SlurmRequest(recipe=request.recipe, nodes=settings.pop("nodes", 1), preset=request.launch,
                         overwrite=request.overwrite, argv=list(request.argv), **settings)

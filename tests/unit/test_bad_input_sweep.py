@@ -56,6 +56,8 @@ CASES = [
          ("--set train.max_steps=3", "grid"), _FILES),
     Case("set-seed-with-seeds", _sweep("--grid", "train.max_steps=1,2", "--seeds", "2", "--set", "train.seed=5"),
          ("--set train.seed=5",), _FILES),
+    Case("slurm-num-processes", _sweep("--grid", "train.max_steps=1,2", "--slurm", "gpus-per-node=2",
+                                       "--num-processes", "1"), ("--num-processes", "gpus-per-node"), _FILES),
     Case("slurm-unknown-setting", _sweep("--grid", "train.max_steps=1,2", "--slurm", "partiton=gpu"),
          ("--slurm partiton", "partition"), _FILES),
 ]
