@@ -20,7 +20,7 @@ def render(
     show_trained: Annotated[bool, typer.Option("--show-trained", help="Wrap the trained ({% generation %}) spans in ⟦ ⟧.")] = False,
 ) -> None:
     """Print the rendered conversation."""
-    from smolalign.templates.registry import resolve_template
+    from smolalign.templates.registry import refuse_unread_kwargs, resolve_template
     from smolalign.templates.render import render as render_text
 
     chat = _read_json(messages, "--messages")
@@ -35,7 +35,9 @@ def render(
         raise SmolalignError(f"--kwargs: invalid JSON ({exc.msg})") from None
     if not isinstance(extra, dict):
         raise SmolalignError("--kwargs must be a JSON object")
-    text, spans = render_text(resolve_template(template), chat, add_generation_prompt=generation_prompt, **extra)
+    chosen = resolve_template(template)
+    refuse_unread_kwargs(chosen, extra, "--kwargs")
+    text, spans = render_text(chosen, chat, add_generation_prompt=generation_prompt, **extra)
     if show_trained:
         for start, end in reversed(spans):
             text = text[:start] + "⟦" + text[start:end] + "⟧" + text[end:]

@@ -24,6 +24,7 @@ from smolalign.errors import SmolalignError
 from smolalign.models.config import model_positions
 from smolalign.models.load import preflight_tokenizer
 from smolalign.resolve import Run
+from smolalign.templates.registry import refuse_unread_kwargs
 from smolalign.templates.render import render
 
 FIRST, RANDOM = 32, 32
@@ -141,6 +142,7 @@ def tokenizer_for(run: Run):
     if found is None:
         return None, (f"model.source {source.label} is a hub id not in this machine's cache: it and its tokenizer "
                       "were not checked (a dry run downloads nothing)")
+    refuse_unread_kwargs(found[1], run.recipe.template.kwargs)
     return found, ""
 
 
@@ -222,12 +224,11 @@ def warn_held_out_unused(run: Run) -> None:
     held = run.data.eval_split
     if not held:
         return
-    what = f"data.eval_split {held:g} holds rows out of training"
     if run.method_spec.distills:
-        print(f"warning: {what}, and the distillation trainers evaluate no held-out split: they are only left out; "
+        print(f"warning: data.eval_split {held:g} holds rows out of training, and the distillation trainers evaluate no held-out split: they are only left out; "
               "set data.eval_split: 0 to train on them", file=sys.stderr)
     elif str(getattr(run.settings["eval_strategy"], "value", run.settings["eval_strategy"])) == "no":
-        print(f"warning: {what}, and train.eval_strategy is \"no\": they are never evaluated; set "
+        print(f"warning: data.eval_split {held:g} holds rows out of training, and train.eval_strategy is \"no\": they are never evaluated; set "
               "train.eval_strategy: steps (with train.eval_steps) or epoch to evaluate them, or data.eval_split: 0 "
               "to train on them", file=sys.stderr)
 

@@ -40,6 +40,23 @@ class ChatTemplate:
         return self.is_hybrid and "/no_think" in self.text
 
 
+MODE_KWARG = "enable_thinking"
+"""Read by smolalign as well as by hybrid templates: a row's think mode (flags, the format rewards)."""
+
+
+def refuse_unread_kwargs(template: ChatTemplate, kwargs, where: str = "template.kwargs") -> None:
+    """Template kwargs the template never reads are refused, with the nearest name it reads: Jinja renders an unknown
+    name as unset, so a typo (`enable_thinkng: false`) trained in the other mode without a word."""
+    from transformers.utils.chat_template_utils import _get_template_variables  # its own parse of the template
+
+    read = _get_template_variables(template.text)
+    for key in kwargs:
+        if key != MODE_KWARG and key not in read:
+            raise SmolalignError(f"{where}.{key}: template {template.name} never reads {key}"
+                                 f"{suggest(str(key), sorted(read))}; it reads "
+                                 f"{', '.join(sorted(read - {'messages', 'tools', 'add_generation_prompt'})) or 'none'}")
+
+
 def _compiled(template: ChatTemplate) -> ChatTemplate:
     """The template, once transformers compiled it; a Jinja syntax error is refused naming its file and line,
     before any row is rendered."""

@@ -1012,6 +1012,12 @@ MUTATIONS = [
       '    if False and train.get("sync_ref_model"):',
       ("tests/unit/test_bad_input_corpus.py::test_refused[po-sync-ref-model-precomputed]",),
       "the dry run passes; the run generates its pairs, loads the weights and TRL refuses"),
+    M("template_kwargs_the_template_reads", "a template kwarg the template never reads (a typo: enable_thinkng) is "
+      "refused with the nearest it reads", "recipes/templates.md", "smolalign/templates/registry.py",
+      "        if key != MODE_KWARG and key not in read:", "        if False:",
+      ("tests/unit/test_bad_input_corpus.py::test_refused[template-kwarg-no-template-reads]",
+       "tests/unit/test_bad_input_corpus.py::test_refused[template-render-kwarg-no-template-reads]"),
+      "enable_thinkng: false renders as unset: the run trains in think mode without a word"),
     M("help_without_torch", "smolalign --help imports no torch", "verbs/index.md", "smolalign/cli/__init__.py",
       "import logging", "import logging\nimport torch  # noqa",
       ("tests/unit/test_cli.py::test_help_does_not_import_heavy_libraries",), "torch is imported at start"),

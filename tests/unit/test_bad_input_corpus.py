@@ -248,6 +248,12 @@ CLI_ARGUMENTS = [
     Case("po-sync-ref-model-precomputed", ("po", "quickstart/po_graded", "--dry-run", "--set", "reference=precomputed",
                                            "--set", "train.sync_ref_model=true"),
          ("train.sync_ref_model", "precomputed")),
+    Case("template-kwarg-no-template-reads", DRY + ("--set", "template.kwargs.enable_thinkng=false"),
+         ("template.kwargs.enable_thinkng", "did you mean enable_thinking"), {"r.yaml": sft_recipe(), "chat.jsonl": _CHAT}),
+    Case("template-render-kwarg-no-template-reads", ("template", "render", "smollm3", "--messages", "{dir}/m.json",
+                                                     "--kwargs", '{"enable_thinkng": false}'),
+         ("--kwargs.enable_thinkng", "did you mean enable_thinking"),
+         {"m.json": '[{"role": "user", "content": "hi"}]'}),
     Case("slurm-lr-negative", ("launch", "slurm", "{dir}/r.yaml", "--nodes", "1", "--script", "{dir}/job.sbatch"),
          ("train.learning_rate",), {"r.yaml": sft_recipe(train={"learning_rate": -1}), "chat.jsonl": _CHAT}),
 ]

@@ -159,8 +159,10 @@ def test_template_render_command(cli, tmp_path):
     messages.write_text(json.dumps([{"role": "system", "content": "/no_think"}, {"role": "user", "content": "hi"}]))
     code, out, _ = cli("template", "render", "smollm3", "--messages", messages, "--generation-prompt")
     assert code == 0 and out.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n")
-    code, out, _ = cli("template", "render", "chatml", "--messages", messages, "--kwargs", '{"x": 1}')
+    code, out, _ = cli("template", "render", "chatml", "--messages", messages)
     assert code == 0 and out == "<|im_start|>system\n/no_think<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+    code, _, err = cli("template", "render", "chatml", "--messages", messages, "--kwargs", '{"x": 1}')
+    assert_one_line_error(code, err, "--kwargs.x", "never reads")
     code, _, err = cli("template", "render", "chatml", "--messages", tmp_path / "none.json")
     assert_one_line_error(code, err, "none.json", "no such file")
     code, _, err = cli("template", "render", "chatml", "--messages", messages, "--kwargs", "{bad")
