@@ -15,13 +15,13 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+from smolalign.data.check_warnings import warn_beyond_the_context, warn_prompts_cut
 from smolalign.data.encode import Encoder
 from smolalign.data.mixture import ORIGIN, decoded
 from smolalign.data.preference import PreferenceEncoder, check_rows
 from smolalign.data.prepare import Layout, encode_rows, prepare_split
 from smolalign.data.prepare_preference import length_drops, pair_lengths
 from smolalign.errors import SmolalignError
-from smolalign.models.config import model_positions
 from smolalign.models.load import preflight_tokenizer
 from smolalign.resolve import Run
 from smolalign.templates.registry import refuse_unread_kwargs
@@ -196,55 +196,6 @@ def check_preference_rows(run: Run, mixture) -> Checked:
             check_length_budget(longest if whole else prompt, run.settings["max_length"], whole=whole)
         return row_problem, check_sample
     return check_mixture(run, mixture, checks)
-
-
-def warn_beyond_the_context(run: Run, longest_prompt: int | None = None) -> None:
-    """The longest sequence the run can train on past the positions the model was built for
-    (max_position_embeddings): positions never trained, which attention extrapolates to without an error. The bound
-    is train.max_length, else (a generating method without it) the longest checked prompt + max_completion_length."""
-    positions = model_positions(run.source())
-    if run.settings.get("max_length"):
-        bound, what = run.settings["max_length"], f"train.max_length {run.settings['max_length']:,}"
-    elif longest_prompt and run.settings.get("max_completion_length"):
-        bound = longest_prompt + run.settings["max_completion_length"]
-        what = (f"the longest checked prompt ({longest_prompt:,} tokens) + train.max_completion_length "
-                f"{run.settings['max_completion_length']:,}")
-    else:
-        return
-    if positions and bound > positions:
-        print(f"warning: {what} is beyond the {positions:,} positions the model was built for "
-              "(max_position_embeddings): positions past them were never trained, and attention extrapolates to them "
-              "without an error; lower it, or extend the model's context first (rope_scaling in its config)",
-              file=sys.stderr)
-
-
-def warn_held_out_unused(run: Run) -> None:
-    """`data.eval_split` rows are kept out of training to be evaluated: warned about when nothing evaluates them
-    (train.eval_strategy "no", TRL's default; a distillation trainer, which is given no held-out split)."""
-    held = run.data.eval_split
-    if not held:
-        return
-    if run.method_spec.distills:
-        print(f"warning: data.eval_split {held:g} holds rows out of training, and the distillation trainers evaluate no held-out split: they are only left out; "
-              "set data.eval_split: 0 to train on them", file=sys.stderr)
-    elif str(getattr(run.settings["eval_strategy"], "value", run.settings["eval_strategy"])) == "no":
-        print(f"warning: data.eval_split {held:g} holds rows out of training, and train.eval_strategy is \"no\": they are never evaluated; set "
-              "train.eval_strategy: steps (with train.eval_steps) or epoch to evaluate them, or data.eval_split: 0 "
-              "to train on them", file=sys.stderr)
-
-
-def warn_prompts_cut(run: Run, longest_prompt: int) -> None:
-    """A generating method whose train.max_length bounds prompt + answer in its loss (online DPO, GOLD): the
-    longest checked prompt with a full answer over it has its start cut for the loss, while the policy generated from
-    the whole prompt. Warned about, naming the lengths."""
-    settings = run.settings
-    budget = "max_new_tokens" if settings.get("max_new_tokens") else "max_completion_length"
-    max_length, answer = settings.get("max_length"), settings.get(budget)
-    if max_length and answer and longest_prompt + answer > max_length:
-        print(f"warning: the longest checked prompt ({longest_prompt:,} tokens) + train.{budget} {answer:,} is over "
-              f"train.max_length {max_length:,}: a prompt that long has its start cut for the loss (up to "
-              f"{longest_prompt + answer - max_length:,} token(s)), though the policy answered the whole of it; raise "
-              "train.max_length", file=sys.stderr)
 
 
 def check_length_budget(lengths, max_length: int | None, *, whole: bool = False) -> None:

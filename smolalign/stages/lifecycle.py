@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from smolalign.atomic import readable_as_created
-from smolalign.data.check import warn_held_out_unused
+from smolalign.data.check_warnings import warn_held_out_unused
 from smolalign.evaluation.run import check_stage_eval, evaluate_stage
 from smolalign.generation.vllm_engine import leave_vllm_groups
 from smolalign.gpu_partition import GpuPartition, partition_of_this_process

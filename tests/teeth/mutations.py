@@ -403,13 +403,13 @@ MUTATIONS = [
       "the run trains the reward model, then evaluates its backbone's generations as its 'after', head left out"),
     M("context_bound_warned", "a sequence bound past the model's max_position_embeddings is warned about before "
       "loading (sft/po: train.max_length; grpo: the longest checked prompt + max_completion_length)",
-      "verbs/index.md", "smolalign/data/check.py", "    if positions and bound > positions:\n", "    if False:\n",
+      "verbs/index.md", "smolalign/data/check_warnings.py", "    if positions and bound > positions:\n", "    if False:\n",
       ("tests/integration/test_sequence_bounds.py::test_a_max_length_past_the_models_positions_is_warned_about",
        "tests/integration/test_sequence_bounds.py::"
        "test_grpo_prompts_and_answers_past_the_models_positions_are_warned_about"),
       "the run trains on positions the model never saw, in silence"),
     M("prompt_cut_for_the_loss_warned", "online DPO and GOLD prompts whose start would be cut for the loss are warned "
-      "about before loading", "verbs/rl.md", "smolalign/data/check.py",
+      "about before loading", "verbs/rl.md", "smolalign/data/check_warnings.py",
       "    if max_length and answer and longest_prompt + answer > max_length:\n", "    if False:\n",
       ("tests/integration/test_sequence_bounds.py::test_online_dpo_prompts_cut_for_the_loss_are_warned_about",),
       "the loss reads cut prompts the policy answered whole, in silence"),

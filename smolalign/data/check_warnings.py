@@ -1,0 +1,58 @@
+"""What the check before loading warns about and lets run: a recipe the libraries would treat silently in a way
+the user did not mean (positions past the model's context, prompts cut for the loss, held-out rows nothing
+evaluates). Each prints one `warning:` line on stderr, naming the keys and the lengths."""
+
+import sys
+
+from smolalign.models.config import model_positions
+from smolalign.resolve import Run
+
+
+def warn_beyond_the_context(run: Run, longest_prompt: int | None = None) -> None:
+    """The longest sequence the run can train on past the positions the model was built for
+    (max_position_embeddings): positions never trained, which attention extrapolates to without an error. The bound
+    is train.max_length, else (a generating method without it) the longest checked prompt + max_completion_length."""
+    positions = model_positions(run.source())
+    if run.settings.get("max_length"):
+        bound, what = run.settings["max_length"], f"train.max_length {run.settings['max_length']:,}"
+    elif longest_prompt and run.settings.get("max_completion_length"):
+        bound = longest_prompt + run.settings["max_completion_length"]
+        what = (f"the longest checked prompt ({longest_prompt:,} tokens) + train.max_completion_length "
+                f"{run.settings['max_completion_length']:,}")
+    else:
+        return
+    if positions and bound > positions:
+        print(f"warning: {what} is beyond the {positions:,} positions the model was built for "
+              "(max_position_embeddings): positions past them were never trained, and attention extrapolates to them "
+              "without an error; lower it, or extend the model's context first (rope_scaling in its config)",
+              file=sys.stderr)
+
+
+def warn_held_out_unused(run: Run) -> None:
+    """`data.eval_split` rows are kept out of training to be evaluated: warned about when nothing evaluates them
+    (train.eval_strategy "no", TRL's default; a distillation trainer, which is given no held-out split)."""
+    held = run.data.eval_split
+    if not held:
+        return
+    if run.method_spec.distills:
+        print(f"warning: data.eval_split {held:g} holds rows out of training, and the distillation trainers "
+              "evaluate no held-out split: they are only left out; set data.eval_split: 0 to train on them",
+              file=sys.stderr)
+    elif str(getattr(run.settings["eval_strategy"], "value", run.settings["eval_strategy"])) == "no":
+        print(f"warning: data.eval_split {held:g} holds rows out of training, and train.eval_strategy is \"no\": "
+              "they are never evaluated; set train.eval_strategy: steps (with train.eval_steps) or epoch to "
+              "evaluate them, or data.eval_split: 0 to train on them", file=sys.stderr)
+
+
+def warn_prompts_cut(run: Run, longest_prompt: int) -> None:
+    """A generating method whose train.max_length bounds prompt + answer in its loss (online DPO, GOLD): the
+    longest checked prompt with a full answer over it has its start cut for the loss, while the policy generated from
+    the whole prompt. Warned about, naming the lengths."""
+    settings = run.settings
+    budget = "max_new_tokens" if settings.get("max_new_tokens") else "max_completion_length"
+    max_length, answer = settings.get("max_length"), settings.get(budget)
+    if max_length and answer and longest_prompt + answer > max_length:
+        print(f"warning: the longest checked prompt ({longest_prompt:,} tokens) + train.{budget} {answer:,} is over "
+              f"train.max_length {max_length:,}: a prompt that long has its start cut for the loss (up to "
+              f"{longest_prompt + answer - max_length:,} token(s)), though the policy answered the whole of it; raise "
+              "train.max_length", file=sys.stderr)
