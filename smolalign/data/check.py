@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from smolalign.data.check_warnings import warn_beyond_the_context, warn_prompts_cut
+from smolalign.data.check_warnings import warn_beyond_the_context, warn_prompts_cut, warn_row_kwargs_dropped
 from smolalign.data.encode import Encoder
 from smolalign.data.mixture import ORIGIN, decoded
 from smolalign.data.preference import PreferenceEncoder, check_rows
@@ -247,5 +247,6 @@ def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict) -> Checked:
         check_length_budget(lengths, run.settings["max_length"])
     else:
         warn_prompts_cut(run, max(lengths, default=0))
+        warn_row_kwargs_dropped(rows)
     warn_beyond_the_context(run, max(lengths, default=0))
     return Checked(len(rows), sources, time.perf_counter() - start)

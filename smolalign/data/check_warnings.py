@@ -6,6 +6,7 @@ import sys
 
 from smolalign.models.config import model_positions
 from smolalign.resolve import Run
+from smolalign.templates.registry import MODE_KWARG
 
 
 def warn_beyond_the_context(run: Run, longest_prompt: int | None = None) -> None:
@@ -56,3 +57,15 @@ def warn_prompts_cut(run: Run, longest_prompt: int) -> None:
               f"train.max_length {max_length:,}: a prompt that long has its start cut for the loss (up to "
               f"{longest_prompt + answer - max_length:,} token(s)), though the policy answered the whole of it; raise "
               "train.max_length", file=sys.stderr)
+
+
+def warn_row_kwargs_dropped(rows) -> None:
+    """An rl trainer renders every prompt with the recipe's template kwargs (TRL's config): a prompt row's own
+    chat_template_kwargs reach it only as its think mode (a flag). Other keys with a value in the checked rows
+    (custom_instructions, xml_tools, ...) are warned about, naming them."""
+    keys = sorted({key for row in rows for key, value in (row.get("chat_template_kwargs") or {}).items()
+                   if key != MODE_KWARG and value not in (None, "", [], {})})
+    if keys:
+        print(f"warning: prompt rows set chat_template_kwargs {', '.join(keys)}, which the trainer does not render "
+              f"per row (only {MODE_KWARG} reaches each prompt, as a flag): set them for every row in "
+              "template.kwargs, or put what they say in the prompts", file=sys.stderr)

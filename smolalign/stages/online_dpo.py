@@ -20,7 +20,7 @@ from smolalign.stages.lifecycle import OpenRun, Stage
 from smolalign.stages.po import policy_description, reference_description
 from smolalign.stages.rl import PromptsChecked, add_sandbox_row, check_prompts_and_rewards, load_generating
 from smolalign.stages.trainer_config import check_config, trl_config
-from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+from smolalign.templates.registry import MODE_KWARG, MODEL_TEMPLATE, resolve_template
 
 LOSSES = ("sigmoid", "ipo")
 """OnlineDPOConfig.loss_type values TRL 1.16's online DPO computes (any other fails at the first step)."""
@@ -40,6 +40,11 @@ def check_recipe(run: Run) -> None:
     penalty = settings["missing_eos_penalty"]
     if penalty is not None and penalty < 0:
         raise SmolalignError(f"train.missing_eos_penalty must be ≥ 0 (it is subtracted), got {penalty}")
+    dropped = sorted(key for key in run.recipe.template.kwargs if key != MODE_KWARG)
+    if dropped:  # the mode travels as a /think or /no_think flag in each prompt (data.prompts.with_think_modes)
+        raise SmolalignError(f"template.kwargs.{dropped[0]}: TRL's online DPO renders its prompts with no template "
+                             f"kwargs, so only {MODE_KWARG} (carried as a flag in each prompt) reaches them; remove "
+                             f"{dropped[0]}, or put what it says in the prompts themselves")
 
 
 def check_before_loading(run: Run):

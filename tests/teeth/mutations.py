@@ -1018,6 +1018,16 @@ MUTATIONS = [
       ("tests/unit/test_bad_input_corpus.py::test_refused[template-kwarg-no-template-reads]",
        "tests/unit/test_bad_input_corpus.py::test_refused[template-render-kwarg-no-template-reads]"),
       "enable_thinkng: false renders as unset: the run trains in think mode without a word"),
+    M("prompt_row_kwargs_dropped_warned", "prompt rows' chat_template_kwargs other than enable_thinking, which an rl "
+      "trainer does not render per row, are warned about before loading", "recipes/templates.md",
+      "smolalign/data/check.py", "        warn_row_kwargs_dropped(rows)\n", "",
+      ("tests/integration/test_prompt_row_kwargs.py::test_row_kwargs_grpo_does_not_render_are_warned_about",),
+      "the rows' custom instructions are dropped from every prompt without a word"),
+    M("online_dpo_template_kwargs_refused", "online DPO refuses template.kwargs other than enable_thinking (its TRL "
+      "trainer renders with none)", "recipes/templates.md", "smolalign/stages/online_dpo.py",
+      "    if dropped:  # the mode travels", "    if False:  # the mode travels",
+      ("tests/integration/test_prompt_row_kwargs.py::test_online_dpo_refuses_template_kwargs_it_cannot_render",),
+      "template.kwargs.date never reaches online DPO's prompts"),
     M("help_without_torch", "smolalign --help imports no torch", "verbs/index.md", "smolalign/cli/__init__.py",
       "import logging", "import logging\nimport torch  # noqa",
       ("tests/unit/test_cli.py::test_help_does_not_import_heavy_libraries",), "torch is imported at start"),
