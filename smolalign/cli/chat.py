@@ -10,7 +10,8 @@ def chat(
     models: Annotated[list[str], typer.Argument(
         help="Model directories (e.g. runs/quickstart/sft/model), .gguf files or bundled names: each answers.")],
     message: Annotated[str, typer.Option("--message", "-m", help="The user message.")],
-    think: Annotated[bool, typer.Option("--think/--no-think", help="Reasoning mode (hybrid templates).")] = True,
+    think: Annotated[bool | None, typer.Option("--think/--no-think", help="Reasoning mode of a hybrid template "
+                                                                       "(default: the template's own).")] = None,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Generation budget.")] = 128,
 ) -> None:
     """Print each model's reply to one message (greedy decoding); with several models, each reply after its

@@ -68,6 +68,10 @@ class RewardSection:
     """The reward's parameters (see the rewards reference); an unknown or missing one is refused."""
 
 
+_UNPAIRED_THRESHOLD = 0.5
+"""The default score at which an unpaired candidate is desirable."""
+
+
 @dataclass(frozen=True)
 class GradedSection:
     """On-policy graded pairs: one model samples `n` answers per prompt and the scorer ranks them."""
@@ -85,8 +89,8 @@ class GradedSection:
     """The rejected answer: the lowest-scored candidate, or a random one scored at least `margin` below the best."""
     unpaired: bool = False
     """Write KTO rows (prompt/completion/label) instead of pairs: every scored candidate, labelled by `threshold`."""
-    threshold: float = 0.5
-    """unpaired: a candidate scored at or above this is desirable (label true)."""
+    threshold: float = _UNPAIRED_THRESHOLD
+    """unpaired: a candidate scored at or above this is desirable (label true); refused for pairs."""
 
     def __post_init__(self) -> None:
         if not self.scorer:
@@ -95,6 +99,12 @@ class GradedSection:
             raise ValueError(f"n must be at least 2 (a pair needs two candidates), got {self.n}")
         if not math.isfinite(self.margin) or self.margin < 0:
             raise ValueError(f"margin must be a number >= 0, got {self.margin}")
+        if self.threshold != _UNPAIRED_THRESHOLD and not self.unpaired:
+            raise ValueError(f"threshold {self.threshold} labels unpaired (KTO) rows, and these are pairs (unpaired: "
+                             "false): the chosen answer is the best-scored one; for a gap, set margin")
+        if self.margin and self.unpaired:
+            raise ValueError(f"margin {self.margin} picks a pair's rejected answer, and unpaired rows are labelled by "
+                             "threshold instead: drop margin, or set unpaired: false")
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ MUTATIONS = [
       "a flag is pasted into a template that ignores it"),
     M("chat_think_flag", "smolalign chat --think/--no-think prompts the model in the mode asked for",
       "verbs/chat.md", "smolalign/chat.py",
-      'enable_thinking=think, return_tensors="pt"', 'enable_thinking=True, return_tensors="pt"',
+      "**({} if think is None else {MODE_KWARG: think})", "**({} if think is None else {MODE_KWARG: True})",
       ("tests/integration/test_chat.py::test_chat_prompts_in_the_mode_asked_for[False]",),
       "--no-think is ignored"),
     # ---------------------------------------------------------------------------------------------- rewards
@@ -1028,6 +1028,17 @@ MUTATIONS = [
       "    if dropped:  # the mode travels", "    if False:  # the mode travels",
       ("tests/integration/test_prompt_row_kwargs.py::test_online_dpo_refuses_template_kwargs_it_cannot_render",),
       "template.kwargs.date never reaches online DPO's prompts"),
+    M("graded_keys_for_their_rows", "pairs.graded.threshold on pairs and margin on unpaired rows (each read only by "
+      "the other) are refused", "verbs/po.md", "smolalign/recipe/generation_schema.py",
+      "        if self.threshold != _UNPAIRED_THRESHOLD and not self.unpaired:", "        if False:",
+      ("tests/unit/test_graded_pick_and_refusals.py::test_refused[graded-threshold-on-pairs]",),
+      "a threshold meant as the chosen answer's minimum is ignored: pairs are picked by score alone"),
+    M("chat_mode_flag_without_modes_warned", "chat --think/--no-think on a model whose template has no reasoning modes "
+      "is warned about", "verbs/chat.md", "smolalign/chat.py",
+      "    if think is not None and MODE_KWARG not in (tokenizer.chat_template or \"\"):",
+      "    if False:", ("tests/integration/test_chat_modes.py::"
+                        "test_a_mode_flag_on_a_template_without_modes_is_warned_about[chatml-True]",),
+      "--no-think on a plain ChatML model changes nothing, in silence"),
     M("help_without_torch", "smolalign --help imports no torch", "verbs/index.md", "smolalign/cli/__init__.py",
       "import logging", "import logging\nimport torch  # noqa",
       ("tests/unit/test_cli.py::test_help_does_not_import_heavy_libraries",), "torch is imported at start"),
