@@ -33,7 +33,8 @@ class ModeSamples:
 def generator_section(inputs: EvalInputs, model: EvalModel) -> GeneratorSection:
     section = inputs.section
     return GeneratorSection(source=model.source, backend=section.backend, base_url=section.base_url,
-                            template=inputs.template_name, temperature=section.temperature, top_p=section.top_p,
+                            template=None if section.backend == "openai" else inputs.template_name,  # a server's own
+                            temperature=section.temperature, top_p=section.top_p,
                             max_new_tokens=section.max_new_tokens, batch_size=section.batch_size)
 
 

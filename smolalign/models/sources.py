@@ -57,7 +57,7 @@ def resolve_source(spec: str, revision: str | None = None, tokenizer: str | None
     for pretraining checkpoints (which carry none) and is refused for sources that have their own; `revision` only
     for hub ids (a local source has no commits to pick from)."""
     source = _resolve(spec, revision)
-    if revision is not None and source.kind != "hub":
+    if revision not in (None, "main") and source.kind != "hub":  # main: TRL's default, what upstream configs write
         raise SmolalignError(f"{revision_key} {revision!r} picks a commit of a hub model, and {spec} is a local "
                              f"{'GGUF file' if source.kind == 'gguf' else 'folder'}: remove {revision_key}")
     if source.kind != "checkpoint":

@@ -998,7 +998,7 @@ MUTATIONS = [
       "train.eval_packing: false is accepted and the held-out split is packed anyway"),
     M("local_model_revision_refused", "a revision of a local model source is refused (it has no commits)",
       "troubleshooting.md", "smolalign/models/sources.py",
-      '    if revision is not None and source.kind != "hub":', "    if False:",
+      '    if revision not in (None, "main") and source.kind != "hub":', "    if False:",
       ("tests/unit/test_bad_input_corpus.py::test_refused[revision-of-a-local-model]",),
       "model.revision is dropped: the folder's weights train whatever revision was asked"),
     M("slurm_num_processes_refused", "launch.num_processes in a Slurm job, and sweep --slurm --num-processes, are "
