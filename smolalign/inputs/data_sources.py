@@ -2,6 +2,7 @@
 generated here: `reasoning_gym:TASK`) and mapping its columns."""
 
 import json
+import re
 from importlib.metadata import version
 from pathlib import Path
 
@@ -27,7 +28,9 @@ def local_files(path: Path, split: str = "train") -> list[Path]:
             raise SmolalignError(f"data source {path}: split {split!r} picks a part of a dataset, and a file is read "
                                  "whole (its split is train): drop split, or point the source at that split's file")
         return [path]
-    files = sorted(p for p in path.rglob("*") if p.suffix in LOCAL_BUILDERS and p.is_file())
+    files = sorted(p for p in path.rglob("*") if p.suffix in LOCAL_BUILDERS and p.is_file()
+                   and p.name not in DATASETS_METADATA and not any(part.startswith(".") for part in
+                                                                    p.relative_to(path).parts))
     if not files:
         raise SmolalignError(f"data source {path}: the folder holds no .jsonl, .json or .parquet file")
     splits = folder_splits(path, files)
@@ -39,6 +42,13 @@ def local_files(path: Path, split: str = "train") -> list[Path]:
     if split not in splits:
         raise SmolalignError(f"data source {path}: no split {split!r} in this folder; its file names make the splits "
                              f"{', '.join(sorted(splits))}: set split: to one of them")
+    for file in splits[split]:
+        word = _HELD_OUT_NAME.search(file.stem.lower())
+        if word and word.group(2) not in split.lower():
+            raise SmolalignError(f"data source {path}: {file.relative_to(path)} is read as split {split!r}, but its "
+                                 f"name says {word.group(2)}: a held-out file would be trained on. Name the files "
+                                 "as datasets reads splits (train.jsonl, test.jsonl; lower case), or point the "
+                                 "source at a file")
     return splits[split]
 
 
@@ -52,6 +62,12 @@ def folder_splits(path: Path, files: list[Path]) -> dict[str, list[Path]]:
     splits = {str(name): [ours[p] for p in sorted({Path(f).resolve() for f in chosen}) if p in ours]
               for name, chosen in found.items()}
     return {name: chosen for name, chosen in splits.items() if chosen}
+
+
+DATASETS_METADATA = {"dataset_info.json", "dataset_infos.json", "dataset_dict.json", "state.json"}
+"""Files a saved or downloaded dataset keeps beside its rows: not data, and datasets reads none of them as rows."""
+_HELD_OUT_NAME = re.compile(r"(^|[^a-z])(test|eval|valid|validation|dev)(set)?([^a-z]|$)")
+"""A file name that says it holds a held-out split (testset.jsonl, Test.jsonl, my-eval-data.jsonl)."""
 
 
 def is_local(spec: str) -> bool:

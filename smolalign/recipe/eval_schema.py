@@ -94,7 +94,7 @@ class EvalSection:
         if self.temperature == 0 and self.samples > 1:
             raise ValueError(f"samples {self.samples} with temperature 0 (greedy) is one answer repeated, so pass@K "
                              "would equal avg@1; sample with a temperature > 0 (SmolLM3: 0.6), or samples: 1")
-        if self.temperature == 0 and self.top_p != _TOP_P:
+        if self.temperature == 0 and self.top_p not in (_TOP_P, 1.0):  # 1.0: the whole distribution, as greedy
             raise ValueError(f"top_p {self.top_p} is not used with temperature 0 (greedy); drop it, or sample")
         if self.backend not in ("transformers", "vllm", "openai"):
             raise ValueError(f"unknown backend {self.backend!r}; one of transformers, vllm, openai")

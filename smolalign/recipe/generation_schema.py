@@ -198,18 +198,24 @@ VLLM_ONLY_IN_COLOCATE = ("vllm_gpu_memory_utilization", "vllm_tensor_parallel_si
 VLLM_ONLY_IN_SERVER = ("vllm_server_timeout",)
 
 
-def check_generation_keys(generation: GenerationSection | None, train: dict) -> None:
-    """`train:` keys of TRL's vLLM settings that the recipe's generation backend never reads are refused, naming
-    the key: every vllm_* with transformers, the colocated engine's with a server, the server's with colocate."""
-    backend = generation.backend if generation is not None else "transformers"
+def unread_vllm_keys(backend: str, train: dict) -> dict[str, str]:
+    """`train:` keys of TRL's vLLM settings that `backend` never reads, with why: every vllm_* with transformers, the
+    colocated engine's with a server, the server's with colocate."""
+    unread = {}
     for key in sorted(k for k, value in train.items() if k.startswith("vllm_") and value is not None):
         if backend == "transformers":
-            why = "the policy generates with transformers (generation.backend); TRL reads vllm_* settings only with vLLM"
+            unread[key] = ("the policy generates with transformers (generation.backend); TRL reads vllm_* settings "
+                           "only with vLLM")
         elif backend == "vllm_server" and key in VLLM_ONLY_IN_COLOCATE:
-            why = ("it builds TRL's colocated engine, and this recipe generates with a vLLM server: configure it with "
-                   "generation.server (tensor_parallel, gpus) or, on Slurm, launch slurm --vllm-set")
+            unread[key] = ("it builds TRL's colocated engine, and this recipe generates with a vLLM server: configure "
+                           "it with generation.server (tensor_parallel, gpus) or, on Slurm, launch slurm --vllm-set")
         elif backend == "vllm_colocate" and key in VLLM_ONLY_IN_SERVER:
-            why = "it is read for a vLLM server, and this recipe generates with a colocated engine"
-        else:
-            continue
+            unread[key] = "it is read for a vLLM server, and this recipe generates with a colocated engine"
+    return unread
+
+
+def check_generation_keys(generation: GenerationSection | None, train: dict) -> None:
+    """The vLLM settings in `train:` the recipe's generation backend never reads are refused, naming the key."""
+    unread = unread_vllm_keys(generation.backend if generation is not None else "transformers", train)
+    for key, why in unread.items():
         raise SmolalignError(f"train.{key} would not be used: {why}")

@@ -7,6 +7,7 @@ key it takes with `renamed` or `dropped`.
 from pathlib import Path
 
 from rewards.upstream import OPENR1_TAGS, REWARD_ALIASES, REWARDS_REFUSED
+from smolalign.recipe.generation_schema import unread_vllm_keys
 from smolalign.recipe.upstream import RENAMED
 
 ACCELERATE_PRESETS = {"multi_gpu": "ddp", "zero2": "zero2", "zero3": "zero3", "fsdp2": "fsdp2"}
@@ -238,6 +239,9 @@ def import_rewards(state) -> None:
         state.renamed("use_vllm", "generation.backend: transformers")
     if "vllm_mode" in raw:
         state.renamed("vllm_mode", "generation.backend")
+    backend = state.extra.get("generation", {}).get("backend", "transformers")
+    for key, why in unread_vllm_keys(backend, {k: v for k, v in raw.items() if k not in state.done}).items():
+        state.dropped(key, why)
 
 
 def _reward(state, name: str, weight: float) -> dict:

@@ -49,23 +49,33 @@ def cell_state(run_dir: Path) -> str:
 
 
 def refuse_stale_cells(runs: list[CellRun]) -> None:
-    """A cell trained, or started, with another recipe than the cell's recipe now (the base recipe or a `--set`
-    edited since) is refused before any cell runs: skipped or resumed, it would be compared as if trained with the
-    new one. The accumulation that `launch.global_batch_size` derives for the processes of the run is left out: the
-    global batch it keeps is compared."""
+    """A cell trained, or started, with another value of a key the cell's recipe writes now (the base recipe or a
+    `--set` edited since) is refused before any cell runs: skipped or resumed, it would be compared as if trained
+    with the new one. Only keys the recipe writes are compared: a default smolalign changed between versions is not
+    an edit (a key the recipe no longer writes is not seen either). The accumulation that `launch.global_batch_size`
+    derives for the processes of the run is left out: the global batch it keeps is compared."""
     for run in runs:
         if cell_state(run.run_dir) == "new":
             continue
-        resolved = run.resolved.resolved_recipe()
+        resolved, written = run.resolved.resolved_recipe(), _paths(run.resolved.recipe.raw)
         derived = {"train.gradient_accumulation_steps"} if (resolved.get("launch") or {}).get("global_batch_size") \
             else set()
-        changed = [key for key in recipe_changes(run.run_dir, resolved) if key not in derived]
+        changed = [key for key in recipe_changes(run.run_dir, resolved) if key not in derived
+                   and any(key == path or key.startswith(f"{path}.") or path.startswith(f"{key}.") for path in written)]
         if changed:
             raise SmolalignError(
                 f"sweep cell {run.cell.name}: {', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''} changed "
                 f"since the cell started (its {run.run_dir / RECIPE_FILE}): the sweep would compare it as if it had "
                 "run the recipe as it is now; undo the change, move the cell's folder away to train it again, or "
                 "pass --overwrite to train every cell again")
+
+
+def _paths(mapping: dict, prefix: str = "") -> set[str]:
+    """The dotted paths of a nested mapping's leaves, the values the recipe writes (train.learning_rate, method)."""
+    paths = set()
+    for key, value in mapping.items():
+        paths |= _paths(value, f"{prefix}{key}.") if isinstance(value, dict) and value else {f"{prefix}{key}"}
+    return paths
 
 
 def stage_command(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | None, num_processes: int | None

@@ -68,15 +68,19 @@ def test_open_r1_grpo_imports_and_dry_runs(cli, tiny_dir, tmp_path, monkeypatch)
         "chat_template": CHATML,
         "dataset_name": str(tmp_path / "math.jsonl"), "dataset_prompt_column": "problem",
         "system_prompt": "Respond as <think>\n...\n</think>\n<answer>\n...\n</answer>",
-        "bf16": True, "use_vllm": False, "learning_rate": 2.0e-5, "max_prompt_length": 64,
+        "bf16": True, "use_vllm": False, "vllm_gpu_memory_utilization": 0.7, "learning_rate": 2.0e-5,
+        "max_prompt_length": 64,
         "max_completion_length": 16, "num_generations": 4, "per_device_train_batch_size": 4, "max_steps": 2,
         "reward_funcs": ["accuracy", "format", "tag_count"], "reward_weights": [1.0, 1.0, 1.0],
         "benchmarks": [], "callbacks": ["push_to_hub_revision"], "hub_model_revision": "main",
     })
     out = tmp_path / "grpo.yaml"
-    code, _, err = cli("recipes", "import", config, "-o", out)
+    code, stdout, err = cli("recipes", "import", config, "-o", out)
     assert code == 0, err
+    # open-r1's vLLM memory share sizes a colocated engine; generating with transformers it is read by nothing
+    assert "dropped  vllm_gpu_memory_utilization: the policy generates with transformers" in stdout + err
     recipe = yaml.safe_load(out.read_text())
+    assert "vllm_gpu_memory_utilization" not in recipe["train"]
     assert [r["name"] for r in recipe["rewards"]] == ["math_accuracy", "answer_format", "tag_count"]
     assert recipe["data"]["system_prompt"].startswith("Respond as <think>\n")
     code, _, err = cli("rl", out, "--dry-run", "--output-dir", tmp_path / "run")

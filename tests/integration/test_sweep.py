@@ -96,6 +96,18 @@ def test_two_cells_run_evaluate_compare_and_resume(cli, sweep_recipe, tmp_path):
     assert code == 2 and f"sweep cell {CELLS[0]}: train.warmup_steps changed" in err, err
     assert {name: mtimes(out_dir / name) for name in CELLS} == before
 
+    # A default the recipe does not write, changed between smolalign versions (the recipe.yaml of a cell written by
+    # an older one), is not an edit: the cells are still taken as done.
+    del recipe["train"]["warmup_steps"]
+    sweep_recipe.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    for name in CELLS:
+        kept = yaml.safe_load((out_dir / name / "recipe.yaml").read_text())
+        kept["eval"]["max_turns"], kept["train"]["adam_beta2"] = 4, 0.98
+        (out_dir / name / "recipe.yaml").write_text(yaml.safe_dump(kept, sort_keys=False))
+    code, out, err = cli("sweep", sweep_recipe, "--grid", "train.learning_rate=0.05,0.0", "-o", out_dir, "--dry-run")
+    assert code == 0, err
+    assert f"{CELLS[0]}  [sft, done]" in out, out
+
 
 SCONTROL = """#!/bin/bash
 [[ $1 == show ]] && echo localhost

@@ -1039,6 +1039,18 @@ MUTATIONS = [
       "    if False:", ("tests/integration/test_chat_modes.py::"
                         "test_a_mode_flag_on_a_template_without_modes_is_warned_about[chatml-True]",),
       "--no-think on a plain ChatML model changes nothing, in silence"),
+    M("held_out_file_names_refused", "a local file whose name says it is held out (testset.jsonl, Test.jsonl) but "
+      "that datasets would read as the training split is refused", "recipes/data.md",
+      "smolalign/inputs/data_sources.py", "        if word and word.group(2) not in split.lower():",
+      "        if False:",
+      tuple(f"tests/unit/test_local_splits.py::test_a_held_out_file_datasets_would_read_as_training_rows_is_refused"
+            f"[{case}]" for case in ("set-suffix", "capitals", "inside-a-train-folder")),
+      "testset.jsonl beside trainset.jsonl is trained on"),
+    M("sweep_stale_cells_by_written_keys", "a sweep compares a cell's recipe with the keys the recipe writes, so a "
+      "default changed between versions is not taken for an edit", "verbs/sweep.md", "smolalign/sweep/cells.py",
+      " for path in written)]", " for path in written) or True]", (
+          "tests/integration/test_sweep.py::test_two_cells_run_evaluate_compare_and_resume",),
+      "every finished cell is refused as stale after an upgrade"),
     M("help_without_torch", "smolalign --help imports no torch", "verbs/index.md", "smolalign/cli/__init__.py",
       "import logging", "import logging\nimport torch  # noqa",
       ("tests/unit/test_cli.py::test_help_does_not_import_heavy_libraries",), "torch is imported at start"),

@@ -86,3 +86,21 @@ def test_a_file_is_read_whole_and_another_split_of_it_is_refused(tmp_path):
     assert len(_texts(tmp_path / "chat.jsonl", "train")) == 3
     with pytest.raises(SmolalignError, match=r"split 'test' .* a file is read whole"):
         _texts(tmp_path / "chat.jsonl", "test")
+
+
+@pytest.mark.parametrize("names", [("trainset.jsonl", "testset.jsonl"), ("Train.jsonl", "Test.jsonl"),
+                                   ("train/train.jsonl", "train/validation.jsonl")],
+                         ids=["set-suffix", "capitals", "inside-a-train-folder"])
+def test_a_held_out_file_datasets_would_read_as_training_rows_is_refused(tmp_path, names):
+    for name in names:
+        _jsonl(tmp_path / "d" / name, _rows(name))
+    assert len(_theirs(tmp_path / "d", "train")) == 6  # datasets itself would train on both
+    with pytest.raises(SmolalignError, match=r"is read as split 'train', but its name says"):
+        _texts(tmp_path / "d", "train")
+
+
+def test_metadata_and_hidden_files_are_not_rows(tmp_path):
+    _parquet(tmp_path / "d" / "data" / "train-00000-of-00001.parquet", _rows("train"))
+    (tmp_path / "d" / "dataset_infos.json").write_text('{"default": {}}')
+    _jsonl(tmp_path / "d" / ".ipynb_checkpoints" / "train-checkpoint.jsonl", _rows("stale"))
+    assert _texts(tmp_path / "d", "train") == [f"train {i}" for i in range(3)]
