@@ -16,11 +16,15 @@ from smolalign.recipe.data_schema import SourceSection
 LOCAL_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
-def local_files(path: Path, split: str = "train") -> list[Path]:
-    """The files of `split` in a local file or folder. A folder's files name their splits as a hub dataset's do
-    (datasets' own rules: data/train-00000-of-00002.parquet, validation.jsonl, test_sft-*.parquet); a folder whose
-    files name none is one train split. A single file is read whole: its split is train."""
+def local_files(path: Path, split: str = "train", name: str | None = None) -> list[Path]:
+    """The files of `split` in a local file or folder. A folder's splits are the ones datasets reads from it: its
+    README's `configs:` (a downloaded hub dataset; `name` picks one), else its file names (data/train-00000-of-00002
+    .parquet, validation.jsonl, test_sft-*.parquet); a folder whose files name none is one train split. A single file
+    is read whole: its split is train."""
     if not path.is_dir():
+        if name is not None:
+            raise SmolalignError(f"data source {path}: name {name!r} is a dataset's configuration, and a file is read "
+                                 "whole: drop name")
         if path.suffix not in LOCAL_BUILDERS:
             raise SmolalignError(f"data source {path}: unsupported file type {path.suffix!r} (use .jsonl, .json or "
                                  ".parquet)")
@@ -33,9 +37,9 @@ def local_files(path: Path, split: str = "train") -> list[Path]:
                                                                     p.relative_to(path).parts))
     if not files:
         raise SmolalignError(f"data source {path}: the folder holds no .jsonl, .json or .parquet file")
-    splits = folder_splits(path, files)
+    splits = folder_splits(path, files, name)
     named = {f for chosen in splits.values() for f in chosen}
-    if left := [f for f in files if f not in named]:
+    if name is None and (left := [f for f in files if f not in named]):  # a configuration reads some files only
         raise SmolalignError(f"data source {path}: {left[0].relative_to(path)} names no split, beside files that do "
                              f"({', '.join(sorted(splits))}): it would not be read; rename it, move it out, or point "
                              "the source at a file")
@@ -52,16 +56,18 @@ def local_files(path: Path, split: str = "train") -> list[Path]:
     return splits[split]
 
 
-def folder_splits(path: Path, files: list[Path]) -> dict[str, list[Path]]:
-    """The folder's splits as datasets names them from the file names ({"train": every file} when none is named),
-    with the files among `files`."""
-    from datasets.data_files import DataFilesDict, get_data_patterns
+def folder_splits(path: Path, files: list[Path], name: str | None = None) -> dict[str, list[Path]]:
+    """The folder's splits (of configuration `name`) as datasets resolves them, with the files among `files`."""
+    import datasets
 
-    found = DataFilesDict.from_patterns(get_data_patterns(str(path)), base_path=str(path))
+    try:
+        found = datasets.load_dataset_builder(str(path), name).config.data_files or {}
+    except ValueError as exc:  # several configurations and no name, or a name the folder does not have
+        raise SmolalignError(f"data source {path}: {' '.join(str(exc).split())[:300]} (set name: to one)") from None
     ours = {f.resolve(): f for f in files}
-    splits = {str(name): [ours[p] for p in sorted({Path(f).resolve() for f in chosen}) if p in ours]
-              for name, chosen in found.items()}
-    return {name: chosen for name, chosen in splits.items() if chosen}
+    splits = {str(split): [ours[p] for p in sorted({Path(f).resolve() for f in chosen}) if p in ours]
+              for split, chosen in found.items()}
+    return {split: chosen for split, chosen in splits.items() if chosen}
 
 
 DATASETS_METADATA = {"dataset_info.json", "dataset_infos.json", "dataset_dict.json", "state.json"}
@@ -118,7 +124,7 @@ def fingerprint_of(source: SourceSection) -> str:
         path = Path(source.path).expanduser()
         if not path.exists():
             raise SmolalignError(f"data source {source.path}: no such file or folder")
-        return ";".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in local_files(path, source.split))
+        return ";".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in local_files(path, source.split, source.name))
     return f"hub:{source.path}:{source.name}:{source.split}"
 
 
@@ -136,11 +142,7 @@ def load_source(source: SourceSection):
             path = Path(source.path).expanduser()
             if not path.exists():
                 raise SmolalignError(f"data source {source.path}: no such file or folder")
-            if source.name is not None:
-                raise SmolalignError(f"data source {source.path}: name {source.name!r} is a hub dataset's "
-                                     "configuration; for local files, point the source at that configuration's "
-                                     "folder")
-            files = local_files(path, source.split)
+            files = local_files(path, source.split, source.name)
             builders = {LOCAL_BUILDERS[f.suffix] for f in files}
             if len(builders) > 1:
                 raise SmolalignError(f"data source {source.path}: mixes JSON and Parquet files; split it into two sources")

@@ -952,7 +952,7 @@ MUTATIONS = [
     M("local_split_refused", "a local folder's source reads the files of its split only (the splits datasets names "
       "from the file names); a split the folder lacks, or another split of a single file, is refused",
       "recipes/data.md", "smolalign/inputs/data_sources.py",
-      "    return {name: chosen for name, chosen in splits.items() if chosen}\n", "    return {\"train\": files}\n",
+      "    return {split: chosen for split, chosen in splits.items() if chosen}\n", "    return {\"train\": files}\n",
       ("tests/unit/test_local_splits.py::test_a_downloaded_hub_dataset_reads_the_split_asked_for",
        "tests/unit/test_local_splits.py::test_train_and_validation_files_train_on_train_only",
        "tests/unit/test_local_splits.py::test_a_split_the_folder_does_not_have_is_refused_naming_those_it_has"),

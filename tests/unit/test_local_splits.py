@@ -27,12 +27,12 @@ def _parquet(path, rows) -> None:
     datasets.Dataset.from_list(rows).to_parquet(str(path))
 
 
-def _texts(folder, split: str) -> list[str]:
-    return sorted(load_source(SourceSection(path=str(folder), split=split))["text"])
+def _texts(folder, split: str, name: str | None = None) -> list[str]:
+    return sorted(load_source(SourceSection(path=str(folder), split=split, name=name))["text"])
 
 
-def _theirs(folder, split: str) -> list[str]:
-    return sorted(datasets.load_dataset(str(folder), split=split)["text"])
+def _theirs(folder, split: str, name: str | None = None) -> list[str]:
+    return sorted(datasets.load_dataset(str(folder), name, split=split)["text"])
 
 
 @pytest.fixture
@@ -104,3 +104,31 @@ def test_metadata_and_hidden_files_are_not_rows(tmp_path):
     (tmp_path / "d" / "dataset_infos.json").write_text('{"default": {}}')
     _jsonl(tmp_path / "d" / ".ipynb_checkpoints" / "train-checkpoint.jsonl", _rows("stale"))
     assert _texts(tmp_path / "d", "train") == [f"train {i}" for i in range(3)]
+
+
+CONFIGS = """---
+configs:
+- config_name: Mid
+  data_files:
+  - {split: OpenThoughts, path: data/Mid/OpenThoughts-*}
+  - {split: Other, path: data/Mid/Other-*}
+- config_name: SFT
+  data_files:
+  - {split: Chat, path: data/SFT/Chat-*}
+---
+"""
+
+
+def test_a_snapshot_with_configurations_reads_the_one_named(tmp_path):
+    """smoltalk2's layout: configurations in the README, their shards below data/<configuration>/."""
+    folder = tmp_path / "snapshot"
+    _parquet(folder / "data" / "Mid" / "OpenThoughts-00000-of-00002.parquet", _rows("thoughts a"))
+    _parquet(folder / "data" / "Mid" / "OpenThoughts-00001-of-00002.parquet", _rows("thoughts b"))
+    _parquet(folder / "data" / "Mid" / "Other-00000-of-00001.parquet", _rows("other"))
+    _parquet(folder / "data" / "SFT" / "Chat-00000-of-00001.parquet", _rows("chat"))
+    (folder / "README.md").write_text(CONFIGS)
+    assert _texts(folder, "OpenThoughts", "Mid") == _theirs(folder, "OpenThoughts", "Mid")
+    assert len(_texts(folder, "OpenThoughts", "Mid")) == 6
+    assert _texts(folder, "Chat", "SFT") == _theirs(folder, "Chat", "SFT")
+    with pytest.raises(SmolalignError, match=r"Config name is missing.*Mid.*SFT.*set name: to one"):
+        _texts(folder, "train")
