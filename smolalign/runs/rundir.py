@@ -65,22 +65,18 @@ def is_trained(run_dir: Path) -> bool:
     return (run_dir / MODEL_DIR).is_dir() and "result" in read_manifest(run_dir)
 
 
-def refuse_resuming_a_finished_run(checkpoint: Path, max_steps: int, resolved: dict) -> None:
-    """A run whose newest checkpoint holds its last step (by train.max_steps, or by the epochs of an unchanged recipe)
-    and whose model is saved is finished: refused on the main process before anything is written (resumed, the
-    Trainer would train past the end and save over the model). Cut off in its final save, it is resumed to save the
-    model only (stages.lifecycle.train_and_save)."""
-    run_dir = checkpoint.parent
-    # By epochs, the last step is the trainer's count for the data and batch it had: only the same recipe is sure
-    # to have none left (another is resumed, and stops before a step if none is left: lifecycle.no_step_callback).
-    same_recipe = (run_dir / RECIPE_FILE).is_file() and not recipe_changes(run_dir, resolved)
-    if at_the_last_step(checkpoint, max_steps, same_recipe) and is_trained(run_dir):
-        limit = (f"train.max_steps {max_steps}" if max_steps > 0 else
-                 f"the last step of its train.num_train_epochs, {resolved.get('train', {}).get('num_train_epochs')}")
+def refuse_resuming_a_finished_run(checkpoint: Path, max_steps: int, same_recipe: bool, resolved: dict) -> None:
+    """A run whose newest checkpoint holds its last step (by train.max_steps, or by the epochs of an unchanged recipe:
+    `same_recipe`) and whose model is saved is finished: refused on the main process before anything is written
+    (resumed, the Trainer would train past the end and save over the model). Cut off in its final save, it is resumed
+    to save the model only (stages.lifecycle.train_and_save)."""
+    if at_the_last_step(checkpoint, max_steps, same_recipe) and is_trained(checkpoint.parent):
+        key = "train.max_steps" if max_steps > 0 else "train.num_train_epochs"
+        limit = (f"{key} {max_steps}" if max_steps > 0 else
+                 f"the last step of its {key}, {resolved.get('train', {}).get('num_train_epochs')}")
         raise SmolalignError(f"--resume: {checkpoint.name} already reached {limit}, so the run is finished (its "
-                             f"model is {run_dir / MODEL_DIR}); raise "
-                             f"{'train.max_steps' if max_steps > 0 else 'train.num_train_epochs'} to train on, or "
-                             "pass --overwrite to train again")
+                             f"model is {checkpoint.parent / MODEL_DIR}); raise {key} to train on, or pass "
+                             "--overwrite to train again")
 
 
 def recipe_changes(run_dir: Path, resolved: dict) -> list[str]:
@@ -95,12 +91,11 @@ def recipe_changes(run_dir: Path, resolved: dict) -> list[str]:
     return sorted(_changed_keys(before, resolved)) if isinstance(before, dict) else []
 
 
-def refuse_an_incompatible_resume(run_dir: Path, resolved: dict) -> None:
-    """A resume whose recipe changed one of RESUME_MUST_MATCH since the run started (its recipe.yaml) is refused
-    before anything loads: the checkpoint would fail to load into the new model or optimizer (LoRA adapters on a
-    full fine-tune's weights, SGD on AdamW's state), after the weights had loaded."""
-    changed = [key for key in recipe_changes(run_dir, resolved)
-               if any(key == kept or key.startswith(f"{kept}.") for kept in RESUME_MUST_MATCH)]
+def refuse_an_incompatible_resume(run_dir: Path, changes: list[str]) -> None:
+    """A resume whose recipe changed one of RESUME_MUST_MATCH since the run started (`changes`: `recipe_changes`) is
+    refused before anything loads: the checkpoint would fail to load into the new model or optimizer (LoRA adapters
+    on a full fine-tune's weights, SGD on AdamW's state), after the weights had loaded."""
+    changed = [key for key in changes if any(key == kept or key.startswith(f"{kept}.") for kept in RESUME_MUST_MATCH)]
     if changed:
         raise SmolalignError(f"--resume: {', '.join(changed)} changed since {run_dir} started (its {RECIPE_FILE}): its "
                              "checkpoints hold weights and optimizer state for the old recipe and cannot be loaded; "
@@ -110,11 +105,16 @@ def refuse_an_incompatible_resume(run_dir: Path, resolved: dict) -> None:
 def checkpoint_to_resume(run_dir: Path, *, resume: bool, overwrite: bool, resolved: dict,
                          max_steps: int) -> Path | None:
     """`check_run_dir`, then, when resuming from a checkpoint, the refusals of a finished run and of a recipe the
-    checkpoint cannot be loaded into; writes nothing (a dry run with --resume asks it too)."""
+    checkpoint cannot be loaded into (both from one reading of the run's recipe.yaml); writes nothing (a dry run with
+    --resume asks it too)."""
     checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
     if checkpoint is not None:
-        refuse_resuming_a_finished_run(checkpoint, max_steps, resolved)
-        refuse_an_incompatible_resume(run_dir, resolved)
+        changes = recipe_changes(run_dir, resolved)
+        # By epochs, the last step is the trainer's count for the data and batch it had: only the same recipe is
+        # sure to have none left (another is resumed, and stops before a step if none is left).
+        same_recipe = (run_dir / RECIPE_FILE).is_file() and not changes
+        refuse_resuming_a_finished_run(checkpoint, max_steps, same_recipe, resolved)
+        refuse_an_incompatible_resume(run_dir, changes)
     return checkpoint
 
 

@@ -316,7 +316,7 @@ MUTATIONS = [
       "last step of the epochs of an unchanged recipe, is refused before anything is written; a raised "
       "train.max_steps resumes", "checkpoints.md#starting-over-and-resuming",
       "smolalign/runs/rundir.py",
-      "        refuse_resuming_a_finished_run(checkpoint, max_steps, resolved)\n", "        pass\n",
+      "        refuse_resuming_a_finished_run(checkpoint, max_steps, same_recipe, resolved)\n", "        pass\n",
       ("tests/integration/test_resume_finished.py::test_a_finished_run_is_refused_and_left_as_it_was",
        *(f"tests/integration/test_resume_finished.py::test_a_run_that_ends_by_epochs_trains_no_step_past_its_end[{case}]"
          for case in ("at-an-epochs-end", "inside-an-epoch"))),
@@ -328,7 +328,7 @@ MUTATIONS = [
       "a no_think recipe's prompts are rendered in think mode: GOLD gets no kwargs"),
     M("resume_into_another_shape_refused", "a --resume whose recipe changed peft, model.quantization or train.optim "
       "is refused before anything loads, dry run or not", "checkpoints.md#starting-over-and-resuming",
-      "smolalign/runs/rundir.py", "        refuse_an_incompatible_resume(run_dir, resolved)\n", "",
+      "smolalign/runs/rundir.py", "        refuse_an_incompatible_resume(run_dir, changes)\n", "",
       tuple(f"tests/integration/test_resume_finished.py::"
             f"test_a_resume_whose_checkpoint_cannot_load_is_refused_before_loading[{case}]"
             for case in ("lora-added", "another-optimizer")),
