@@ -17,8 +17,8 @@ def reply(model_source: str, message: str, *, think: bool | None = None, max_new
     import torch
 
     section = ModelSection(source=model_source)
-    tokenizer, _ = load_tokenizer(section, "model")
-    if think is not None and MODE_KWARG not in (tokenizer.chat_template or ""):
+    tokenizer, template = load_tokenizer(section, "model")
+    if think is not None and not template.is_hybrid:
         print(f"warning: {model_source}: its chat template has no reasoning modes, so --{'' if think else 'no-'}think "
               "changes nothing", file=sys.stderr)
     hardware = detect_hardware()

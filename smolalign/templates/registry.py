@@ -10,6 +10,8 @@ from smolalign.errors import SmolalignError
 from smolalign.recipe.typecheck import suggest
 
 _GENERATION = re.compile(r"\{%-?\s*generation\s*-?%\}")
+MODE_KWARG = "enable_thinking"
+"""Read by smolalign as well as by hybrid templates: a row's think mode (flags, the format rewards)."""
 MODEL_TEMPLATE = "model"
 """Template name meaning: keep the chat template the tokenizer ships with."""
 
@@ -32,16 +34,12 @@ class ChatTemplate:
     @property
     def is_hybrid(self) -> bool:
         """Whether it switches between think and no_think modes (and so can be checked for the mode it rendered)."""
-        return "enable_thinking" in self.text
+        return MODE_KWARG in self.text
 
     @property
     def reads_mode_flags(self) -> bool:
         """Whether a /think or /no_think flag in the system message switches its mode (so a row can carry one)."""
         return self.is_hybrid and "/no_think" in self.text
-
-
-MODE_KWARG = "enable_thinking"
-"""Read by smolalign as well as by hybrid templates: a row's think mode (flags, the format rewards)."""
 
 
 def refuse_unread_kwargs(template: ChatTemplate, kwargs, where: str = "template.kwargs") -> None:

@@ -1035,7 +1035,7 @@ MUTATIONS = [
       "a threshold meant as the chosen answer's minimum is ignored: pairs are picked by score alone"),
     M("chat_mode_flag_without_modes_warned", "chat --think/--no-think on a model whose template has no reasoning modes "
       "is warned about", "verbs/chat.md", "smolalign/chat.py",
-      "    if think is not None and MODE_KWARG not in (tokenizer.chat_template or \"\"):",
+      "    if think is not None and not template.is_hybrid:",
       "    if False:", ("tests/integration/test_chat_modes.py::"
                         "test_a_mode_flag_on_a_template_without_modes_is_warned_about[chatml-True]",),
       "--no-think on a plain ChatML model changes nothing, in silence"),
