@@ -181,8 +181,9 @@ class GenerationSection:
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds (or null for the default), got {value}")
         if self.backend != "vllm_server":
+            default = VllmServerSection()
             given = [f.name for f in dataclasses.fields(VllmServerSection)
-                     if getattr(self.server, f.name) != getattr(VllmServerSection(), f.name)]
+                     if getattr(self.server, f.name) != getattr(default, f.name)]
             if given:
                 raise ValueError(f"server.{given[0]} configures the vLLM server of backend vllm_server, and this "
                                  f"recipe generates with {self.backend}: set backend: vllm_server, or drop server:")
@@ -217,5 +218,6 @@ def unread_vllm_keys(backend: str, train: dict) -> dict[str, str]:
 def check_generation_keys(generation: GenerationSection | None, train: dict) -> None:
     """The vLLM settings in `train:` the recipe's generation backend never reads are refused, naming the key."""
     unread = unread_vllm_keys(generation.backend if generation is not None else "transformers", train)
-    for key, why in unread.items():
+    if unread:
+        key, why = next(iter(unread.items()))
         raise SmolalignError(f"train.{key} would not be used: {why}")
