@@ -113,12 +113,16 @@ def without_mode_flags(messages: list[dict]) -> tuple[list[dict], bool]:
     return ([{**messages[0], "content": rest}, *messages[1:]] if rest.strip() else list(messages[1:])), True
 
 
-def with_mode_flag(messages: list[dict], mode: str) -> list[dict]:
-    """The messages with the flag for `mode` in the first system message (one is added when there is none); a
-    mode flag already there is replaced."""
+def with_mode_flag(messages: list[dict], mode: str, instructions: str | None = None) -> list[dict]:
+    """The messages with the flag for `mode` in the first system message; a mode flag already there is replaced.
+
+    Without a system message, one is added holding `instructions` (the template's `custom_instructions` kwarg) and
+    the flag: a system message replaces the kwarg in the template, so a bare flag would swap the instructions the
+    other rows render with for the template's default persona."""
     flag = "/think" if mode == "think" else "/no_think"
     messages, _ = without_mode_flags(messages)
     text = system_text(messages)
     if text is None:
-        return [{"role": "system", "content": flag}, *messages]
+        content = f"{instructions.rstrip()} {flag}" if instructions and instructions.strip() else flag
+        return [{"role": "system", "content": content}, *messages]
     return [{**messages[0], "content": f"{text.rstrip()} {flag}" if text.strip() else flag}, *messages[1:]]

@@ -1,5 +1,6 @@
 """Dataset formats: detecting messages / prompt-completion / text from columns, and the canonical columns of each."""
 
+from rewards.think_mode import scan_flags, system_text
 from smolalign.errors import SmolalignError
 
 EXTRA_COLUMNS = ("chat_template_kwargs", "tools")
@@ -63,10 +64,15 @@ def sharegpt_to_messages(conversations: list[dict], where: str) -> list[dict]:
 
 def with_system_message(messages: list[dict], text: str) -> list[dict]:
     """The messages with a system message holding `text` first, unless they already open with one (a row's own
-    system message wins, as open-r1's make_conversation leaves rows that have one)."""
-    if messages and isinstance(messages[0], dict) and messages[0].get("role") == "system":
+    system message wins, as open-r1's make_conversation leaves rows that have one). A row's system message that
+    holds nothing but flags (`/no_think`) gets `text` before them: the flags choose a mode, and a template reads
+    the rest of that message as the instructions, which would otherwise be empty."""
+    own = system_text(messages)
+    if own is None:
+        return [{"role": "system", "content": text}, *messages]
+    if scan_flags(own)[1].strip() or not isinstance(messages[0].get("content"), str):
         return list(messages)
-    return [{"role": "system", "content": text}, *messages]
+    return [{**messages[0], "content": " ".join(part for part in (text.rstrip(), own.strip()) if part)}, *messages[1:]]
 
 
 def add_system_prompt(dataset, fmt: str, text: str, where: str):

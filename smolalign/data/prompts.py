@@ -63,7 +63,10 @@ def with_think_modes(dataset, template_kwargs: dict, template_reads_flags: bool,
     mode (its chat_template_kwargs over `template_kwargs`) differs from theirs gets the /think or /no_think flag
     that switches it (refused for a template that ignores flags), and every row's `chat_template_kwargs` column
     holds its effective mode, which the format and length rewards read."""
-    default = row_mode(None, template_kwargs if rendered_kwargs is None else rendered_kwargs)
+    rendered = template_kwargs if rendered_kwargs is None else rendered_kwargs
+    default = row_mode(None, rendered)
+    instructions = rendered.get("custom_instructions")
+    instructions = instructions if isinstance(instructions, str) else None
 
     def carry(row):
         messages = row["prompt"]
@@ -78,7 +81,7 @@ def with_think_modes(dataset, template_kwargs: dict, template_reads_flags: bool,
                     f"template {template_name} cannot switch per row (it reads no /think or /no_think flag); "
                     "remove the key from the data, set template.kwargs.enable_thinking for every row, or use "
                     "template: smollm3")
-            messages = with_mode_flag(messages, mode)
+            messages = with_mode_flag(messages, mode, instructions)
         return {"prompt": messages, "chat_template_kwargs": {"enable_thinking": mode == "think"}}
 
     return dataset.map(carry, keep_in_memory=True).remove_columns([ORIGIN])

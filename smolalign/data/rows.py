@@ -48,11 +48,38 @@ def messages_problem(messages: Any, field: str = "messages", *, allow_empty: boo
         role = message.get("role")
         if role not in ROLES:
             return f"{where}.role must be one of {', '.join(ROLES)}, got {kind(role)} (a template drops such a turn)"
+        calls_problem = tool_calls_problem(message.get("tool_calls"), f"{where}.tool_calls")
+        if calls_problem:
+            return calls_problem
         content = message.get("content")
         if content is None and role == "assistant" and message.get("tool_calls"):
             continue
         if not isinstance(content, str):
             return (f"{where}.content must be text, got {kind(content)} (a template renders it as an empty turn)")
+    return ""
+
+
+def tool_calls_problem(calls: Any, field: str) -> str:
+    """What is wrong with an assistant's tool calls ("" when nothing is): each names its function and gives its
+    arguments as a mapping or as the JSON text of one (OpenAI's form), which templates print as they are."""
+    if calls is None:
+        return ""
+    if not isinstance(calls, list):
+        return f"{field} must be a list of calls, got {kind(calls)}"
+    for number, call in enumerate(calls):
+        spec = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else call
+        where = f"{field}.{number}" + (".function" if spec is not call else "")
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            return f"{where} must be a {{name, arguments}} mapping with the function's name"
+        arguments = spec.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError as err:
+                return f"{where}.arguments is text that is not JSON ({err.msg} at character {err.pos})"
+        if not isinstance(arguments, dict):
+            return (f"{where}.arguments must be a mapping (or its JSON text), got {kind(arguments)}; the template "
+                    "prints it where the model learns to write a JSON object")
     return ""
 
 

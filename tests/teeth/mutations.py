@@ -118,7 +118,7 @@ MUTATIONS = [
       "no empty think block is rendered"),
     M("row_mode_reaches_prompt", "a row's enable_thinking reaches its GRPO prompt as a /think or /no_think flag",
       "verbs/rl.md", "smolalign/data/prompts.py",
-      "            messages = with_mode_flag(messages, mode)", "            messages = list(messages)",
+      "            messages = with_mode_flag(messages, mode, instructions)", "            messages = list(messages)",
       ("tests/integration/test_rl_run.py::test_each_rows_think_mode_reaches_its_prompt",),
       "the row's mode is dropped"),
     M("row_mode_refused_without_flags", "with a template that reads no /think or /no_think flag, a row asking for a "

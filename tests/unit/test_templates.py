@@ -103,7 +103,12 @@ def test_history_reasoning_kept_by_default_and_stripped_on_request():
     stripped, spans = render(SMOLLM3, messages, strip_history_reasoning=True)
     assert "<|im_start|>assistant\nA<|im_end|>" in stripped
     assert "<|im_start|>assistant\n<think>\nhow\n</think>\nB<|im_end|>" in stripped
-    assert [stripped[s:e] for s, e in spans] == ["A<|im_end|>", "<think>\nhow\n</think>\nB<|im_end|>"]
+    assert [stripped[s:e] for s, e in spans] == ["<think>\nhow\n</think>\nB<|im_end|>"]   # a stripped turn is context
+    no_think, spans = render(SMOLLM3, messages, strip_history_reasoning=True, enable_thinking=False)
+    assert [no_think[s:e] for s, e in spans] == ["<think>\nhow\n</think>\nB<|im_end|>"]
+    kept_spans = render(SMOLLM3, messages)[1]
+    assert [kept[s:e] for s, e in kept_spans] == ["<think>\nwhy\n</think>\nA<|im_end|>",
+                                                  "<think>\nhow\n</think>\nB<|im_end|>"]
 
 
 def test_no_think_turn_that_already_has_a_think_block_gets_no_second_one():
@@ -121,6 +126,21 @@ def test_tool_calls_and_late_system_messages_are_not_dropped():
     assert '<|im_start|>assistant\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call><|im_end|>' in text
     assert ("<|im_start|>user\n<tool_response>\n3\n</tool_response><|im_end|>\n<|im_start|>system\nNow be terse."
             "<|im_end|>\n") in text
+
+
+@pytest.mark.parametrize("arguments", ['{"a": 1, "b": "two words"}', '{"a":1,"b":"two words"}'])
+def test_tool_call_arguments_given_as_json_text_print_as_they_are(arguments):
+    """OpenAI's form gives a call's arguments as JSON text: the model must learn the object, not a quoted string."""
+    def rendered(args):
+        return render(SMOLLM3, [{"role": "user", "content": "add"}, {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "add", "arguments": args}}]}])[0]
+
+    text = rendered(arguments)
+    assert f'<tool_call>\n{{"name": "add", "arguments": {arguments}}}\n</tool_call>' in text
+    assert json.loads(text.split("<tool_call>\n")[1].split("\n</tool_call>")[0]) == {
+        "name": "add", "arguments": {"a": 1, "b": "two words"}}
+    if arguments == '{"a": 1, "b": "two words"}':   # json.dumps' spacing: the same text as the mapping renders
+        assert text == rendered({"a": 1, "b": "two words"})
 
 
 def test_chatml_marks_answers_and_end_of_turn():

@@ -150,3 +150,46 @@ def test_the_plan_says_when_think_modes_have_no_effect(tmp_path, write_recipe, t
     plan = make_plan(recipe, resolve_template(template), 1, data_format="prompt")
     notes = [n for n in plan.notes if "/think" in n]
     assert notes == [] if says is None else len(notes) == 1 and notes[0].startswith(says)
+
+
+def instructions_of(text: str) -> str:
+    """The custom instructions a smollm3 render shows."""
+    return text.split("## Custom Instructions\n\n", 1)[1].split("\n\n", 1)[0]
+
+
+def test_a_rows_own_mode_keeps_the_recipes_custom_instructions(tmp_path, write_recipe):
+    """TRL renders every rl prompt with the recipe's kwargs; the flag that switches one row's mode comes in a system
+    message, which replaces the custom_instructions kwarg in the template, so it must carry them."""
+    from recipe_runs import loaded_run
+
+    from smolalign.data.prompts import recipe_prompts
+
+    data = write_prompts(tmp_path / "prompts.jsonl", [
+        {"prompt": "1+1?", "chat_template_kwargs": {}, "solution": "2"},
+        {"prompt": "2+2?", "chat_template_kwargs": {"enable_thinking": False}, "solution": "4"},
+        {"prompt": [{"role": "system", "content": "/no_think"}, {"role": "user", "content": "3+3?"}],
+         "chat_template_kwargs": {"enable_thinking": True}, "solution": "6"}])
+    kwargs = {"enable_thinking": True, "custom_instructions": "You are a pirate."}
+    recipe = loaded_run(str(write_recipe({"model": {"source": "tiny"}, "data": {"sources": [{"path": str(data)}]},
+                                           "rewards": [{"name": "think_format"}],
+                                           "template": {"name": "smollm3", "kwargs": kwargs}})), [], "rl").recipe
+    texts = [render(SMOLLM3, row["prompt"], add_generation_prompt=True, **kwargs)[0]
+             for row in recipe_prompts(recipe).train]
+    assert [rendered_mode(t) for t in texts] == ["think", "no_think", "no_think"]
+    assert [instructions_of(t) for t in texts] == ["You are a pirate."] * 3
+
+
+@pytest.mark.parametrize("own", ["/no_think", " /no_think ", ""])
+def test_the_system_prompt_fills_a_system_message_of_flags_only(tmp_path, own):
+    """data.system_prompt goes before a row's system message that holds only a mode flag: the flag keeps the
+    mode, and the template shows the system prompt instead of its default persona."""
+    from smolalign.data.mixture import build_mixture
+    from smolalign.recipe.data_schema import DataSection, SourceSection
+
+    rows = tmp_path / "chat.jsonl"
+    rows.write_text(json.dumps({"messages": [{"role": "system", "content": own}, {"role": "user", "content": "hi"},
+                                             {"role": "assistant", "content": "hello"}]}) + "\n")
+    mixture = build_mixture(DataSection(sources=[SourceSection(path=str(rows))], system_prompt="You are a pirate."))
+    text, _ = render(SMOLLM3, mixture.train[0]["messages"])
+    assert instructions_of(text) == "You are a pirate."
+    assert ("Reasoning Mode: /no_think\n" in text) == bool(own.strip())

@@ -3,6 +3,8 @@ model loads (exit 2 naming the key), the python tool on the real sandbox (result
 time-outs raised for TRL to report), the template able to carry a tool conversation, and trajectories read the
 same way by the rewards, the logs and eval."""
 
+import re
+
 import pytest
 from transformers import AutoTokenizer
 
@@ -318,6 +320,18 @@ def test_sft_on_a_tool_conversation_trains_the_calls_and_answers_not_the_results
     row["messages"][1]["tool_calls"][0]["function"]["name"] = "calculator"
     problems = Encoder(tokenizer, template, "messages")({key: [value] for key, value in row.items()})
     assert problems[PROBLEM] == ["messages.1.tool_calls.0 calls an unknown tool 'calculator'; the tools are: python"]
+
+    row["messages"][1]["tool_calls"][0]["function"] = {"name": "python", "arguments": '{"code": "print(1)"}'}
+    encoded = Encoder(tokenizer, template, "messages")({key: [value] for key, value in row.items()})
+    trained = tokenizer.decode([i for i, label in zip(encoded["input_ids"][0], encoded["labels"][0], strict=True)
+                                if label != -100])
+    assert trained.startswith('<tool_call>\n{"name": "python", "arguments": {"code": "print(1)"}}\n</tool_call>')
+    for arguments, says in [('{"code": ', "arguments is text that is not JSON"),
+                            ('"print(1)"', "arguments must be a mapping .*got a string"),
+                            (None, "arguments must be a mapping .*got null")]:
+        row["messages"][1]["tool_calls"][0]["function"] = {"name": "python", "arguments": arguments}
+        problems = Encoder(tokenizer, template, "messages")({key: [value] for key, value in row.items()})
+        assert re.match(f"messages.1.tool_calls.0.function.{says}", problems[PROBLEM][0]), problems[PROBLEM]
 
 
 def test_a_generated_turn_is_read_as_trls_parser_reads_it(tokenizer):
