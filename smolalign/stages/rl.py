@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rewards.registry import check_reward_columns, check_team_reward
+from rewards.think_mode import row_mode
 from smolalign.data.check import check_prompt_rows, check_reward_rows
 from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 from smolalign.data.rows import unknown_tool_problem
@@ -85,11 +86,19 @@ def check_tools(run: Run, prompts) -> Tools:
     found = preflight_tokenizer(recipe.model, recipe.template.name, run.source(), run.target)
     if found is not None:
         install_response_parser(found[0], recipe.template.name, dict(recipe.template.kwargs))
+    default = row_mode(None, recipe.template.kwargs)
     for split in (prompts.train, prompts.eval):
         for index, row in enumerate(split if split is not None else ()):
             problem = unknown_tool_problem(row["prompt"], set(tools.names), "prompt")
             if problem:
                 raise SmolalignError(f"prompt row {index}: {problem}")
+            mode = "think" if row["chat_template_kwargs"]["enable_thinking"] else "no_think"
+            if mode != default:
+                raise SmolalignError(
+                    f"prompt row {index}: asks for {mode} mode (its system flag or chat_template_kwargs) where the "
+                    f"recipe's is {default}; with tools, TRL renders the turn after each tool result in the recipe's "
+                    "mode, so the answer would switch modes after its first call. Give every row the recipe's mode "
+                    "(template.kwargs.enable_thinking), or train each mode in its own run")
     return tools
 
 

@@ -218,3 +218,27 @@ def test_an_environments_methods_are_the_tools_and_its_state_lasts_one_answer(cl
     logged = next(m for m in read_metrics(tmp_path / "run") if "rewards/math_accuracy/mean" in m)
     assert logged["rewards/math_accuracy/mean"] == 1.0
     assert logged["rewards/Counter/mean"] == 1.0  # its get_reward, a reward TRL adds (weight 1) beside the recipe's
+
+
+@pytest.mark.parametrize("row, refused", [
+    ({"prompt": "1+1?", "chat_template_kwargs": {"enable_thinking": True}}, True),
+    ({"prompt": [{"role": "system", "content": "/think"}, {"role": "user", "content": "1+1?"}]}, True),
+    ({"prompt": [{"role": "system", "content": "Be brief /no_think"}, {"role": "user", "content": "1+1?"}]}, False),
+    ({"prompt": "1+1?"}, False),
+])
+def test_a_row_in_another_mode_than_the_recipes_is_refused_with_tools(cli, write_recipe, tiny_dir, tmp_path, row,
+                                                                        refused):
+    """TRL renders the turn after a tool result with the recipe's kwargs only: a row in the other mode would answer
+    its first turn in one mode and the rest in the other."""
+    data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "2+2?", "solution": "4"}, {**row, "solution": "2"}])
+    recipe = write_recipe({
+        "stage": "rl", "method": "grpo", "model": {"source": str(tiny_dir)},
+        "template": {"name": "smollm3", "kwargs": {"enable_thinking": False}},
+        "data": {"sources": [{"path": str(data)}]}, "rewards": [{"name": "math_accuracy"}],
+        "tools": {"use": ["python"]}, "generation": {"backend": "transformers"},
+        "train": {"num_generations": 2, "per_device_train_batch_size": 2, "max_steps": 1}})
+    code, _, err = cli("rl", recipe, "--dry-run")
+    if refused:
+        assert code == 2 and "prompt row 1: asks for think mode" in err and "recipe's is no_think" in err, err
+    else:
+        assert code == 0, err
