@@ -116,11 +116,13 @@ def po(ctx: typer.Context, target: PoTarget, pairs_recipe: PairsRecipe = None, s
 
 def _generate_pairs(recipe: str, overrides: list[str] | None, *, force: bool) -> None:
     from smolalign.pairs.build import generate_pairs
+    from smolalign.pairs.sides import warn_sides_in_other_modes
     from smolalign.preflight import preflight
     from smolalign.resolve import load_run
 
     run = load_run(recipe, overrides or [], "po")
     preflight(run)
+    warn_sides_in_other_modes(run.recipe)
     generate_pairs(run, force=force)
 
 

@@ -65,3 +65,23 @@ def pair_row(prompt: Prompt, chosen: dict, rejected: dict, think: bool | None, k
             "enable_thinking": row_mode(prompt.messages, {"enable_thinking": think}) == "think"},
         "provenance": {**provenance, "prompt_origin": prompt.origin, "config": key},
     }
+
+
+def side_mode(recipe: Recipe, side: str) -> str:
+    """The mode a side generates in: its `think`, else the recipe's template kwargs, else the template's default."""
+    think = getattr(recipe.pairs, side).think
+    return row_mode(None, {**recipe.template.kwargs, **({} if think is None else {"enable_thinking": think})})
+
+
+def warn_sides_in_other_modes(recipe: Recipe) -> None:
+    """A pair trains both answers under the mode of the strong side (pair_row), so a weak side that generates in the
+    other mode gives rejected answers sampled after another prompt than the one they are trained under: warned, as
+    preferring reasoning over none can be meant."""
+    if recipe.pairs is None or recipe.pairs.strong is None:
+        return
+    strong, weak = side_mode(recipe, "strong"), side_mode(recipe, "weak")
+    if strong != weak:
+        print(f"warning: pairs.strong generates in {strong} mode and pairs.weak in {weak} mode; each pair trains "
+              f"both answers under the {strong} prompt, so the rejected answers are trained after a prompt they "
+              "were not sampled from. Set the same think: on both sides unless that is what you mean",
+              file=sys.stderr)

