@@ -22,6 +22,8 @@ from smolalign.templates.render import render, rendered_think_mode
 PROBLEM = "_problem"
 """Column holding what is wrong with a row ("" when nothing is)."""
 UNTRAINED = "no token is trained"
+EMPTY_ANSWER = "an answer is empty (trained, it teaches the model to end its turn at once)"
+"""A row problem that `data.on_untrained: drop` skips (with a count) instead of failing, as for preference pairs."""
 
 
 @dataclass
@@ -98,10 +100,12 @@ class Encoder:
         if self.format == "messages":
             messages = decoded(row["messages"])
             text, spans = render(self.template, messages, tools=tools, special_tokens=self.special_tokens, **kwargs)
-            problem = self.think_problem(messages, kwargs, text)
+            problem = self.think_problem(messages, kwargs, text) or self.answers_problem(messages, messages, kwargs)
             return text, (spans if self.mask.assistant_only else None), problem, self.mask.assistant_only
         prompt, completion = decoded(row["prompt"]), decoded(row["completion"])
         if isinstance(prompt, str):
+            if not completion.strip():
+                return "", [], EMPTY_ANSWER, False
             text = prompt + completion
             text = text if text.endswith(self.eos_token) else text + self.eos_token
             return text, ([(len(prompt), len(text))] if self.mask.completion_only else None), "", False
@@ -112,7 +116,8 @@ class Encoder:
         start = common_prefix_length(head, text)
         completion_span = [(start, len(text))]
         trained = _intersect(spans, start) if self.template.has_generation_markers else completion_span
-        problem = self.think_problem(prompt, kwargs, text)
+        problem = self.think_problem(prompt, kwargs, text) or self.answers_problem(prompt, completion, kwargs,
+                                                                                   "completion")
         return text, (trained if self.mask.completion_only else None), problem, self.mask.completion_only
 
     def row_problem(self, row: dict) -> str:
@@ -140,6 +145,26 @@ class Encoder:
         wanted, got = row_mode(messages, kwargs), rendered_think_mode(text)
         if got is not None and got != wanted:
             return f"asked for {wanted} mode but the template rendered {got}"
+        return ""
+
+    def answers_problem(self, conversation: list[dict], answers: list[dict], kwargs: dict,
+                        field: str = "messages") -> str:
+        """An assistant answer that trains the wrong thing: empty (EMPTY_ANSWER), or reasoning (a <think> block
+        with text) in a no_think row, which teaches the model to reason where the mode says not to. With
+        strip_history_reasoning, turns before the last user turn lose their reasoning and are not checked for it."""
+        no_think = self.template.is_hybrid and row_mode(conversation, kwargs) == "no_think"
+        users = [i for i, m in enumerate(answers) if isinstance(m, dict) and m.get("role") == "user"]
+        kept_from = users[-1] if users and kwargs.get("strip_history_reasoning") else 0
+        for index, message in enumerate(answers):
+            if not isinstance(message, dict) or message.get("role") != "assistant":
+                continue
+            text = message.get("content") if isinstance(message.get("content"), str) else ""
+            if not text.strip() and not message.get("tool_calls"):
+                return EMPTY_ANSWER
+            if no_think and index >= kept_from and reasoning_of(text):
+                return (f"{field}.{index} reasons (a <think> block with text) in no_think mode, which would teach "
+                        "the model to reason where the mode says not to; take the reasoning out, or give the row "
+                        "think mode")
         return ""
 
     def end_of_turn_problem(self, ids, labels) -> str:
@@ -231,3 +256,11 @@ def common_prefix_length(a, b) -> int:
 
 def _intersect(spans: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
     return [(max(s, start), e) for s, e in spans if e > start]
+
+
+def reasoning_of(text: str) -> str:
+    """The text of an answer's opening <think>...</think> block ("" when it has none or it is empty)."""
+    stripped = text.lstrip()
+    if not stripped.startswith("<think>") or "</think>" not in stripped:
+        return ""
+    return stripped[len("<think>"):stripped.index("</think>")].strip()

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from smolalign.data.encode import PROBLEM, UNTRAINED, Encoder, LossMask
+from smolalign.data.encode import EMPTY_ANSWER, PROBLEM, UNTRAINED, Encoder, LossMask
 from smolalign.data.mixture import ORIGIN, Mixture, build_mixture
 from smolalign.errors import SmolalignError
 from smolalign.inputs.data_sources import fingerprint_of
@@ -144,9 +144,12 @@ def prepare_split(dataset, encoder: Encoder, layout: Layout, on_untrained: str, 
     `num_proc` (train.dataset_num_proc) tokenizes in that many processes; the result does not depend on it. A
     split left with no row (every one dropped with no trained token) is refused, naming why (`split` names it)."""
     encoded = encode_rows(dataset, encoder, num_proc)
-    fail_on_problems(encoded)
+    rows = len(encoded)
+    encoded, dropped_empty = fail_on_problems(encoded, on_untrained)
     lengths = row_lengths(encoded)
-    stats = {"rows": len(encoded), "tokens": int(lengths.sum())}
+    stats = {"rows": rows, "tokens": int(lengths.sum()), "dropped_empty": dropped_empty}
+    if len(encoded) == 0:
+        raise SmolalignError(f"no {split} row is left: all {rows:,} have an empty answer (data.on_untrained: drop)")
     if layout.max_length is not None and layout.packing in (None, "bfd"):
         too_long = lengths > layout.max_length
         stats["truncated"] = int(too_long.sum())
@@ -175,6 +178,8 @@ def describe_split(stats: dict, max_length: int | None) -> str:
     """One split's `prepare_split` stats in words, for the line a run prints before it trains."""
     text = (f"{stats['rows']:,} rows, {stats['tokens']:,} tokens ({stats['trained_tokens']:,} trained), "
             f"{stats.get('truncated', 0):,} truncated, {stats['dropped_untrained']:,} dropped with no trained token")
+    if stats.get("dropped_empty"):
+        text += f", {stats['dropped_empty']:,} with an empty answer"
     if "packed_rows" in stats:
         text += f"; packed into {stats['packed_rows']:,} rows of {max_length:,} tokens, {stats['fill']:.1%} full"
     return text
@@ -206,13 +211,24 @@ def trained_per_row(dataset):
     return counts
 
 
-def fail_on_problems(encoded) -> None:
-    """Template problems (end of turn untrained, wrong think mode) stop the run, naming the first row."""
+def fail_on_problems(encoded, on_untrained: str = "fail"):
+    """Row problems (end of turn untrained, wrong think mode, an empty answer) stop the run, naming the first row;
+    with `data.on_untrained: drop`, rows with an empty answer are dropped instead. Returns (rows, how many dropped)."""
+    import numpy as np
+
     problems = encoded[PROBLEM]
-    bad = [i for i, p in enumerate(problems) if p and p != UNTRAINED]
+    droppable = {EMPTY_ANSWER} if on_untrained == "drop" else set()
+    bad = [i for i, p in enumerate(problems) if p and p != UNTRAINED and p not in droppable]
     if bad:
         first = bad[0]
-        raise SmolalignError(f"data row {encoded[first][ORIGIN]}: {problems[first]} ({len(bad)} row(s) affected)")
+        hint = "; set data.on_untrained: drop to skip such rows" if problems[first] == EMPTY_ANSWER else ""
+        raise SmolalignError(f"data row {encoded[first][ORIGIN]}: {problems[first]} ({len(bad)} row(s) "
+                             f"affected){hint}")
+    empty = np.asarray([p == EMPTY_ANSWER for p in problems], dtype=bool)
+    if not empty.any():
+        return encoded, 0
+    print(f"dropped {int(empty.sum())} row(s) with an empty answer", file=sys.stderr)
+    return encoded.select(np.flatnonzero(~empty)), int(empty.sum())
 
 
 def truncate(encoded, max_length: int, mode: str):

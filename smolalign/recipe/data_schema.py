@@ -60,7 +60,8 @@ class DataSection:
     seed: int = 0
     """Seed for mixture sampling and the held-out split."""
     on_untrained: Literal["fail", "drop"] = "fail"
-    """What to do with an example in which no token is trained: fail the run, or drop it and print the count."""
+    """What to do with an example in which no token is trained, or with an empty answer (SFT) or an empty or
+    identical pair: fail the run naming it, or drop it and print the count."""
     system_prompt: str | None = None
     """A system message put first in every row that does not open with one (its conversation, or its prompt)."""
 
