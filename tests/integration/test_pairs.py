@@ -224,7 +224,7 @@ def test_vllm_backend_without_vllm_is_exit_2(cli, pairs_recipe, monkeypatch):
     ({"enable_thinking": False}, None, True, "pairs.strong generates in no_think mode and pairs.weak in think mode"),
     ({"enable_thinking": False}, None, False, None),
     ({}, True, None, None),
-])
+], ids=["think-against-no_think", "no_think-against-think", "both-no_think", "both-think"])
 def test_sides_in_different_modes_are_warned_about(cli, write_recipe, tiny_dir, tmp_path, kwargs, strong, weak,
                                                     warned):
     """Each pair trains both answers under the strong side's mode, whatever mode the weak side sampled in."""

@@ -5,6 +5,7 @@ prompt is prefilled with an empty think block), for flags with punctuation, tabs
 import json
 
 import pytest
+from paths import REPO
 
 from rewards import resolve_reward
 from rewards.think_mode import row_mode, scan_flags, with_mode_flag, without_mode_flags
@@ -157,9 +158,14 @@ def instructions_of(text: str) -> str:
     return text.split("## Custom Instructions\n\n", 1)[1].split("\n\n", 1)[0]
 
 
-def test_a_rows_own_mode_keeps_the_recipes_custom_instructions(tmp_path, write_recipe):
+HUB_TEMPLATE = str(REPO / "tests" / "fixtures" / "smollm3_hub_chat_template.jinja")
+
+
+@pytest.mark.parametrize("template", ["smollm3", "hub"])
+def test_a_rows_own_mode_keeps_the_recipes_custom_instructions(tmp_path, write_recipe, template):
     """TRL renders every rl prompt with the recipe's kwargs; the flag that switches one row's mode comes in a system
-    message, which replaces the custom_instructions kwarg in the template, so it must carry them."""
+    message, which replaces the custom_instructions kwarg in a template (the hub's, here), so it must carry them.
+    A row's own system message of flags only keeps the kwarg in smolalign's template; the hub's shows its default."""
     from recipe_runs import loaded_run
 
     from smolalign.data.prompts import recipe_prompts
@@ -170,13 +176,15 @@ def test_a_rows_own_mode_keeps_the_recipes_custom_instructions(tmp_path, write_r
         {"prompt": [{"role": "system", "content": "/no_think"}, {"role": "user", "content": "3+3?"}],
          "chat_template_kwargs": {"enable_thinking": True}, "solution": "6"}])
     kwargs = {"enable_thinking": True, "custom_instructions": "You are a pirate."}
+    name = HUB_TEMPLATE if template == "hub" else template
     recipe = loaded_run(str(write_recipe({"model": {"source": "tiny"}, "data": {"sources": [{"path": str(data)}]},
                                            "rewards": [{"name": "think_format"}],
-                                           "template": {"name": "smollm3", "kwargs": kwargs}})), [], "rl").recipe
-    texts = [render(SMOLLM3, row["prompt"], add_generation_prompt=True, **kwargs)[0]
+                                           "template": {"name": name, "kwargs": kwargs}})), [], "rl").recipe
+    texts = [render(resolve_template(name), row["prompt"], add_generation_prompt=True, **kwargs)[0]
              for row in recipe_prompts(recipe).train]
     assert [rendered_mode(t) for t in texts] == ["think", "no_think", "no_think"]
-    assert [instructions_of(t) for t in texts] == ["You are a pirate."] * 3
+    own_flag_only = "You are a pirate." if template == "smollm3" else "You are a helpful AI assistant named SmolLM"
+    assert [instructions_of(t)[:43] for t in texts] == ["You are a pirate."] * 2 + [own_flag_only]
 
 
 @pytest.mark.parametrize("own", ["/no_think", " /no_think ", ""])
