@@ -57,6 +57,11 @@ def check_writable(path: Path, what: str, formats: tuple[str, ...] | None = None
         raise SmolalignError(f"{what} {path}: {ancestor} is a file, not a folder")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise SmolalignError(f"{what} {path}: {ancestor} is not writable here")
+    try:  # os.access says yes to root everywhere, and nothing of a read-only file system or /proc: try it
+        with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".smolalign-probe-"):
+            pass
+    except OSError as exc:
+        raise SmolalignError(f"{what} {path}: {ancestor} is not writable here ({exc.strerror})") from None
 
 
 def _umask() -> int:

@@ -95,7 +95,7 @@ def check_json_file(path: Path) -> None:
         raise SmolalignError(f"data row {path}#{row}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file "
                              "as UTF-8") from None
     if not data.strip() or data.strip() == b"[]":  # datasets says StopIteration, or "corresponds to no data"
-        raise SmolalignError(f"data source {path}: holds no rows (the file is {'empty' if data.strip() else '[]'})")
+        raise SmolalignError(f"data source {path}: holds no rows (the file is {'[]' if data.strip() else 'empty'})")
     if path.suffix == ".json" and data.lstrip()[:1] == b"{":
         try:
             whole = json.loads(data)
