@@ -71,6 +71,8 @@ def matches(value: Any, annotation: Any) -> bool:
     if annotation is str:
         return isinstance(value, str)
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        if isinstance(value, list | dict):  # unhashable: no member's value
+            return False
         return value in {m.value for m in annotation} or value in annotation.__members__
     if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return isinstance(value, dict)
@@ -79,9 +81,17 @@ def matches(value: Any, annotation: Any) -> bool:
     return True
 
 
+YAML_BOOLEAN_WORDS = {True: ("yes", "on", "true", "y"), False: ("no", "off", "false", "n")}
+"""What YAML 1.1, which PyYAML reads, turns into a boolean when it is not quoted."""
+
+
 def check_value(value: Any, annotation: Any, where: str) -> None:
     if not matches(value, annotation):
-        raise SmolalignError(f"{where} must be {describe(annotation)}, got {value!r}")
+        words = YAML_BOOLEAN_WORDS[value] if isinstance(value, bool) else ()
+        meant = next((w for w in words if matches(w, annotation)), None)
+        hint = (f' (YAML reads an unquoted {"/".join(YAML_BOOLEAN_WORDS[value][:2])} as a boolean: write "{meant}" '
+                "in quotes)") if meant else ""
+        raise SmolalignError(f"{where} must be {describe(annotation)}, got {value!r}{hint}")
 
 
 def field_types(cls: type) -> dict[str, Any]:
