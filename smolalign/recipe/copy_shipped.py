@@ -1,11 +1,12 @@
 """`smolalign recipes cp NAME DEST`: a shipped recipe copied to edit, with the data files it names next to it.
 
 The recipe text is copied as is (its comments are the documentation); every relative path in it that names a file
-next to the shipped recipe (its data) is copied to the same relative place under DEST's folder, where the copy
-resolves it the same way. Paths that name run outputs (runs/...) stay relative to where you run.
+next to the shipped recipe (its data, and a recipe it extends by a relative path, with that recipe's own data) is
+copied to the same relative place under DEST's folder, where the copy resolves it the same way. Paths that name run outputs (runs/...) stay relative to where you run.
 """
 
 import copy
+import os
 import shutil
 from pathlib import Path
 
@@ -33,6 +34,14 @@ def local_files(path: Path) -> dict[str, Path]:
             found[before] = Path(after)
 
     walk(written, resolved)
+    parents = written.get("extends") if isinstance(written, dict) else None
+    for parent in [parents] if isinstance(parents, str) else parents if isinstance(parents, list) else []:
+        origin = path.parent / parent if isinstance(parent, str) and not Path(parent).is_absolute() else None
+        if origin is None or not origin.is_file():
+            continue  # a shipped name (quickstart/po): the copy finds it where this one did
+        found[parent] = origin  # a recipe next to this one: copied with its own files, or the copy extends nothing
+        for inner, inner_origin in local_files(origin).items():
+            found.setdefault(os.path.normpath(os.path.join(os.path.dirname(parent), inner)), inner_origin)
     return found
 
 

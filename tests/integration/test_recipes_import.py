@@ -2,6 +2,7 @@
 dry run accepts with local data; a refused import writes nothing; `recipes cp` copies a shipped recipe with its
 data so that it runs from elsewhere."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -152,6 +153,21 @@ def test_cp_copies_a_shipped_recipe_with_its_data(cli, tmp_path, monkeypatch):
     assert read_recipe(dest / "sft.yaml")["data"]["sources"][0]["path"] == str(dest / "data" / "arithmetic.jsonl")
     code, _, err = cli("recipes", "cp", "quickstart/sft", dest)
     assert code == 2 and "exists" in err
+
+
+def test_cp_of_a_recipe_that_extends_one_next_to_it_copies_that_one_and_its_data(cli, tmp_path, monkeypatch):
+    """quickstart/po_sweep extends po.yaml by a relative path: the copy must resolve to the same recipe."""
+    from smolalign.recipe.load import read_recipe
+
+    monkeypatch.chdir(tmp_path)   # away from the checkout, whose recipes/ must not be what the copy finds
+    code, out, err = cli("recipes", "cp", "quickstart/po_sweep", tmp_path / "mine")
+    assert code == 0, err
+    copied = read_recipe(tmp_path / "mine" / "po_sweep.yaml")
+    shipped = read_recipe(REPO / "recipes" / "quickstart" / "po_sweep.yaml")
+    relocated = json.loads(json.dumps(shipped).replace(str(REPO / "recipes" / "quickstart"), str(tmp_path / "mine")))
+    assert copied == relocated
+    assert (tmp_path / "mine" / "data" / "arithmetic_decimals.jsonl").is_file()   # po.yaml's prompts
+    assert "po.yaml" in out
 
 
 def test_handbook_orpo_for_a_cluster_imports_here_and_the_dry_run_names_what_is_missing(cli, templated_model,
