@@ -19,8 +19,9 @@ Baseline = Annotated[str | None, typer.Option("--baseline", help="The model the 
 Compare = Annotated[list[str] | None, typer.Option("--compare", help="LABEL=BASE: compare model LABEL with model "
                                                                    "BASE instead of with --baseline (each stage "
                                                                    "with its input: po=sft). Repeatable.")]
-Data = Annotated[list[str], typer.Option("--data", help="Prompts: a .jsonl/.json/.parquet file or folder, a hub "
-                                                        "dataset, or a reasoning-gym task ('reasoning_gym:chain_sum "
+Data = Annotated[list[str], typer.Option("--data", help="Prompts: a .jsonl/.json/.parquet file or folder (or one "
+                                                        "shipped with the recipes: quickstart/data/arithmetic_eval.jsonl"
+                                                        "), a hub dataset, or a reasoning-gym task ('reasoning_gym:chain_sum "
                                                         "{size: 64, seed: 100000, config: {max_terms: 3}}'); `prompt` "
                                                         "or `messages`, plus the columns the rewards read. Repeatable.")]
 Rewards = Annotated[list[str], typer.Option("--reward", help="NAME[,NAME...]: built-in rewards or "
@@ -143,16 +144,19 @@ def inputs_from_options(models: list[str], baseline: str | None, template: str, 
 
 
 def data_source(text: str, split: str):
-    """A `--data` value as a source: a path or hub id, or `reasoning_gym:TASK` followed by a YAML mapping of the
+    """A `--data` value as a source: a path (one not there from here may name a file shipped with the recipes,
+    `quickstart/data/arithmetic_eval.jsonl`) or hub id, or `reasoning_gym:TASK` followed by a YAML mapping of the
     source's keys (size, seed, config, weight), as a recipe's `data.sources` entry writes them."""
     from rewards.reasoning_gym import task_of
     from smolalign.recipe.data_schema import SourceSection
+    from smolalign.recipe.load import shipped_file
     from smolalign.recipe.typecheck import build
     from smolalign.recipe.yamlio import load_yaml
 
     path, _, rest = text.strip().partition(" ")
     task = task_of(path)
-    mapping = {"path": path if task is not None else text, "split": split}  # a file's name may hold spaces
+    shipped = shipped_file(text) if task is None and not Path(text).expanduser().exists() else None
+    mapping = {"path": path if task is not None else str(shipped or text), "split": split}  # a name may hold spaces
     if task is not None and rest.strip():
         keys = load_yaml(rest, f"--data {path}")
         if not isinstance(keys, dict):

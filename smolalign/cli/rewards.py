@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from rewards.registry import REWARDS
 from smolalign.errors import SmolalignError
 from smolalign.jsonl import read_jsonl
 
@@ -15,9 +16,8 @@ app = typer.Typer(help="Try verifiable rewards.", no_args_is_help=True)
 
 @app.command()
 def test(
-    name: Annotated[str, typer.Argument(help="A built-in reward (math_accuracy, think_format, tag_count, soft_overlong, "
-                                             "cosine_length, repetition, code, judge, reasoning_gym), model:PATH (a "
-                                             "reward model) or path/to/file.py:function.")],
+    name: Annotated[str, typer.Argument(help=f"A built-in reward ({', '.join(REWARDS)}), model:PATH (a reward model) "
+                                             "or path/to/file.py:function.")],
     completions: Annotated[Path, typer.Option("--completions", help="JSONL: one object per completion with "
                                                                     "`completion` (text or messages) and the columns "
                                                                     "the reward reads (solution, test_cases, prompt, "

@@ -27,6 +27,15 @@ def shipped_recipes() -> dict[str, Path]:
     return found
 
 
+def shipped_file(name: str) -> Path | None:
+    """A file shipped with the recipes, by its name under them (`quickstart/data/arithmetic_eval.jsonl`), for a
+    command's path that is not there from where it runs; None when there is no such file."""
+    if Path(name).is_absolute() or ".." in Path(name).parts:
+        return None
+    candidate = asset_dir("recipes") / name
+    return candidate if candidate.is_file() else None
+
+
 def header_comment(path: Path) -> list[str]:
     """The comment lines that open a recipe file (what it trains, the hardware, the command), without their `#`."""
     lines: list[str] = []

@@ -207,3 +207,18 @@ def test_a_source_weight_must_be_positive_and_finite(cli, tmp_path, weight):
                                          '{"role": "assistant", "content": "2"}]}\n')
     code, _, err = cli("sft", recipe, "--dry-run")
     assert code == 2 and "weight must be a positive finite number" in err and "Traceback" not in err
+
+
+def test_eval_data_may_name_a_file_shipped_with_the_recipes(tmp_path, monkeypatch):
+    """The documented `--data quickstart/data/arithmetic_eval.jsonl` runs from any folder; a file there wins."""
+    from paths import REPO
+
+    from smolalign.cli.evaluate import data_source
+
+    monkeypatch.chdir(tmp_path)
+    name = "quickstart/data/arithmetic_eval.jsonl"
+    assert data_source(name, "train").path == str(REPO / "recipes" / name)
+    assert data_source("quickstart/data/nothing.jsonl", "train").path == "quickstart/data/nothing.jsonl"
+    (tmp_path / "quickstart" / "data").mkdir(parents=True)
+    (tmp_path / name).write_text('{"prompt": "1+1?", "solution": "2"}\n')
+    assert data_source(name, "train").path == name

@@ -73,3 +73,10 @@ def test_the_troubleshooting_page_names_every_module_that_raises_a_user_error():
                      for path in (REPO / folder).rglob("*.py") if raising.search(path.read_text()))
     assert len(modules) > 50
     assert [m for m in modules if f"`{m}`" not in page] == []
+
+
+def test_the_rewards_page_has_a_row_for_every_built_in_reward():
+    from rewards.registry import REWARDS
+
+    page = (REPO / "docs" / "rewards.md").read_text()
+    assert [name for name in REWARDS if f"\n| `{name}` |" not in page] == []
