@@ -10,7 +10,7 @@ from typing import Any
 from smolalign.assets import asset_dir
 from smolalign.errors import SmolalignError
 from smolalign.recipe.typecheck import suggest
-from smolalign.recipe.yamlio import load_yaml, parse_value
+from smolalign.recipe.yamlio import load_yaml, parse_value, printable
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
 
@@ -59,8 +59,7 @@ def recipe_path(name_or_path: str | Path, relative_to: Path | None = None) -> Pa
     name = str(name_or_path).removesuffix(".yaml").removesuffix(".yml")
     if name in shipped:
         return shipped[name]
-    shown = str(name_or_path) if str(name_or_path).isprintable() else repr(str(name_or_path))  # a newline, a tab
-    raise SmolalignError(f"recipe {shown}: no such file and no shipped recipe of that name{suggest(name, shipped)}")
+    raise SmolalignError(f"recipe {printable(str(name_or_path))}: no such file and no shipped recipe of that name{suggest(name, shipped)}")
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -158,7 +157,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         if not all(part.strip() for part in parts):
             raise SmolalignError(f"--set {item!r}: the key {key.strip()!r} has an empty part; write dotted keys like "
                                  "train.learning_rate")
-        value = parse_value(text, f"--set {key.strip()}={text}")
+        value = parse_value(text, f"--set {printable(f'{key.strip()}={text}')}")
         node: Any = result
         for depth, part in enumerate(parts[:-1]):
             where = ".".join(parts[: depth + 1])

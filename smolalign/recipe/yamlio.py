@@ -50,6 +50,12 @@ def load_yaml(text: str, source: str = "<string>") -> Any:
         raise SmolalignError(f"{source}{where}: invalid YAML ({problem})") from None
 
 
+def printable(text: str) -> str:
+    """`text` as a one-line message shows it: as it is, or quoted with escapes when it holds a newline, a tab or
+    another character that does not print."""
+    return text if text.isprintable() else repr(text)
+
+
 def parse_value(text: str, option: str = "--set value") -> Any:
     """A `--set` value, typed as YAML would type it (`3` -> int, `2e-5` -> float, `[a, b]` -> list); a value that is
     not YAML is an error naming `option` (`--set train.learning_rate`)."""

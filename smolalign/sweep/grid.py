@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from smolalign.errors import SmolalignError
-from smolalign.recipe.yamlio import parse_value
+from smolalign.recipe.yamlio import parse_value, printable
 
 SEED_KEY = "train.seed"
 _UNSAFE = re.compile(r"[^\w.,=+-]")
@@ -46,7 +46,7 @@ def parse_grid(specs: list[str]) -> list[tuple[str, list[str]]]:
         if len(set(values)) != len(values):
             raise SmolalignError(f"--grid {key}: a value is listed twice in {text!r}")
         for value in values:
-            parse_value(value, f"--grid {key}={value}")
+            parse_value(value, f"--grid {printable(f'{key}={value}')}")
         axes.append((key, values))
     return axes
 

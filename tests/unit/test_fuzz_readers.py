@@ -88,6 +88,7 @@ _SEGMENT = st.sampled_from(["train", "model", "data", "sources", "0", "1", "-1",
 @given(items=st.lists(st.text(max_size=30) | st.builds(lambda parts, value: ".".join(parts) + "=" + value,
                                                      st.lists(_SEGMENT, min_size=1, max_size=4), st.text(max_size=10)),
                       max_size=4))
+@example(items=["0=\x1f\n"])   # a value that is not YAML, holding a newline: the message stays one line
 def test_any_set_items_are_applied_or_refused(items):
     from smolalign.recipe.load import apply_overrides
 
