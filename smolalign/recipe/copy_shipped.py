@@ -61,6 +61,9 @@ def copy_shipped(name: str, dest: Path) -> tuple[Path, list[Path]]:
     plans = []
     for written, origin in files.items():
         copied = target.parent / written
+        if copied.resolve() == target.resolve():
+            raise SmolalignError(f"{target}: the copy of {name} would overwrite the copy of {written}, which it "
+                                 f"extends; give the copy another name")
         if copied.exists() and not _same(origin, copied):
             raise SmolalignError(f"{copied} exists and differs from the shipped {written}; remove it or copy "
                                  "elsewhere")

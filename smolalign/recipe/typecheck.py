@@ -81,17 +81,27 @@ def matches(value: Any, annotation: Any) -> bool:
     return True
 
 
-YAML_BOOLEAN_WORDS = {True: ("yes", "on", "true", "y"), False: ("no", "off", "false", "n")}
+YAML_BOOLEAN_WORDS = {True: ("yes", "on", "true"), False: ("no", "off", "false")}
 """What YAML 1.1, which PyYAML reads, turns into a boolean when it is not quoted."""
 
 
 def check_value(value: Any, annotation: Any, where: str) -> None:
     if not matches(value, annotation):
-        words = YAML_BOOLEAN_WORDS[value] if isinstance(value, bool) else ()
-        meant = next((w for w in words if matches(w, annotation)), None)
-        hint = (f' (YAML reads an unquoted {"/".join(YAML_BOOLEAN_WORDS[value][:2])} as a boolean: write "{meant}" '
-                "in quotes)") if meant else ""
-        raise SmolalignError(f"{where} must be {describe(annotation)}, got {value!r}{hint}")
+        raise SmolalignError(f"{where} must be {describe(annotation)}, got {value!r}{_boolean_hint(value, annotation)}")
+
+
+def _boolean_hint(value: Any, annotation: Any) -> str:
+    """For a boolean where the field takes words: which word YAML turned into it, and that it needs quotes."""
+    if not isinstance(value, bool):
+        return ""
+    words = YAML_BOOLEAN_WORDS[value]
+    allowed = [word for word in words if matches(word, annotation)]
+    if not allowed:
+        return ""
+    said = "/".join(words[:2])
+    if len(allowed) == 1 and not matches("any other word", annotation):
+        return f' (YAML reads an unquoted {said} as a boolean: write "{allowed[0]}" in quotes)'
+    return f" (YAML reads an unquoted {said} as a boolean: quote the word you meant)"
 
 
 def field_types(cls: type) -> dict[str, Any]:

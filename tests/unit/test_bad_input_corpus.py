@@ -179,6 +179,8 @@ CLI_ARGUMENTS = [
     Case("eval-chart-unwritable-suffix", ("eval", "{tiny}", "--data", "{dir}/eval.jsonl", "--reward",
                                           "math_accuracy", "--chart", "{dir}/c.txt"), ("--chart", ".txt"),
          {"eval.jsonl": jsonl(GOOD_PROMPT)}),
+    Case("recipes-cp-onto-the-recipe-it-extends", ("recipes", "cp", "quickstart/po_sweep", "{dir}/po.yaml"),
+         ("{dir}/po.yaml", "overwrite the copy of po.yaml")),
     Case("recipes-cp-under-a-file", ("recipes", "cp", "quickstart/sft", "{dir}/f.txt/x.yaml"), ("f.txt",),
          {"f.txt": "x"}),
     Case("slurm-log-dir-is-a-file", ("launch", "slurm", "{dir}/r.yaml", "--nodes", "1", "--skip-data", "--script",
@@ -189,7 +191,7 @@ CLI_ARGUMENTS = [
     Case("eval-threshold-nan", ("eval", "{tiny}", "--data", "{dir}/eval.jsonl", "--reward", "math_accuracy",
                                 "--threshold", "math_accuracy=nan"), ("--threshold math_accuracy", "finite"),
          {"eval.jsonl": jsonl(GOOD_PROMPT)}),
-    Case("train-unquoted-no", (*DRY, "--set", "train.eval_strategy=no"), ("train.eval_strategy", '"no" in quotes'),
+    Case("train-unquoted-no", (*DRY, "--set", "train.eval_strategy=no"), ("train.eval_strategy", "quote the word you meant"),
          {"r.yaml": sft_recipe(), "chat.jsonl": _CHAT}),
     Case("train-enum-given-a-list", (*DRY, "--set", "train.eval_strategy=[1]"), ("train.eval_strategy", "got [1]"),
          {"r.yaml": sft_recipe(), "chat.jsonl": _CHAT}),
@@ -283,3 +285,18 @@ def test_refused(case, cli, tmp_path, tiny_dir, monkeypatch):
 
 def test_yaml_text_writes_bare_specials():
     assert yaml_text({"a": "@@.nan@@"}) == '{"a": .nan}'
+
+
+def test_an_unwritable_output_is_refused_even_where_os_access_says_yes(tmp_path, monkeypatch):
+    """Root passes os.access everywhere (and it knows nothing of read-only file systems): the check tries a file."""
+    import os
+
+    from smolalign.atomic import check_writable
+    from smolalign.errors import SmolalignError
+
+    monkeypatch.setattr(os, "access", lambda *args, **kwargs: True)
+    with pytest.raises(SmolalignError, match="--json /proc/x.json: /proc is not writable here"):
+        check_writable("/proc/x.json", "--json")
+    check_writable(tmp_path / "out.json", "--json")
+    assert list(tmp_path.iterdir()) == []   # the probe leaves nothing behind
+
