@@ -8,6 +8,7 @@ rendered, and something is trained at all.
 """
 
 import copy
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from smolalign.data.rows import kind, messages_problem, missing_problem, tool_na
 from smolalign.errors import SmolalignError
 from smolalign.templates.registry import ChatTemplate
 from smolalign.templates.render import render, rendered_think_mode
+from smolalign.tools.rendering import tool_rendering_gap
 
 PROBLEM = "_problem"
 """Column holding what is wrong with a row ("" when nothing is)."""
@@ -105,7 +107,7 @@ class Encoder:
         prompt, completion = decoded(row["prompt"]), decoded(row["completion"])
         if isinstance(prompt, str):
             if not completion.strip():
-                return "", [], EMPTY_ANSWER, False
+                return "", [], f"completion: {EMPTY_ANSWER}", False
             text = prompt + completion
             text = text if text.endswith(self.eos_token) else text + self.eos_token
             return text, ([(len(prompt), len(text))] if self.mask.completion_only else None), "", False
@@ -149,9 +151,10 @@ class Encoder:
 
     def answers_problem(self, conversation: list[dict], answers: list[dict], kwargs: dict,
                         field: str = "messages") -> str:
-        """An assistant answer that trains the wrong thing: empty (EMPTY_ANSWER), or reasoning (a <think> block
-        with text) in a no_think row, which teaches the model to reason where the mode says not to. With
-        strip_history_reasoning, turns before the last user turn lose their reasoning and are not checked for it."""
+        """An assistant answer that trains the wrong thing: empty (nothing after its think block and no tool call:
+        EMPTY_ANSWER, naming the turn), tool calls the template drops, or reasoning (a <think> block with text) in a
+        no_think row, which teaches the model to reason where the mode says not to. With strip_history_reasoning,
+        turns before the last user turn lose their reasoning and are not checked for it."""
         no_think = self.template.is_hybrid and row_mode(conversation, kwargs) == "no_think"
         users = [i for i, m in enumerate(answers) if isinstance(m, dict) and m.get("role") == "user"]
         kept_from = users[-1] if users and kwargs.get("strip_history_reasoning") else 0
@@ -159,13 +162,22 @@ class Encoder:
             if not isinstance(message, dict) or message.get("role") != "assistant":
                 continue
             text = message.get("content") if isinstance(message.get("content"), str) else ""
-            if not text.strip() and not message.get("tool_calls"):
-                return EMPTY_ANSWER
+            where = f"{field}.{index}"
+            if message.get("tool_calls") and self.tool_gap is not None:
+                return (f"{where}.tool_calls: template {self.template.name} drops an assistant's tool calls (it "
+                        f"leaves out {self.tool_gap!r}), so the turn would train without them; use template "
+                        "smollm3")
+            if not after_reasoning(text).strip() and not message.get("tool_calls"):
+                return f"{where}: {EMPTY_ANSWER}"
             if no_think and index >= kept_from and reasoning_of(text):
-                return (f"{field}.{index} reasons (a <think> block with text) in no_think mode, which would teach "
-                        "the model to reason where the mode says not to; take the reasoning out, or give the row "
-                        "think mode")
+                return (f"{where} reasons (a <think> block with text) in no_think mode, which would teach the model "
+                        "to reason where the mode says not to; take the reasoning out, or give the row think mode")
         return ""
+
+    @functools.cached_property
+    def tool_gap(self) -> str | None:
+        """What of a tool exchange the template drops (None: it renders it all), asked once."""
+        return tool_rendering_gap(self.template)
 
     def end_of_turn_problem(self, ids, labels) -> str:
         """Every trained span must end with the end-of-turn token, or the model never learns to stop."""
@@ -259,8 +271,17 @@ def _intersect(spans: list[tuple[int, int]], start: int) -> list[tuple[int, int]
 
 
 def reasoning_of(text: str) -> str:
-    """The text of an answer's opening <think>...</think> block ("" when it has none or it is empty)."""
+    """The text of an answer's opening <think> block, to its </think> or, unclosed, to the end ("" when it has none
+    or it is empty)."""
+    stripped = text.lstrip()
+    if not stripped.startswith("<think>"):
+        return ""
+    return stripped[len("<think>"):].split("</think>", 1)[0].strip()
+
+
+def after_reasoning(text: str) -> str:
+    """An answer without its opening <think>...</think> block (all of it when there is none, or it is unclosed)."""
     stripped = text.lstrip()
     if not stripped.startswith("<think>") or "</think>" not in stripped:
-        return ""
-    return stripped[len("<think>"):stripped.index("</think>")].strip()
+        return text
+    return stripped.split("</think>", 1)[1]

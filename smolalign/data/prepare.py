@@ -25,8 +25,9 @@ from smolalign.recipe.settings import TrainSettings
 from smolalign.resolve import Run
 from smolalign.templates.registry import ChatTemplate
 
-PIPELINE_VERSION = 1
-"""Bump when the prepared rows change for the same inputs, so old caches are not reused."""
+PIPELINE_VERSION = 2
+"""Bump when the prepared rows change for the same inputs, so old caches are not reused (2: empty answers and
+reasoning in no_think answers refused, a system message of flags only filled by data.system_prompt)."""
 
 
 @dataclass(frozen=True)
@@ -217,14 +218,13 @@ def fail_on_problems(encoded, on_untrained: str = "fail"):
     import numpy as np
 
     problems = encoded[PROBLEM]
-    droppable = {EMPTY_ANSWER} if on_untrained == "drop" else set()
-    bad = [i for i, p in enumerate(problems) if p and p != UNTRAINED and p not in droppable]
+    empty = np.asarray([p.endswith(EMPTY_ANSWER) for p in problems], dtype=bool)
+    bad = [i for i, p in enumerate(problems) if p and p != UNTRAINED and not (on_untrained == "drop" and empty[i])]
     if bad:
         first = bad[0]
-        hint = "; set data.on_untrained: drop to skip such rows" if problems[first] == EMPTY_ANSWER else ""
+        hint = "; set data.on_untrained: drop to skip such rows (each whole)" if empty[first] else ""
         raise SmolalignError(f"data row {encoded[first][ORIGIN]}: {problems[first]} ({len(bad)} row(s) "
                              f"affected){hint}")
-    empty = np.asarray([p == EMPTY_ANSWER for p in problems], dtype=bool)
     if not empty.any():
         return encoded, 0
     print(f"dropped {int(empty.sum())} row(s) with an empty answer", file=sys.stderr)

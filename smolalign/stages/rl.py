@@ -87,13 +87,14 @@ def check_tools(run: Run, prompts) -> Tools:
     if found is not None:
         install_response_parser(found[0], recipe.template.name, dict(recipe.template.kwargs))
     default = row_mode(None, recipe.template.kwargs)
+    per_row_modes = recipe.template.name != MODEL_TEMPLATE and resolve_template(recipe.template.name).reads_mode_flags
     for split in (prompts.train, prompts.eval):
         for index, row in enumerate(split if split is not None else ()):
             problem = unknown_tool_problem(row["prompt"], set(tools.names), "prompt")
             if problem:
                 raise SmolalignError(f"prompt row {index}: {problem}")
             mode = "think" if row["chat_template_kwargs"]["enable_thinking"] else "no_think"
-            if mode != default:
+            if per_row_modes and mode != default:
                 raise SmolalignError(
                     f"prompt row {index}: asks for {mode} mode (its system flag or chat_template_kwargs) where the "
                     f"recipe's is {default}; with tools, TRL renders the turn after each tool result in the recipe's "

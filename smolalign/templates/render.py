@@ -4,6 +4,7 @@ transformers' own renderer does the Jinja work (same sandbox, same AssistantTrac
 what smolalign trains on is what `apply_chat_template(..., return_assistant_tokens_mask=True)` would mark.
 """
 
+import json
 import re
 from typing import Any
 
@@ -23,7 +24,7 @@ def render(template: ChatTemplate, messages: list[dict], *, add_generation_promp
     markers = template.has_generation_markers  # asked without them, transformers warns at every render
     try:
         texts, spans = render_jinja_template(
-            conversations=[messages], tools=tools, chat_template=template.text,
+            conversations=[with_arguments_as_mappings(messages)], tools=tools, chat_template=template.text,
             return_assistant_tokens_mask=markers, add_generation_prompt=add_generation_prompt,
             **{**(special_tokens or {}), **kwargs},
         )
@@ -34,6 +35,36 @@ def render(template: ChatTemplate, messages: list[dict], *, add_generation_promp
         raise SmolalignError(f"template {template.name} failed to render ({type(exc).__name__}: {exc}); its kwargs "
                              f"were {given} (template.kwargs, a row's chat_template_kwargs): check their types") from None
     return texts[0], [tuple(s) for s in spans[0]] if markers else []
+
+
+def with_arguments_as_mappings(messages: list[dict]) -> list[dict]:
+    """The messages with each tool call's arguments given as JSON text (OpenAI's form) parsed into the mapping they
+    write, so that a template prints one JSON form whichever way a row gave them (spacing, escapes). Text that is
+    not a JSON object stays as it is: the row check refuses it (`data.rows.tool_calls_problem`)."""
+    if not isinstance(messages, list) or not any(isinstance(m, dict) and m.get("tool_calls") for m in messages):
+        return messages
+    out = []
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if isinstance(calls, list):
+            message = {**message, "tool_calls": [_parsed_call(call) for call in calls]}
+        out.append(message)
+    return out
+
+
+def _parsed_call(call):
+    inner = isinstance(call, dict) and isinstance(call.get("function"), dict)
+    spec = call["function"] if inner else call
+    if not isinstance(spec, dict) or not isinstance(spec.get("arguments"), str):
+        return call
+    try:
+        arguments = json.loads(spec["arguments"])
+    except json.JSONDecodeError:
+        return call
+    if not isinstance(arguments, dict):
+        return call
+    spec = {**spec, "arguments": arguments}
+    return {**call, "function": spec} if inner else spec
 
 
 def rendered_think_mode(text: str) -> str | None:

@@ -71,16 +71,22 @@ def install_response_parser(tokenizer, template_name: str, template_kwargs: dict
                              "rendering of one (no response parser knows its form); use template.name smollm3")
 
 
-def check_renders_tools(template) -> None:
-    """A template (smolalign renders the prompts itself: `eval`) that renders a whole tool exchange: the tools'
-    schemas, an assistant's call with its arguments, and the tool's result; else exit 2 naming it."""
+def tool_rendering_gap(template) -> str | None:
+    """What of a whole tool exchange `template` drops (the tools' schemas, an assistant's call with its arguments,
+    the tool's result), None when it renders it all."""
     schema = _probe_schema()
     messages = [{"role": "user", "content": "Call the tool."},
                 {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": _PROBE_CALL}]},
                 {"role": "tool", "name": "probe_tool", "content": "tool_result_sentinel"}]
     text, _ = render(template, messages, tools=[schema])
     parts = ("A tool used to check the template.", '"label": "two words"', "tool_result_sentinel")
-    missing = [part for part in parts if part not in text]
-    if missing:
+    return next((part for part in parts if part not in text), None)
+
+
+def check_renders_tools(template) -> None:
+    """A template (smolalign renders the prompts itself: `eval`) that renders a whole tool exchange; else exit 2
+    naming it."""
+    missing = tool_rendering_gap(template)
+    if missing is not None:
         raise SmolalignError(f"tools: template {template.name} does not render a tool conversation (it drops "
-                             f"{missing[0]!r}); use template smollm3")
+                             f"{missing!r}); use template smollm3")

@@ -152,36 +152,42 @@ def test_rows_with_nothing_trained_fail_or_are_dropped(tiny_dir, tmp_path, capsy
     assert "dropped 1 row(s)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("row", [
-    {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": " \n"}]},
-    {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": ""},
-                  {"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2"}]},
-    {"prompt": "q", "completion": ""},
-    {"prompt": [{"role": "user", "content": "q"}], "completion": [{"role": "assistant", "content": ""}]},
-])
-def test_an_empty_answer_fails_or_is_dropped(tiny_dir, tmp_path, capsys, row):
+@pytest.mark.parametrize("row, turn", [
+    ({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": " \n"}]}, "messages.1"),
+    ({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": ""},
+                   {"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2"}]}, "messages.1"),
+    ({"prompt": "q", "completion": ""}, "completion"),
+    ({"prompt": [{"role": "user", "content": "q"}], "completion": [{"role": "assistant", "content": ""}]},
+     "completion.0"),
+    ({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<think>\n\n</think>\n"}],
+      "chat_template_kwargs": {"enable_thinking": False}}, "messages.1"),
+], ids=["messages", "history-turn", "text-completion", "completion-messages", "only-a-think-block"])
+def test_an_empty_answer_fails_or_is_dropped(tiny_dir, tmp_path, capsys, row, turn):
     """An empty answer trains only the end of turn: the model learns to stop at once (pairs refuse it too)."""
     other = ({"prompt": "q", "completion": "a"} if "prompt" in row and isinstance(row["prompt"], str) else
              {"prompt": [{"role": "user", "content": "q"}], "completion": [{"role": "assistant", "content": "a"}]}
              if "prompt" in row else chat_rows(1)[0])
     data = write_jsonl(tmp_path / "c.jsonl", [other, other, row])
-    with pytest.raises(SmolalignError, match=r"c\.jsonl#2: an answer is empty .*on_untrained: drop"):
+    with pytest.raises(SmolalignError, match=rf"c\.jsonl#2: {turn}: an answer is empty .*on_untrained: drop"):
         prepare(tiny_dir, [{"path": str(data)}], train={"max_length": 2048})
     prepared, _ = prepare(tiny_dir, [{"path": str(data)}], train={"max_length": 2048}, on_untrained="drop")
     assert len(prepared.train) == 2 and prepared.stats["train"]["dropped_empty"] == 1
     assert "dropped 1 row(s) with an empty answer" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kwargs, system, refused", [
-    ({"enable_thinking": False}, None, True), ({}, "Be brief /no_think", True), ({}, None, False),
-    ({"enable_thinking": False, "strip_history_reasoning": True}, None, False),
-])
-def test_reasoning_in_a_no_think_answer_is_refused(tiny_dir, tmp_path, kwargs, system, refused):
+@pytest.mark.parametrize("kwargs, system, refused, reasoning", [
+    ({"enable_thinking": False}, None, True, "<think>\nwork it out\n</think>\nA"),
+    ({}, "Be brief /no_think", True, "<think>\nwork it out\n</think>\nA"),
+    ({"enable_thinking": False}, None, True, "<think>\nwork it out, never closed"),
+    ({}, None, False, "<think>\nwork it out\n</think>\nA"),
+    ({"enable_thinking": False, "strip_history_reasoning": True}, None, False, "<think>\nwork it out\n</think>\nA"),
+], ids=["no_think-kwarg", "no_think-flag", "unclosed", "think", "stripped-history"])
+def test_reasoning_in_a_no_think_answer_is_refused(tiny_dir, tmp_path, kwargs, system, refused, reasoning):
     """The template adds no empty think block to an answer that opens with <think>, so a no_think row that holds
     reasoning would train the model to reason in no_think mode."""
     head = [{"role": "system", "content": system}] if system else []
     row = {"messages": [*head, {"role": "user", "content": "q"},
-                        {"role": "assistant", "content": "<think>\nwork it out\n</think>\nA"},
+                        {"role": "assistant", "content": reasoning},
                         {"role": "user", "content": "q2"},
                         {"role": "assistant", "content": "<think>\n\n</think>\nB"}], "chat_template_kwargs": kwargs}
     data = write_jsonl(tmp_path / "c.jsonl", [row])

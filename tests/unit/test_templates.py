@@ -105,7 +105,8 @@ def test_history_reasoning_kept_by_default_and_stripped_on_request():
     assert "<|im_start|>assistant\n<think>\nhow\n</think>\nB<|im_end|>" in stripped
     assert [stripped[s:e] for s, e in spans] == ["<think>\nhow\n</think>\nB<|im_end|>"]   # a stripped turn is context
     no_think, spans = render(SMOLLM3, messages, strip_history_reasoning=True, enable_thinking=False)
-    assert [no_think[s:e] for s, e in spans] == ["<think>\nhow\n</think>\nB<|im_end|>"]
+    assert "<|im_start|>assistant\n<think>\n\n</think>\nA<|im_end|>" in no_think   # a right no_think answer
+    assert [no_think[s:e] for s, e in spans] == ["A<|im_end|>", "<think>\nhow\n</think>\nB<|im_end|>"]
     kept_spans = render(SMOLLM3, messages)[1]
     assert [kept[s:e] for s, e in kept_spans] == ["<think>\nwhy\n</think>\nA<|im_end|>",
                                                   "<think>\nhow\n</think>\nB<|im_end|>"]
@@ -128,19 +129,36 @@ def test_tool_calls_and_late_system_messages_are_not_dropped():
             "<|im_end|>\n") in text
 
 
-@pytest.mark.parametrize("arguments", ['{"a": 1, "b": "two words"}', '{"a":1,"b":"two words"}'])
-def test_tool_call_arguments_given_as_json_text_print_as_they_are(arguments):
-    """OpenAI's form gives a call's arguments as JSON text: the model must learn the object, not a quoted string."""
+ARGUMENTS = {"a": 1, "b": "two words", "c": "é"}
+
+
+@pytest.mark.parametrize("arguments", ['{"a": 1, "b": "two words", "c": "é"}', '{"a":1,"b":"two words","c":"\\u00e9"}',
+                                       '{\n  "a": 1,\n  "b": "two words",\n  "c": "é"\n}'],
+                         ids=["spaced", "compact-escaped", "indented"])
+def test_tool_call_arguments_given_as_json_text_train_as_the_object(arguments):
+    """OpenAI's form gives a call's arguments as JSON text: the model must learn the object, in one form whichever
+    way a row wrote it, not a quoted string."""
     def rendered(args):
         return render(SMOLLM3, [{"role": "user", "content": "add"}, {"role": "assistant", "content": "", "tool_calls": [
             {"type": "function", "function": {"name": "add", "arguments": args}}]}])[0]
 
     text = rendered(arguments)
+    assert text == rendered(ARGUMENTS)
+    assert '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": "two words", "c": "é"}}\n</tool_call>' in text
+
+
+def test_the_template_prints_arguments_text_as_it_is_where_trl_renders_it(tiny_dir):
+    """TRL and vLLM render through the tokenizer, not smolalign's render: the template itself prints JSON text as
+    the object it is, never as a quoted string."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    tokenizer.chat_template = SMOLLM3.text
+    arguments = '{"a": 1, "b": "two words"}'
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "add"}, {
+        "role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+            "name": "add", "arguments": arguments}}]}], tokenize=False)
     assert f'<tool_call>\n{{"name": "add", "arguments": {arguments}}}\n</tool_call>' in text
-    assert json.loads(text.split("<tool_call>\n")[1].split("\n</tool_call>")[0]) == {
-        "name": "add", "arguments": {"a": 1, "b": "two words"}}
-    if arguments == '{"a": 1, "b": "two words"}':   # json.dumps' spacing: the same text as the mapping renders
-        assert text == rendered({"a": 1, "b": "two words"})
 
 
 def test_chatml_marks_answers_and_end_of_turn():

@@ -321,7 +321,8 @@ def test_sft_on_a_tool_conversation_trains_the_calls_and_answers_not_the_results
     problems = Encoder(tokenizer, template, "messages")({key: [value] for key, value in row.items()})
     assert problems[PROBLEM] == ["messages.1.tool_calls.0 calls an unknown tool 'calculator'; the tools are: python"]
 
-    row["messages"][1]["tool_calls"][0]["function"] = {"name": "python", "arguments": '{"code": "print(1)"}'}
+    arguments_ok = '{"code": "print(1)"}'
+    row["messages"][1]["tool_calls"][0]["function"] = {"name": "python", "arguments": arguments_ok}
     encoded = Encoder(tokenizer, template, "messages")({key: [value] for key, value in row.items()})
     trained = tokenizer.decode([i for i, label in zip(encoded["input_ids"][0], encoded["labels"][0], strict=True)
                                 if label != -100])
@@ -332,6 +333,11 @@ def test_sft_on_a_tool_conversation_trains_the_calls_and_answers_not_the_results
         row["messages"][1]["tool_calls"][0]["function"] = {"name": "python", "arguments": arguments}
         problems = Encoder(tokenizer, template, "messages")({key: [value] for key, value in row.items()})
         assert re.match(f"messages.1.tool_calls.0.function.{says}", problems[PROBLEM][0]), problems[PROBLEM]
+
+    row["messages"][1]["tool_calls"][0]["function"] = {"name": "python", "arguments": arguments_ok}
+    tokenizer.chat_template = resolve_template("chatml").text   # renders no tool call: the turn would train empty
+    problems = Encoder(tokenizer, resolve_template("chatml"), "messages")({key: [value] for key, value in row.items()})
+    assert problems[PROBLEM][0].startswith("messages.1.tool_calls: template chatml drops an assistant's tool calls")
 
 
 def test_a_generated_turn_is_read_as_trls_parser_reads_it(tokenizer):
