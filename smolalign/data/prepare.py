@@ -228,7 +228,8 @@ def fail_on_problems(encoded, on_untrained: str = "fail"):
     if not empty.any():
         return encoded, 0
     print(f"dropped {int(empty.sum())} row(s) with an empty answer", file=sys.stderr)
-    return encoded.select(np.flatnonzero(~empty)), int(empty.sum())
+    # flattened: the counts after this read the Arrow table itself, which a selection leaves whole
+    return encoded.select(np.flatnonzero(~empty)).flatten_indices(), int(empty.sum())
 
 
 def truncate(encoded, max_length: int, mode: str):

@@ -172,7 +172,20 @@ def test_an_empty_answer_fails_or_is_dropped(tiny_dir, tmp_path, capsys, row, tu
         prepare(tiny_dir, [{"path": str(data)}], train={"max_length": 2048})
     prepared, _ = prepare(tiny_dir, [{"path": str(data)}], train={"max_length": 2048}, on_untrained="drop")
     assert len(prepared.train) == 2 and prepared.stats["train"]["dropped_empty"] == 1
+    assert prepared.stats["train"]["dropped_untrained"] == 0
     assert "dropped 1 row(s) with an empty answer" in capsys.readouterr().err
+    if "messages" in row:  # dropped between rows, before one with nothing trained: the later drop picks right
+        first = write_jsonl(tmp_path / "first.jsonl", [other, row, {"messages": [{"role": "user", "content": "q"}]},
+                                                       other])
+        again, _ = prepare(tiny_dir, [{"path": str(first)}], train={"max_length": 2048, "packing": False},
+                           on_untrained="drop")
+        without = write_jsonl(tmp_path / "without.jsonl", [other, {"messages": [{"role": "user", "content": "q"}]},
+                                                           other])
+        kept, _ = prepare(tiny_dir, [{"path": str(without)}], train={"max_length": 2048, "packing": False},
+                          on_untrained="drop")
+        assert [r["input_ids"] for r in again.train] == [r["input_ids"] for r in kept.train]
+        assert (again.stats["train"]["dropped_empty"], again.stats["train"]["dropped_untrained"]) == (1, 1)
+        assert again.stats["train"]["tokens"] == kept.stats["train"]["tokens"]   # the dropped row's not counted
 
 
 @pytest.mark.parametrize("kwargs, system, refused, reasoning", [
