@@ -60,13 +60,17 @@ class SoftOverlong:
 
     def __init__(self, max_length: int, cache: int, think_max_length: int | None = None,
                  think_cache: int | None = None, mode: str = "auto", tokenizer: str | None = None):
-        for name, value in (("max_length", max_length), ("cache", cache)):
-            if not isinstance(value, int) or value <= 0:
+        for name, value in (("max_length", max_length), ("cache", cache), ("think_max_length", think_max_length),
+                            ("think_cache", think_cache)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
                 raise ValueError(f"{name} must be a positive number of tokens")
-        if cache > max_length:
-            raise ValueError("cache must not exceed max_length")
+        if mode not in ("auto", "think", "no_think"):
+            raise ValueError(f"mode must be auto, think or no_think, got {mode!r}")
         self.limits = {"no_think": (max_length, cache),
                        "think": (think_max_length or max_length, think_cache or cache)}
+        for prefix, (limit, window) in zip(("", "think_"), self.limits.values(), strict=True):
+            if window > limit:
+                raise ValueError(f"{prefix}cache ({window}) must not exceed {prefix}max_length ({limit})")
         self.mode = mode
         self.counter = TokenCounter(tokenizer)
         self.required_columns = ()
@@ -101,6 +105,8 @@ class CosineScaled:
     def __init__(self, max_length: int, min_value_wrong: float = -1.0, max_value_wrong: float = -0.5,
                  min_value_correct: float = 0.5, max_value_correct: float = 1.0, gold_column: str = "solution",
                  tokenizer: str | None = None):
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0:
+            raise ValueError("max_length must be a positive number of tokens")
         self.max_length = max_length
         self.wrong, self.correct = (min_value_wrong, max_value_wrong), (min_value_correct, max_value_correct)
         self.accuracy = MathAccuracy(gold_column)

@@ -122,7 +122,11 @@ def test_repetition_penalty():
     ("math_acuracy", {}, "did you mean math_accuracy"),
     ("soft_overlong", {"max_length": 10}, "parameter 'cache' is required"),
     ("soft_overlong", {"max_len": 10, "cache": 2}, "did you mean max_length"),
-    ("soft_overlong", {"max_length": 10, "cache": 20}, "cache must not exceed"),
+    ("soft_overlong", {"max_length": 10, "cache": 20}, r"cache \(20\) must not exceed max_length \(10\)"),
+    ("soft_overlong", {"max_length": 10, "cache": 2, "mode": "nothink"}, "mode must be auto, think or no_think"),
+    ("soft_overlong", {"max_length": 10, "cache": 5, "think_max_length": 3}, r"think_cache \(5\) must not exceed"),
+    ("soft_overlong", {"max_length": 10, "cache": 2, "think_cache": 0}, "think_cache must be a positive"),
+    ("cosine_length", {"max_length": 0}, "max_length must be a positive"),
 ])
 def test_registry_errors(name, params, message):
     with pytest.raises(RewardError, match=message):
