@@ -11,7 +11,7 @@ from smolalign.data.mixture import ORIGIN, PROMPT_FORMAT, build_mixture, decoded
 from smolalign.data.rows import messages_problem
 from smolalign.errors import SmolalignError
 from smolalign.recipe.data_schema import DataSection, SourceSection
-from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+from smolalign.templates.registry import MODE_KWARG, MODEL_TEMPLATE, resolve_template
 
 
 @dataclass
@@ -57,14 +57,16 @@ def source_prompts(sources: list[SourceSection], seed: int = 0) -> PromptRows:
 
 
 def with_think_modes(dataset, template_kwargs: dict, template_reads_flags: bool, template_name: str,
-                     rendered_kwargs: dict | None = None):
+                     rendered_kwargs: dict | None = None, template_has_modes: bool = True):
     """Each row's mode carried into its prompt: TRL renders every prompt with the same template kwargs
     (`rendered_kwargs`; `template_kwargs` when None, and none at all for trainers that pass none), so a row whose
     mode (its chat_template_kwargs over `template_kwargs`) differs from theirs gets the /think or /no_think flag
-    that switches it (refused for a template that ignores flags), and every row's `chat_template_kwargs` column
-    holds its effective mode, which the format and length rewards read."""
+    that switches it (refused for a template with modes that reads no flag), and every row's `chat_template_kwargs`
+    column holds its effective mode, which the format and length rewards read. A template without modes renders
+    every row alike: a row keeps the mode the data or the recipe states, and none when neither states one, so the
+    rewards' own default applies."""
     rendered = template_kwargs if rendered_kwargs is None else rendered_kwargs
-    default = row_mode(None, rendered)
+    default, recipe_mode = row_mode(None, rendered), row_mode(None, template_kwargs)
     instructions = rendered.get("custom_instructions")
     instructions = instructions if isinstance(instructions, str) else None
 
@@ -73,16 +75,21 @@ def with_think_modes(dataset, template_kwargs: dict, template_reads_flags: bool,
         kwargs = row.get("chat_template_kwargs") or {}
         if not isinstance(kwargs, dict):
             raise SmolalignError(f"prompt row {row[ORIGIN]}: chat_template_kwargs must be a mapping, got {kwargs!r}")
-        mode = row_mode(messages, {**template_kwargs, **kwargs})
-        if mode != default and flag_mode(messages) is None:
-            if not template_reads_flags:
-                raise SmolalignError(
-                    f"prompt row {row[ORIGIN]}: chat_template_kwargs.enable_thinking asks for {mode} mode, which "
-                    f"template {template_name} cannot switch per row (it reads no /think or /no_think flag); "
-                    "remove the key from the data, set template.kwargs.enable_thinking for every row, or use "
-                    "template: smollm3")
+        stated = {**template_kwargs, **kwargs}
+        mode = row_mode(messages, stated)
+        own = mode != (default if template_has_modes else recipe_mode) and flag_mode(messages) is None
+        if own and not template_reads_flags:
+            raise SmolalignError(
+                f"prompt row {row[ORIGIN]}: chat_template_kwargs.enable_thinking asks for {mode} mode, which "
+                f"template {template_name} cannot switch per row (it reads no /think or /no_think flag); "
+                "remove the key from the data, set template.kwargs.enable_thinking for every row, or use "
+                "template: smollm3")
+        if not template_has_modes:  # every row renders alike: the mode is only what the rewards read
+            said = flag_mode(messages) is not None or stated.get(MODE_KWARG) is not None
+            return {"prompt": messages, "chat_template_kwargs": {MODE_KWARG: mode == "think"} if said else {}}
+        if own:
             messages = with_mode_flag(messages, mode, instructions)
-        return {"prompt": messages, "chat_template_kwargs": {"enable_thinking": mode == "think"}}
+        return {"prompt": messages, "chat_template_kwargs": {MODE_KWARG: mode == "think"}}
 
     return dataset.map(carry, keep_in_memory=True).remove_columns([ORIGIN])
 
@@ -92,11 +99,12 @@ def recipe_prompts(recipe, rows: PromptRows | None = None, rendered_kwargs: dict
     mode carried into its prompt (`rendered_kwargs`: the template kwargs the trainer renders with, when not the
     recipe's own)."""
     name = recipe.template.name
-    reads_flags = name != MODEL_TEMPLATE and resolve_template(name).reads_mode_flags
+    template = None if name == MODEL_TEMPLATE else resolve_template(name)  # the model's: known once it is loaded
+    reads_flags = template is not None and template.reads_mode_flags
     rows = rows or read_prompt_rows(recipe.data)
 
     def carry(dataset):
         return None if dataset is None else with_think_modes(dataset, recipe.template.kwargs, reads_flags, name,
-                                                             rendered_kwargs)
+                                                             rendered_kwargs, template is None or template.is_hybrid)
 
     return PromptRows(carry(rows.train), carry(rows.eval))

@@ -93,8 +93,8 @@ def check_tools(run: Run, prompts) -> Tools:
             problem = unknown_tool_problem(row["prompt"], set(tools.names), "prompt")
             if problem:
                 raise SmolalignError(f"prompt row {index}: {problem}")
-            mode = "think" if row["chat_template_kwargs"]["enable_thinking"] else "no_think"
-            if per_row_modes and mode != default:
+            mode = row_mode(None, row["chat_template_kwargs"]) if per_row_modes else default
+            if mode != default:
                 raise SmolalignError(
                     f"prompt row {index}: asks for {mode} mode (its system flag or chat_template_kwargs) where the "
                     f"recipe's is {default}; with tools, TRL renders the turn after each tool result in the recipe's "

@@ -124,7 +124,7 @@ MUTATIONS = [
     M("row_mode_refused_without_flags", "with a template that reads no /think or /no_think flag, a row asking for a "
       "mode of its own is refused (exit 2 naming the row), not silently rendered in another mode",
       "recipes/templates.md", "smolalign/data/prompts.py",
-      "            if not template_reads_flags:", "            if False:",
+      "        if own and not template_reads_flags:", "        if False:",
       ("tests/integration/test_rl_run.py::test_per_row_modes_exit_2_with_a_template_that_has_none",
        "tests/unit/test_think_mode.py::test_per_row_modes_are_refused_for_a_template_without_flags"),
       "a flag is pasted into a template that ignores it"),
@@ -1252,9 +1252,21 @@ MUTATIONS = [
       '            if message.get("tool_calls") and self.tool_gap is not None:', "            if False:",
       ("tests/unit/test_tools.py::test_sft_on_a_tool_conversation_trains_the_calls_and_answers_not_the_results",),
       "with chatml the calls vanish and the turn trains an empty answer"),
+    M("no_mode_template_states_no_mode", "with a template without modes, a prompt row whose data and recipe state "
+      "no mode keeps none, so a reward's default_mode applies", "verbs/rl.md", "smolalign/data/prompts.py",
+      "            said = flag_mode(messages) is not None or stated.get(MODE_KWARG) is not None",
+      "            said = True",
+      ("tests/unit/test_think_mode.py::test_a_template_without_modes_carries_only_the_modes_stated[no-mode-stated]",),
+      "every chatml row is scored as a think answer, whatever the reward's default_mode"),
+    M("no_mode_template_recipe_mode", "with a template without modes, the recipe's own mode is not taken for a "
+      "row's (online DPO renders with no kwargs)", "verbs/rl.md", "smolalign/data/prompts.py",
+      "        own = mode != (default if template_has_modes else recipe_mode) and flag_mode(messages) is None",
+      "        own = mode != default and flag_mode(messages) is None",
+      ("tests/unit/test_think_mode.py::test_a_template_without_modes_carries_only_the_modes_stated"
+       "[recipe-no_think-online-dpo]",),
+      "online DPO with chatml and enable_thinking: false is refused as if a row asked for a mode"),
     M("tool_rl_rows_in_the_recipes_mode", "with tools, a prompt row in another mode than the recipe's is refused",
-      "verbs/rl.md", "smolalign/stages/rl.py", "            if per_row_modes and mode != default:",
-      "            if False:",
+      "verbs/rl.md", "smolalign/stages/rl.py", "            if mode != default:", "            if False:",
       ("tests/integration/test_tool_rl.py::test_a_row_in_another_mode_than_the_recipes_is_refused_with_tools"
        "[row0-True]",),
       "the turns after a tool result switch to the recipe's mode"),

@@ -201,3 +201,29 @@ def test_the_system_prompt_fills_a_system_message_of_flags_only(tmp_path, own):
     text, _ = render(SMOLLM3, mixture.train[0]["messages"])
     assert instructions_of(text) == "You are a pirate."
     assert ("Reasoning Mode: /no_think\n" in text) == bool(own.strip())
+
+
+@pytest.mark.parametrize("kwargs, rendered, modes", [
+    ({}, None, [{}, {"enable_thinking": False}]),
+    ({"enable_thinking": False}, None, [{"enable_thinking": False}] * 2),
+    ({"enable_thinking": False}, {}, [{"enable_thinking": False}] * 2),   # online DPO renders with no kwargs
+], ids=["no-mode-stated", "recipe-no_think", "recipe-no_think-online-dpo"])
+def test_a_template_without_modes_carries_only_the_modes_stated(tmp_path, write_recipe, kwargs, rendered, modes):
+    """chatml renders every row alike: a row whose data and recipe state no mode keeps none, so a reward's own
+    default_mode applies (it was scored as think); a stated mode reaches the rewards, and is not refused."""
+    from recipe_runs import loaded_run
+
+    from smolalign.data.prompts import recipe_prompts
+
+    data = write_prompts(tmp_path / "prompts.jsonl", [
+        {"prompt": "1+1?", "solution": "2"},
+        {"prompt": [{"role": "system", "content": "/no_think"}, {"role": "user", "content": "2+2?"}], "solution": "4"}])
+    recipe = loaded_run(str(write_recipe({"model": {"source": "tiny"}, "data": {"sources": [{"path": str(data)}]},
+                                           "rewards": [{"name": "think_format"}],
+                                           "template": {"name": "chatml", "kwargs": kwargs}})), [], "rl").recipe
+    rows = recipe_prompts(recipe, rendered_kwargs=rendered).train
+    assert [row["chat_template_kwargs"] for row in rows] == modes
+    think_format = resolve_reward("think_format", {"default_mode": "no_think"})
+    scores = think_format([[{"role": "assistant", "content": "2"}]] * 2, prompts=[r["prompt"] for r in rows],
+                          chat_template_kwargs=[r["chat_template_kwargs"] for r in rows])
+    assert scores == [1.0, 1.0]   # a bare answer is right in no_think mode, the reward's default here
