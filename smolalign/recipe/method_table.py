@@ -131,9 +131,8 @@ def grpo_trainer() -> type:
 
 
 def online_dpo_trainer() -> type:
-    quiet_experimental()
-    from trl.experimental.online_dpo import OnlineDPOTrainer
-    return OnlineDPOTrainer
+    from smolalign.trainers.online_dpo import UnpaddedRewardsOnlineDPOTrainer
+    return UnpaddedRewardsOnlineDPOTrainer
 
 
 def distillation_trainer() -> type:

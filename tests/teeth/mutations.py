@@ -1265,6 +1265,12 @@ MUTATIONS = [
       ("tests/unit/test_think_mode.py::test_a_template_without_modes_carries_only_the_modes_stated"
        "[recipe-no_think-online-dpo]",),
       "online DPO with chatml and enable_thinking: false is refused as if a row asked for a mode"),
+    M("online_dpo_rewards_unpadded", "online DPO's rewards get each answer's tokens through its end of turn",
+      "verbs/rl.md", "smolalign/trainers/online_dpo.py",
+      "        answers = [through_end_of_turn(ids, self.eos_token_ids) for ids in completion_ids_list]",
+      "        answers = completion_ids_list",
+      ("tests/unit/test_online_dpo_and_reward_recipes.py::test_online_dpo_rewards_get_each_answers_own_tokens",),
+      "a length reward sees every answer as long as the batch's longest and cannot tell the pair apart"),
     M("tool_rl_rows_in_the_recipes_mode", "with tools, a prompt row in another mode than the recipe's is refused",
       "verbs/rl.md", "smolalign/stages/rl.py", "            if mode != default:", "            if False:",
       ("tests/integration/test_tool_rl.py::test_a_row_in_another_mode_than_the_recipes_is_refused_with_tools"

@@ -146,3 +146,28 @@ def test_vllm_backends_map_onto_online_dpo_config_as_for_grpo(write_recipe, tiny
     assert config.use_vllm and config.vllm_mode == mode and config.vllm_server_base_url == base_url
     assert config.vllm_group_port == (41234 if server else 51216)  # TRL's default where no server is used
     assert config.reward_weights == [1.0] and config.beta == 0.2  # one beta, every epoch
+
+
+def test_online_dpo_rewards_get_each_answers_own_tokens(monkeypatch):
+    """TRL's online DPO passes completion_ids cut from the padded batch (truncate_right pads after the end of turn);
+    the rewards must get each answer's tokens through its end of turn, as GRPO's do, or a length reward sees every
+    answer as long as the longest."""
+    import torch
+    from trl.experimental.online_dpo import OnlineDPOTrainer
+    from trl.experimental.utils import truncate_right
+
+    from rewards.registry import resolve_reward
+    from smolalign.recipe.method_table import online_dpo_trainer
+
+    eos, pad = 2, 0
+    padded, _ = truncate_right(torch.tensor([[5, 6, 2, 7, 8, 9], [5, 6, 7, 8, 9, 4]]), [eos], pad)
+    seen = {}
+    monkeypatch.setattr(OnlineDPOTrainer, "_calculate_rewards_from_functions",
+                        lambda self, prompts, completions, completion_ids_list, **kw: seen.setdefault(
+                            "ids", completion_ids_list))
+    trainer = object.__new__(online_dpo_trainer())
+    trainer.eos_token_ids = [eos]
+    trainer._calculate_rewards_from_functions(["p", "p"], ["a", "b"], [row.tolist() for row in padded])
+    assert seen["ids"] == [[5, 6, 2], [5, 6, 7, 8, 9, 4]]
+    soft_overlong = resolve_reward("soft_overlong", {"max_length": 6, "cache": 3})
+    assert soft_overlong(["a", "b"], completion_ids=seen["ids"]) == [0.0, -1.0]
