@@ -21,10 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rewards.errors import RewardError
+from rewards.errors import RewardError, suggest
 from rewards.text import completion_text
 
 DEFAULT_PATTERN = r"(?i)score\s*(?:is|:|=)?\s*(-?\d+(?:\.\d+)?)"
+REFUSALS = (401, 403, 404)
+"""HTTP answers that say the request itself is wrong (the key, the model's name, the address), not this one row."""
 
 
 def _prompt_text(prompt: Any) -> str:
@@ -85,16 +87,36 @@ class Judge:
         """Requests that went to the server (cache misses), for reports and tests."""
 
     def probe(self) -> None:
-        """RewardError when the server does not answer at all; any HTTP answer (even 404 on /models) is fine."""
+        """RewardError when the server does not answer, refuses the key, or lists its models without this one (a
+        server without a model list, 404 on /models, is let through): each would make every score None."""
         request = urllib.request.Request(f"{self.base_url}/models", headers=self.headers)
         try:
-            with urllib.request.urlopen(request, timeout=min(self.timeout, 10)):
-                pass
-        except urllib.error.HTTPError:
-            pass
+            with urllib.request.urlopen(request, timeout=min(self.timeout, 10)) as response:
+                listed = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code in REFUSALS:
+                raise self.refused(exc) from None
+            return
         except (urllib.error.URLError, OSError) as exc:
             raise RewardError(f"reward judge: the server at {self.base_url} does not answer "
                               f"({getattr(exc, 'reason', exc)}); start it or fix params.base_url") from None
+        except ValueError:  # not JSON: no model list to check against
+            return
+        served = [m.get("id") for m in listed.get("data", []) if isinstance(m, dict)] if isinstance(listed, dict) else []
+        if served and self.model not in served:
+            raise RewardError(f"reward judge: the server at {self.base_url} serves {', '.join(map(str, served))}, "
+                              f"not params.model {self.model!r}{suggest(self.model, map(str, served))}")
+
+    def refused(self, exc: urllib.error.HTTPError) -> RewardError:
+        """The error for an answer that says the request itself is wrong (REFUSALS), with the server's words."""
+        try:
+            said = json.loads(exc.read() or b"{}")
+            said = said.get("error", said) if isinstance(said, dict) else said
+            said = said.get("message") or said.get("detail") or said if isinstance(said, dict) else said
+        except (ValueError, OSError):
+            said = exc.reason
+        return RewardError(f"reward judge: the server at {self.base_url} refuses the request (HTTP {exc.code}: "
+                           f"{' '.join(str(said).split())[:200]}); check params.model and params.api_key_env")
 
     def body(self, prompt: Any, completion: Any) -> dict:
         # str.replace, not str.format: a rubric may hold JSON braces, a completion may hold anything
@@ -123,6 +145,10 @@ class Judge:
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 content = json.loads(response.read())["choices"][0]["message"]["content"] or ""
+        except urllib.error.HTTPError as exc:
+            if exc.code in REFUSALS:  # every request would be refused alike: stop, rather than score all None
+                raise self.refused(exc) from None
+            return None
         except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError):
             return None
         path.parent.mkdir(parents=True, exist_ok=True)

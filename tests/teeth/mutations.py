@@ -1271,6 +1271,11 @@ MUTATIONS = [
       "        answers = completion_ids_list",
       ("tests/unit/test_online_dpo_and_reward_recipes.py::test_online_dpo_rewards_get_each_answers_own_tokens",),
       "a length reward sees every answer as long as the batch's longest and cannot tell the pair apart"),
+    M("judge_model_checked", "a judge whose model the server does not serve, or whose key it refuses, stops the "
+      "run instead of scoring every answer None", "rewards.md", "rewards/judge.py",
+      "        if served and self.model not in served:", "        if False:",
+      ("tests/unit/test_judge_reward.py::test_a_model_the_server_does_not_serve_is_refused_not_scored_none",),
+      "a typo in the judge's model name trains the run without the judge, every score None"),
     M("tool_rl_rows_in_the_recipes_mode", "with tools, a prompt row in another mode than the recipe's is refused",
       "verbs/rl.md", "smolalign/stages/rl.py", "            if mode != default:", "            if False:",
       ("tests/integration/test_tool_rl.py::test_a_row_in_another_mode_than_the_recipes_is_refused_with_tools"

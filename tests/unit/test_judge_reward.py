@@ -18,10 +18,13 @@ RUBRIC = "Question: {prompt}\nAnswer: {completion}\nRate the answer. End with 'S
 
 
 @pytest.fixture
-def judge_server(tmp_path):
+def judge_server(tmp_path, request):
+    """The stand-in on a free port: (its /v1 address, the file of the requests it got); `indirect` parameters
+    are its environment (STANDIN_API_KEY)."""
     port, record = free_port(), tmp_path / "requests.jsonl"
+    extra = getattr(request, "param", None) or {}
     process = subprocess.Popen([sys.executable, str(STANDIN), str(port)], stdout=subprocess.PIPE, text=True,
-                               env={"STANDIN_RECORD": str(record), "PATH": "/usr/bin:/bin"})
+                               env={"STANDIN_RECORD": str(record), "PATH": "/usr/bin:/bin", **extra})
     assert process.stdout.readline().strip() == "ready"
     yield f"http://127.0.0.1:{port}/v1", record
     process.kill()
@@ -53,6 +56,33 @@ def test_scores_none_and_caching(judge_server, tmp_path):
     # answered ones (a score, or an answer without one) came from the cache; failures were asked again
     repeated = [body["messages"][-1]["content"] for body in sent(record)[5:]]
     assert sorted(text.split("Answer: ")[1].split("\n")[0] for text in repeated) == ["BROKEN", "SLOW one"]
+
+
+def test_a_model_the_server_does_not_serve_is_refused_not_scored_none(judge_server, tmp_path):
+    """A typo in params.model: every request would get 404 and every score None, and the run would train without
+    the judge; the probe reads the server's model list, and a 404 in the run stops it."""
+    url, _ = judge_server
+    judge = resolve_reward("judge", {"base_url": url, "model": "judgee", "rubric": RUBRIC,
+                                     "cache_dir": str(tmp_path / "cache")})
+    with pytest.raises(RewardError, match=r"serves judge, not params.model 'judgee' \(did you mean judge\?\)"):
+        judge.probe()
+    with pytest.raises(RewardError, match=r"refuses the request \(HTTP 404: The model `judgee` does not exist.\)"):
+        judge(completions=["good"], prompts=[[{"role": "user", "content": "q"}]])
+
+
+@pytest.mark.parametrize("judge_server", [{"STANDIN_API_KEY": "sesame"}], indirect=True)
+def test_a_key_the_server_refuses_is_refused(judge_server, tmp_path, monkeypatch):
+    url, _ = judge_server
+    monkeypatch.setenv("JUDGE_KEY", "wrong")
+    judge = resolve_reward("judge", {"base_url": url, "model": "judge", "rubric": RUBRIC, "api_key_env": "JUDGE_KEY",
+                                     "cache_dir": str(tmp_path / "cache")})
+    with pytest.raises(RewardError, match=r"HTTP 401: Incorrect API key provided.*api_key_env"):
+        judge.probe()
+    monkeypatch.setenv("JUDGE_KEY", "sesame")
+    keyed = resolve_reward("judge", {"base_url": url, "model": "judge", "rubric": RUBRIC, "api_key_env": "JUDGE_KEY",
+                                     "cache_dir": str(tmp_path / "cache")})
+    keyed.probe()
+    assert keyed(completions=["good"], prompts=[[{"role": "user", "content": "q"}]]) == [1.0]
 
 
 def test_a_judge_that_does_not_answer_is_refused(tmp_path):
