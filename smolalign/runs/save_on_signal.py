@@ -1,5 +1,6 @@
 """Saving before a time limit: on SIGUSR1 (which a `launch slurm` job forwards to training when its time limit
-nears) the run writes a checkpoint at the next step boundary, stops, and exits with SAVED_ON_SIGNAL_EXIT, after
+nears) the run writes a checkpoint at the next step boundary (for GRPO reusing its samples over several steps, the
+next end of a generation cycle), stops, and exits with SAVED_ON_SIGNAL_EXIT, after
 which the job requeues itself and the next run resumes from that checkpoint.
 
 The handler is installed for the whole stage (`listening`, around every stage run), not only while training runs: a
@@ -14,9 +15,14 @@ the same: save and stop at this step. This also covers a signal that reached onl
 """
 
 import contextlib
+import math
 import signal
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
+
+from smolalign.runs.rundir import CHECKPOINT
 
 SAVE_SIGNAL = signal.SIGUSR1
 SAVED_ON_SIGNAL_EXIT = 75
@@ -50,16 +56,44 @@ def listening() -> Iterator[None]:
         signal.signal(SAVE_SIGNAL, previous)
 
 
-def save_on_signal_callback():
-    """A TrainerCallback that saves and stops at the first step end after SAVE_SIGNAL arrived on any rank."""
+def generation_cycle(steps_per_generation: int | None, num_iterations: int | None, accumulation: int) -> int:
+    """Optimizer steps from one generation to the next of a trainer that trains on its samples over several steps
+    (GRPO's steps_per_generation x num_iterations micro-batches; 1 for every other trainer). Only a checkpoint at a
+    cycle's end resumes as the run would have gone on: TRL keeps the cycle's samples in memory only, and a resumed
+    trainer generates afresh at its first step and counts its cycles from there."""
+    if not steps_per_generation:
+        return 1
+    every = steps_per_generation * (num_iterations or 1)
+    return math.lcm(every, accumulation) // accumulation
+
+
+def trainer_generation_cycle(args, checkpoint: Path | None = None) -> int:
+    """`generation_cycle` of a trainer's config (TRL's GRPOConfig has filled steps_per_generation in), with a warning
+    when the run resumes from a `checkpoint` inside a cycle (one written before its save_steps were checked)."""
+    cycle = generation_cycle(getattr(args, "steps_per_generation", None), getattr(args, "num_iterations", None),
+                             args.gradient_accumulation_steps)
+    match = CHECKPOINT.match(checkpoint.name) if checkpoint is not None else None
+    if match and int(match.group(1)) % cycle:
+        print(f"warning: --resume: {checkpoint.name} is inside a generation cycle of {cycle} steps; the resumed run "
+              "generates afresh there and trains on other samples than the interrupted run would have",
+              file=sys.stderr)
+    return cycle
+
+
+def save_on_signal_callback(args=None, checkpoint: Path | None = None):
+    """A TrainerCallback that saves and stops at the first step end after SAVE_SIGNAL arrived on any rank, and that
+    ends a generation cycle of the trainer's (`args`, its config; `checkpoint`, the one it resumes from, if any)."""
     from transformers import TrainerCallback
+
+    cycle = 1 if args is None else trainer_generation_cycle(args, checkpoint)
 
     class SaveOnSignal(TrainerCallback):
         def __init__(self):
             self.stopped_at: int | None = None
 
         def on_step_end(self, args, state, control, **kwargs):
-            if _any_rank(_RECEIVED.is_set(), args.device):
+            # every rank takes part in the all-reduce at every step end, whether or not this one ends a cycle
+            if _any_rank(_RECEIVED.is_set(), args.device) and state.global_step % cycle == 0:
                 control.should_save = True
                 control.should_training_stop = True
                 self.stopped_at = state.global_step

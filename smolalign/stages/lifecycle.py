@@ -217,7 +217,7 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
     if checkpoint is not None:
         _plain_cpu_device(trainer.args)
     keep_low_precision_updates(trainer)
-    on_signal = save_on_signal_callback()
+    on_signal = save_on_signal_callback(trainer.args, checkpoint)
     trainer.add_callback(on_signal)
     trainer.add_callback(readable_checkpoints_callback())
     if checkpoint is not None:  # a checkpoint at the run's last step: loaded, then no step runs

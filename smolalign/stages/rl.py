@@ -24,6 +24,7 @@ from smolalign.models.load import load_model, load_tokenizer, preflight_tokenize
 from smolalign.plan import make_plan
 from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
+from smolalign.runs.save_on_signal import generation_cycle
 from smolalign.stages.generating import generating
 from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.low_precision_updates import check_continuous_batching
@@ -47,6 +48,14 @@ def check_batch(run: Run) -> None:
                  f"generation batch (per-device {settings.per_device_batch} × accumulation × {settings.world_size} "
                  f"processes = {batch}); change one of them or set train.generation_batch_size")
         raise SmolalignError(f"train.num_generations {generations} must divide the {where}")
+    steps_per_generation, _ = settings.generation_batches()
+    cycle = generation_cycle(steps_per_generation, settings["num_iterations"], settings.accumulation)
+    saves = settings.get("save_steps") if str(settings.get("save_strategy")).endswith("steps") else None
+    if cycle > 1 and saves and saves >= 1 and saves % cycle:  # below 1: a share of the run, TRL's ratio form
+        raise SmolalignError(
+            f"train.save_steps {saves:g} is not a multiple of the {cycle}-step generation cycle (steps_per_generation "
+            f"× num_iterations over accumulation): TRL keeps a cycle's samples in memory only, so a run resumed from a "
+            f"checkpoint inside one trains on other samples; set train.save_steps to a multiple of {cycle}")
 
 
 @dataclass(frozen=True)

@@ -81,3 +81,46 @@ def test_a_signal_before_training_starts_is_kept_for_the_first_step(cli, write_r
         signal.signal(signal.SIGUSR1, previous)
     assert lost == [] and code == SAVED_ON_SIGNAL_EXIT, err
     assert [p.name for p in (tmp_path / "run").glob("checkpoint-*")] == ["checkpoint-1"]
+
+
+def test_grpo_reusing_its_samples_saves_at_the_end_of_a_generation_cycle(cli, write_recipe, tiny_dir, tmp_path,
+                                                                         monkeypatch):
+    """GRPO with steps_per_generation 2 trains two steps on one generation, which TRL keeps in memory only: a signal
+    kept from the start saves at step 2 (not 1), and the resumed run ends on the uninterrupted run's weights. Saved at
+    step 1, the resumed run would generate afresh at step 2 and train on other samples."""
+    from resume_checks import REWARDS_FILE, largest_difference, weights
+
+    import smolalign.stages.rl as rl
+
+    rewards = tmp_path / "rewards.py"
+    rewards.write_text(REWARDS_FILE)
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(32)])
+    recipe = write_recipe({"model": {"source": str(tiny_dir), "dtype": "float32"}, "template": {"name": "chatml"},
+                           "method": "grpo", "data": {"sources": [{"path": str(prompts)}]},
+                           "rewards": [{"name": f"{rewards}:spread"}],
+                           "train": {"num_generations": 4, "per_device_train_batch_size": 4, "steps_per_generation": 2,
+                                     "max_completion_length": 8, "learning_rate": 1e-2, "max_steps": 4,
+                                     "save_steps": 1000, "logging_steps": 1, "gradient_checkpointing": False,
+                                     "seed": 0}})
+    code, _, err = cli("rl", recipe, "-o", tmp_path / "full")
+    assert code == 0, err
+
+    lost = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: lost.append(signum))
+    start_run = rl.start_run
+
+    def signalled_then_start(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGUSR1)
+        return start_run(*args, **kwargs)
+
+    monkeypatch.setattr(rl, "start_run", signalled_then_start)
+    try:
+        code, _, err = cli("rl", recipe, "-o", tmp_path / "cut")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert lost == [] and code == SAVED_ON_SIGNAL_EXIT, err
+    assert [p.name for p in (tmp_path / "cut").glob("checkpoint-*")] == ["checkpoint-2"]
+    monkeypatch.setattr(rl, "start_run", start_run)
+    code, _, err = cli("rl", recipe, "-o", tmp_path / "cut", "--resume")
+    assert code == 0, err
+    assert largest_difference(weights(tmp_path / "cut" / "model"), weights(tmp_path / "full" / "model")) == 0

@@ -1276,6 +1276,18 @@ MUTATIONS = [
       "        if served and self.model not in served:", "        if False:",
       ("tests/unit/test_judge_reward.py::test_a_model_the_server_does_not_serve_is_refused_not_scored_none",),
       "a typo in the judge's model name trains the run without the judge, every score None"),
+    M("grpo_saves_at_cycle_ends", "GRPO training several steps on one generation saves on the time-limit signal at "
+      "the end of the generation cycle, and resumes on the uninterrupted run's weights", "checkpoints.md",
+      "smolalign/runs/save_on_signal.py",
+      "            if _any_rank(_RECEIVED.is_set(), args.device) and state.global_step % cycle == 0:",
+      "            if _any_rank(_RECEIVED.is_set(), args.device):",
+      ("tests/integration/test_save_on_signal.py::test_grpo_reusing_its_samples_saves_at_the_end_of_a_generation_cycle",),
+      "the signal saves inside a cycle; the resumed run generates afresh and trains on other samples"),
+    M("grpo_save_steps_in_cycles", "a GRPO save_steps inside a generation cycle is refused", "checkpoints.md",
+      "smolalign/stages/rl.py", "    if cycle > 1 and saves and saves >= 1 and saves % cycle:",
+      "    if False:",
+      ("tests/unit/test_bad_input_corpus.py::test_refused[rl-save-inside-a-generation-cycle]",),
+      "checkpoints land inside cycles, and their resumes train on other samples"),
     M("tool_rl_rows_in_the_recipes_mode", "with tools, a prompt row in another mode than the recipe's is refused",
       "verbs/rl.md", "smolalign/stages/rl.py", "            if mode != default:", "            if False:",
       ("tests/integration/test_tool_rl.py::test_a_row_in_another_mode_than_the_recipes_is_refused_with_tools"
