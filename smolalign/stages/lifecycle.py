@@ -24,6 +24,7 @@ from smolalign.resolve import Run
 from smolalign.runs.card import lineage, write_cards
 from smolalign.runs.curves import write_run_curves
 from smolalign.runs.hub import push_model
+from smolalign.runs.inputs import stamped_inputs
 from smolalign.runs.manifest import write_manifest
 from smolalign.runs.metrics import summary
 from smolalign.runs.rundir import (
@@ -196,7 +197,8 @@ def start_run(run: Run, opened: OpenRun, **sections) -> None:
         model = {"source": recipe.model.source, "revision": recipe.model.revision,
                  **lineage(recipe.model.source, recipe.model.revision)}
         write_manifest(opened.run_dir, recipe=recipe.source, stage=recipe.stage, hardware=run.hardware.describe(),
-                       model=model, **sections)
+                       model=model, inputs=stamped_inputs(run, opened.run_dir, opened.checkpoint is not None),
+                       **sections)
 
 
 def resume_point(run: Run, run_dir: Path, *, resume: bool, overwrite: bool) -> Path | None:

@@ -1288,6 +1288,12 @@ MUTATIONS = [
       "    if False:",
       ("tests/unit/test_bad_input_corpus.py::test_refused[rl-save-inside-a-generation-cycle]",),
       "checkpoints land inside cycles, and their resumes train on other samples"),
+    M("resume_warns_changed_inputs", "a resume after a data file or a model folder was rewritten in place is warned "
+      "about", "checkpoints.md", "smolalign/runs/inputs.py",
+      "    for key in (k for k in stamps if k in before and before[k] != stamps[k]):", "    for key in ():",
+      ("tests/integration/test_resume_inputs.py::test_a_data_file_rewritten_in_place_is_warned_about",
+       "tests/integration/test_resume_inputs.py::test_a_reference_rebuilt_in_place_is_warned_about"),
+      "the resumed steps train on the new rows or against the new reference without a word"),
     M("tool_rl_rows_in_the_recipes_mode", "with tools, a prompt row in another mode than the recipe's is refused",
       "verbs/rl.md", "smolalign/stages/rl.py", "            if mode != default:", "            if False:",
       ("tests/integration/test_tool_rl.py::test_a_row_in_another_mode_than_the_recipes_is_refused_with_tools"
