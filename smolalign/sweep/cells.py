@@ -15,6 +15,7 @@ from smolalign.evaluation.run import EVAL_FILE, check_stage_eval, evaluate_stage
 from smolalign.launch import check_not_data_parallel
 from smolalign.resolve import Run
 from smolalign.runs.card import write_cards
+from smolalign.runs.manifest import read_manifest
 from smolalign.runs.rundir import MODEL_DIR, RECIPE_FILE, is_trained, recipe_changes
 from smolalign.stages.registry import run_stage
 from smolalign.sweep.grid import Cell
@@ -51,13 +52,14 @@ def cell_state(run_dir: Path) -> str:
 def refuse_stale_cells(runs: list[CellRun]) -> None:
     """A cell trained, or started, with another value of a key the cell's recipe writes now (the base recipe or a
     `--set` edited since) is refused before any cell runs: skipped or resumed, it would be compared as if trained
-    with the new one. Only keys the recipe writes are compared: a default smolalign changed between versions is not
-    an edit (a key the recipe no longer writes is not seen either). The accumulation that `launch.global_batch_size`
+    with the new one. Only keys the recipe writes, or a `--set` of the cell's first command wrote, are compared: a
+    default smolalign changed between versions is not an edit, a `--set` dropped since is. The accumulation that `launch.global_batch_size`
     derives for the processes of the run is left out: the global batch it keeps is compared."""
     for run in runs:
         if cell_state(run.run_dir) == "new":
             continue
-        resolved, written = run.resolved.resolved_recipe(), _paths(run.resolved.recipe.raw)
+        resolved = run.resolved.resolved_recipe()
+        written = _paths(run.resolved.recipe.raw) | _set_before(run.run_dir)
         derived = {"train.gradient_accumulation_steps"} if (resolved.get("launch") or {}).get("global_batch_size") \
             else set()
         changed = [key for key in recipe_changes(run.run_dir, resolved) if key not in derived
@@ -68,6 +70,13 @@ def refuse_stale_cells(runs: list[CellRun]) -> None:
                 f"since the cell started (its {run.run_dir / RECIPE_FILE}): the sweep would compare it as if it had "
                 "run the recipe as it is now; undo the change, move the cell's folder away to train it again, or "
                 "pass --overwrite to train every cell again")
+
+
+def _set_before(run_dir: Path) -> set[str]:
+    """The keys the `--set`s of the command that started the cell wrote (its manifest's `command`)."""
+    command = read_manifest(run_dir).get("command") or []
+    return {item.partition("=")[0].strip() for flag, item in zip(command, command[1:], strict=False)
+            if flag == "--set" and isinstance(item, str)}
 
 
 def _paths(mapping: dict, prefix: str = "") -> set[str]:

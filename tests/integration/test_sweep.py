@@ -108,6 +108,16 @@ def test_two_cells_run_evaluate_compare_and_resume(cli, sweep_recipe, tmp_path):
     assert code == 0, err
     assert f"{CELLS[0]}  [sft, done]" in out, out
 
+    # A cell started with a --set the sweep no longer passes trained with that value: an edit, refused.
+    manifest = json.loads((out_dir / CELLS[0] / "manifest.json").read_text())
+    manifest["command"] += ["--set", "train.weight_decay=0.5"]
+    (out_dir / CELLS[0] / "manifest.json").write_text(json.dumps(manifest))
+    kept = yaml.safe_load((out_dir / CELLS[0] / "recipe.yaml").read_text())
+    kept["train"]["weight_decay"] = 0.5
+    (out_dir / CELLS[0] / "recipe.yaml").write_text(yaml.safe_dump(kept, sort_keys=False))
+    code, out, err = cli("sweep", sweep_recipe, "--grid", "train.learning_rate=0.05,0.0", "-o", out_dir, "--dry-run")
+    assert code == 2 and f"sweep cell {CELLS[0]}: train.weight_decay changed" in err, err
+
 
 SCONTROL = """#!/bin/bash
 [[ $1 == show ]] && echo localhost

@@ -255,6 +255,12 @@ MUTATIONS = [
       "        refuse_stale_cells([_array_cell(sweep)] if request.array_task else runs)\n", "        pass\n",
       ("tests/integration/test_sweep.py::test_two_cells_run_evaluate_compare_and_resume",),
       "the finished cells are skipped and compared as if they had trained with the edited recipe"),
+    M("sweep_dropped_set_refused", "a sweep cell started with a --set the sweep no longer passes is refused as "
+      "stale", "verbs/sweep.md", "smolalign/sweep/cells.py",
+      "        written = _paths(run.resolved.recipe.raw) | _set_before(run.run_dir)",
+      "        written = _paths(run.resolved.recipe.raw)",
+      ("tests/integration/test_sweep.py::test_two_cells_run_evaluate_compare_and_resume",),
+      "the cell trained with the dropped --set is skipped and compared beside cells without it"),
     M("sweep_set_of_a_grid_key_refused", "a sweep's --set of a key its grid sets is refused: the cells' values "
       "would replace it", "verbs/sweep.md", "smolalign/sweep/run.py",
       "    refuse_overridden_axes(request.overrides, cells[0].overrides)\n", "",
