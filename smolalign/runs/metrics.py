@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from smolalign.jsonl import read_jsonl
+from smolalign.runs.rundir import checkpoint_step
 
 METRICS_FILE = "metrics.jsonl"
 LOGGED_AT = "time"
@@ -52,3 +53,25 @@ def summary(run_dir: Path, key: str = "loss", companions: tuple[str, ...] = ()) 
         start = first.get(companion)
         text += f"; {companion} {float('nan') if start is None else start:.4g} -> {last[companion]:.4g}"
     return text
+
+
+def whole_run_loss(reported: float, state, checkpoint: Path | None) -> float:
+    """The mean training loss over all of a run's steps (`state`: the trainer's, `checkpoint`: the one it resumed
+    from). transformers' Trainer divides the loss summed over the steps of this process by the run's whole step
+    count, so a resumed run reports too little; the steps before the checkpoint are added back from their logged
+    losses (each the mean of its logging window), or, when none was logged, the mean is the resumed steps' own."""
+    global_step, resumed_at, log_history = state.global_step, checkpoint_step(checkpoint), state.log_history
+    if not resumed_at or global_step <= resumed_at:
+        return reported
+    after = reported * global_step  # the resumed steps' summed loss
+    logged, last = [], 0
+    for entry in sorted((e for e in log_history if "loss" in e and "step" in e), key=lambda e: e["step"]):
+        if entry["step"] > resumed_at:
+            break
+        logged.append((entry["loss"], entry["step"] - last))
+        last = entry["step"]
+    if not logged:
+        return after / (global_step - resumed_at)
+    before = sum(loss * window for loss, window in logged) / sum(window for _, window in logged) * resumed_at
+    return (before + after) / global_step
+

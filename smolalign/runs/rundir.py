@@ -29,6 +29,12 @@ def default_run_dir(recipe_source: str, stage: str) -> Path:
     return Path("runs") / Path(recipe_source).stem
 
 
+def checkpoint_step(checkpoint: Path | None) -> int | None:
+    """The step a `checkpoint-N` folder holds (None for no checkpoint, or a folder of another name)."""
+    match = CHECKPOINT.match(checkpoint.name) if checkpoint is not None else None
+    return int(match.group(1)) if match else None
+
+
 def last_checkpoint(run_dir: Path) -> Path | None:
     """The newest complete checkpoint (runs.checkpoint_files.damage), with a note for each newer one skipped; a
     SmolalignError naming the damage when checkpoints exist but none is complete."""

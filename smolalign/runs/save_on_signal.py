@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from smolalign.runs.rundir import CHECKPOINT
+from smolalign.runs.rundir import checkpoint_step
 
 SAVE_SIGNAL = signal.SIGUSR1
 SAVED_ON_SIGNAL_EXIT = 75
@@ -72,8 +72,7 @@ def trainer_generation_cycle(args, checkpoint: Path | None = None) -> int:
     when the run resumes from a `checkpoint` inside a cycle (one written before its save_steps were checked)."""
     cycle = generation_cycle(getattr(args, "steps_per_generation", None), getattr(args, "num_iterations", None),
                              args.gradient_accumulation_steps)
-    match = CHECKPOINT.match(checkpoint.name) if checkpoint is not None else None
-    if match and int(match.group(1)) % cycle:
+    if (checkpoint_step(checkpoint) or 0) % cycle:
         print(f"warning: --resume: {checkpoint.name} is inside a generation cycle of {cycle} steps; the resumed run "
               "generates afresh there and trains on other samples than the interrupted run would have",
               file=sys.stderr)

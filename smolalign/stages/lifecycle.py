@@ -26,7 +26,7 @@ from smolalign.runs.curves import write_run_curves
 from smolalign.runs.hub import push_model
 from smolalign.runs.inputs import stamped_inputs
 from smolalign.runs.manifest import write_manifest
-from smolalign.runs.metrics import summary
+from smolalign.runs.metrics import summary, whole_run_loss
 from smolalign.runs.rundir import (
     MODEL_DIR,
     checkpoint_to_resume,
@@ -247,8 +247,8 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
     if trainer.is_world_process_zero():
         save_for_inference(trainer.model, tokenizer, model_dir, state_dict=state_dict)
         # no step trained: the loss the run recorded when it trained, if it got that far
-        loss = result.training_loss if result is not None else (read_manifest(run_dir).get("result") or {}).get(
-            "train_loss")
+        loss = whole_run_loss(result.training_loss, trainer.state, checkpoint) if result is not None else (
+            read_manifest(run_dir).get("result") or {}).get("train_loss")
         write_manifest(run_dir, result={"global_step": trainer.state.global_step, "train_loss": loss,
                                         "model": str(model_dir), "resumed_from": str(checkpoint) if checkpoint else None})
     return model_dir

@@ -74,6 +74,20 @@ def test_resume_continues_from_the_checkpoint(stage, tmp_path):
     assert largest_difference(weights(resumed / "model"), weights(stage["full"] / "checkpoint-2")) > 1e-4  # it trained
 
 
+@pytest.mark.parametrize("stage", ["sft"], indirect=True)
+def test_a_resumed_run_reports_the_whole_runs_mean_loss(stage, tmp_path):
+    """transformers divides the resumed steps' loss by every step of the run; the manifest (and the card's "mean
+    training loss") must hold the uninterrupted run's mean, from the per-step losses logged before the checkpoint."""
+    import json
+
+    resumed = tmp_path / "resumed"
+    cut_back(stage["full"], resumed)
+    stage["run"]("-o", resumed, "--resume")
+    full, after = (json.loads((run / "manifest.json").read_text())["result"]["train_loss"]
+                   for run in (stage["full"], resumed))
+    assert after == pytest.approx(full, rel=1e-5)
+
+
 def test_resume_reads_the_optimizer_state(stage, tmp_path):
     resumed = tmp_path / "perturbed"
     cut_back(stage["full"], resumed)

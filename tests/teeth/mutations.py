@@ -1300,6 +1300,11 @@ MUTATIONS = [
       ("tests/integration/test_resume_inputs.py::test_a_data_file_rewritten_in_place_is_warned_about",
        "tests/integration/test_resume_inputs.py::test_a_reference_rebuilt_in_place_is_warned_about"),
       "the resumed steps train on the new rows or against the new reference without a word"),
+    M("resumed_mean_loss", "a resumed run reports the whole run's mean training loss", "checkpoints.md",
+      "smolalign/runs/metrics.py", "    if not resumed_at or global_step <= resumed_at:\n        return reported",
+      "    if True:\n        return reported",
+      ("tests/integration/test_resume.py::test_a_resumed_run_reports_the_whole_runs_mean_loss[sft]",),
+      "the manifest and the card report the resumed steps' loss divided by every step"),
     M("tool_rl_rows_in_the_recipes_mode", "with tools, a prompt row in another mode than the recipe's is refused",
       "verbs/rl.md", "smolalign/stages/rl.py", "            if mode != default:", "            if False:",
       ("tests/integration/test_tool_rl.py::test_a_row_in_another_mode_than_the_recipes_is_refused_with_tools"
