@@ -6,7 +6,7 @@ import os
 
 import pytest
 from resume_checks import cut_back
-from tiny_models import build_model, chat_rows, pair_rows, write_jsonl
+from tiny_models import build_model, pair_rows, write_jsonl
 
 
 @pytest.fixture
