@@ -14,7 +14,6 @@ from pathlib import Path
 from smolalign.atomic import readable_as_created
 from smolalign.data.check_warnings import warn_held_out_unused
 from smolalign.evaluation.run import check_stage_eval, evaluate_stage
-from smolalign.generation.vllm_engine import leave_vllm_groups
 from smolalign.gpu_partition import GpuPartition, partition_of_this_process
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.load import save_for_inference
@@ -40,7 +39,7 @@ from smolalign.runs.save_on_signal import SavedOnSignal, listening, save_on_sign
 from smolalign.stages.generating import add_sync_row, check_generating
 from smolalign.stages.library_patches import library_patches
 from smolalign.stages.low_precision_updates import keep_low_precision_updates
-from smolalign.stages.teardown import release_training_state
+from smolalign.stages.teardown import leave_process_group, release_training_state
 
 
 @dataclass(frozen=True)
@@ -144,17 +143,6 @@ def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics, hub=No
             print(f"pushed {model_dir} to {hub.repo_id}: {push_model(run_dir, model_dir, hub)}")
     leave_process_group()
     return model_dir
-
-
-def leave_process_group() -> None:
-    """Close this process's distributed group once its part of the run is done. Left to interpreter exit, the
-    communication threads are torn down in no particular order, and a process whose run succeeded can still abort
-    ("terminate called without an active exception"), failing the whole launch."""
-    import torch.distributed as dist
-
-    leave_vllm_groups()  # a colocated engine's handles on the group go first
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
 
 
 def policy_dtype(run: Run, hardware: Hardware | None = None) -> str:
