@@ -4,6 +4,7 @@ the dry run's resolved recipe); the run directory is checked first and written b
 has passed; then training with resume, the final save, the summary and the `eval:` section's evaluation, and the
 process group closed."""
 
+import os
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from smolalign.atomic import readable_as_created
 from smolalign.data.check_warnings import warn_held_out_unused
-from smolalign.evaluation.run import check_stage_eval, evaluate_stage
+from smolalign.evaluation.run import EVAL_FILE, check_stage_eval, evaluate_stage
 from smolalign.gpu_partition import GpuPartition, partition_of_this_process
 from smolalign.hardware import Hardware, resolve_dtype
 from smolalign.models.load import save_for_inference
@@ -30,6 +31,7 @@ from smolalign.runs.rundir import (
     MODEL_DIR,
     checkpoint_to_resume,
     default_run_dir,
+    is_trained,
     last_checkpoint,
     read_manifest,
     start_run_dir,
@@ -110,6 +112,10 @@ def run_lifecycle(stage: Stage, run: Run, *, output_dir: Path | None = None, dry
             checkpoint = resume_point(run, run_dir_of(run, output_dir), resume=True, overwrite=overwrite)
             print(f"resume: from {checkpoint}" if checkpoint else "resume: no checkpoint yet, from the beginning")
         return None
+    run_dir = run_dir_of(run, output_dir)
+    if resume and evaluation is not None and is_trained(run_dir) and not (run_dir / EVAL_FILE).is_file():
+        print(f"resume: {run_dir} saved its model and was cut off in its eval: section; evaluating it", file=sys.stderr)
+        return finish(None, run_dir, run_dir / MODEL_DIR, evaluation, *stage.summary, hub=run.recipe.hub)
     opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus,
                       trainer=run.method_spec.trainer())
     with library_patches(run, generates=stage.generates), stage.load(run, opened, checked) as (trainer, tokenizer):
@@ -128,14 +134,15 @@ def announce(run: Run, plan, dry_run: bool):
 
 
 def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics, hub=None) -> Path:
-    """On the main process: the run's summary (first and last value of its metrics), its curves.png, the `eval:`
-    section's before/after evaluation, the model card (run directory and model/, the evaluation in it), then the push
+    """On the main process (by RANK when `trainer` is None: a run cut off in its evaluation, resumed to finish it):
+    the run's summary (first and last value of its metrics), its curves.png, the `eval:` section's before/after
+    evaluation, the model card (run directory and model/, the evaluation in it), then the push
     of the model and its card to the hub (the recipe's `hub:` section)."""
-    if trainer.is_world_process_zero():
+    if trainer.is_world_process_zero() if trainer is not None else int(os.environ.get("RANK", "0")) == 0:
         print(f"{summary(run_dir, *metrics)}\nsaved {model_dir}")
         if (curves := write_run_curves(run_dir)) is not None:
             print(f"wrote {curves}")
-        if evaluation is not None:
+        if evaluation is not None and trainer is not None:
             release_training_state(trainer)  # the evaluation (vLLM: most of the GPU) needs the memory
         evaluate_stage(evaluation, run_dir, model_dir)
         write_cards(run_dir, hub.repo_id if hub is not None else None)

@@ -271,6 +271,16 @@ def test_eval_section_writes_before_and_after(cli, write_recipe, tiny_dir, tmp_p
     assert (tmp_path / "run" / "eval.samples.jsonl").is_file()
     assert "after − before" in out and "eval: when the stage ends, 3 prompts × 1 in no_think" in out
 
+    # Cut off in its evaluation (the model saved, no eval.json): --resume evaluates it and trains nothing.
+    run_dir = tmp_path / "run"
+    (run_dir / "eval.json").unlink()
+    weights = {p.name: p.stat().st_mtime_ns for p in (run_dir / "model").iterdir() if p.name != "README.md"}
+    code, out, err = cli("sft", recipe, "-o", run_dir, "--resume")
+    assert code == 0 and "cut off in its eval: section; evaluating it" in err, err
+    assert json.loads((run_dir / "eval.json").read_text())["results"].keys() == {"before", "after"}
+    assert {p.name: p.stat().st_mtime_ns for p in (run_dir / "model").iterdir() if p.name != "README.md"} == weights
+    assert "## Evaluation" in (run_dir / "model" / "README.md").read_text()
+
 
 def test_eval_section_is_checked_before_training(cli, write_recipe, tiny_dir, tmp_path):
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(4))

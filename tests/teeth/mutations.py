@@ -1305,6 +1305,12 @@ MUTATIONS = [
       "    if True:\n        return reported",
       ("tests/integration/test_resume.py::test_a_resumed_run_reports_the_whole_runs_mean_loss[sft]",),
       "the manifest and the card report the resumed steps' loss divided by every step"),
+    M("resume_finishes_a_cut_off_eval", "a run cut off in its eval: section is resumed to run that evaluation, with "
+      "no step trained", "checkpoints.md", "smolalign/stages/lifecycle.py",
+      "    if resume and evaluation is not None and is_trained(run_dir) and not (run_dir / EVAL_FILE).is_file():",
+      "    if False:",
+      ("tests/integration/test_eval.py::test_eval_section_writes_before_and_after",),
+      "--resume refuses the finished run, and its evaluation can only be had by training again"),
     M("tool_rl_rows_in_the_recipes_mode", "with tools, a prompt row in another mode than the recipe's is refused",
       "verbs/rl.md", "smolalign/stages/rl.py", "            if mode != default:", "            if False:",
       ("tests/integration/test_tool_rl.py::test_a_row_in_another_mode_than_the_recipes_is_refused_with_tools"
