@@ -45,3 +45,31 @@ def column(columns: dict, name: str, n: int) -> list:
     """A dataset column passed to a reward, or Nones when the dataset has no such column."""
     values = columns.get(name)
     return list(values) if values is not None else [None] * n
+
+
+class WithPrefill:
+    """A reward given each answer whole: the part of the generation prompt that belongs to the answer (`prefill`, a
+    template's `<think>\n` that opens the reasoning the model then writes, as reasoning models' templates end their
+    generation prompt) put in front of every assistant turn, as the model's turn reads in full. Without it the
+    reasoning reads as the answer, and reasoning cut off by the budget scores as an answer."""
+
+    def __init__(self, reward, prefill: str):
+        self.reward, self.prefill = reward, prefill
+        self.__name__ = getattr(reward, "__name__", type(reward).__name__)
+
+    def __getattr__(self, name: str):  # required_columns, row_problem, probe: the reward's own
+        return getattr(self.reward, name)
+
+    def __call__(self, completions: list, **columns) -> list:
+        return self.reward([self.whole(completion) for completion in completions], **columns)
+
+    def whole(self, completion: Any) -> Any:
+        if isinstance(completion, str):
+            return completion if completion.lstrip().startswith(THINK_OPEN) else self.prefill + completion
+        if not isinstance(completion, list):
+            return completion
+        return [{**m, "content": self.prefill + (m.get("content") or "")}
+                if isinstance(m, dict) and m.get("role") == "assistant" and not m.get("reasoning_content")
+                and isinstance(m.get("content") or "", str) and not (m.get("content") or "").lstrip().startswith(
+                    THINK_OPEN) else m for m in completion]
+

@@ -7,17 +7,20 @@ server (one that runs, or one it starts, health-checks and stops).
 A watchdog fails the run when no step finishes within `generation.stall_timeout`, instead of hanging.
 """
 
+import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from rewards.registry import check_reward_columns, check_team_reward
+from rewards.text import THINK_CLOSE, THINK_OPEN, WithPrefill
 from rewards.think_mode import row_mode
 from smolalign.data.check import check_prompt_rows, check_reward_rows
 from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 from smolalign.data.rows import unknown_tool_problem
 from smolalign.errors import SmolalignError
+from smolalign.evaluation.compliance import answer_prefill
 from smolalign.generation.backend_settings import ServerAddress, describe_generation, vllm_fields
 from smolalign.hardware import Hardware
 from smolalign.models.load import load_model, load_tokenizer, preflight_tokenizer
@@ -181,6 +184,19 @@ def load(run: Run, opened: OpenRun, checked: PromptsChecked) -> AbstractContextM
     return load_generating(run, opened, checked, grpo_config)
 
 
+def rewards_of_whole_answers(rewards: list, template, kwargs: dict, tokenizer) -> list:
+    """The rewards, each reading an answer whole where the template's generation prompt opens the think block the
+    model then writes (`<think>\n`, as reasoning models' templates do): TRL hands the rewards the generated text
+    alone, whose reasoning would read as the answer (rewards.text.WithPrefill)."""
+    specials = {k: v for k, v in tokenizer.special_tokens_map.items() if isinstance(v, str)}
+    prefill = answer_prefill(template, dict(kwargs), specials)
+    if THINK_OPEN not in prefill or THINK_CLOSE in prefill:
+        return rewards
+    print(f"note: template {template.name} opens the think block in its generation prompt ({prefill!r}): the "
+          "rewards read each answer with it in front", file=sys.stderr)
+    return [WithPrefill(reward, prefill) for reward in rewards]
+
+
 @contextmanager
 def load_generating(run: Run, opened: OpenRun, checked: PromptsChecked, make_config) -> Iterator[tuple]:
     """What an rl method whose policy generates while it trains (GRPO, online DPO) loads: the tokenizer, then, with
@@ -188,8 +204,9 @@ def load_generating(run: Run, opened: OpenRun, checked: PromptsChecked, make_con
     and the model; yields the trainer (on those, and the prompts and rewards `check` built, and GRPO's tools) and
     the tokenizer. The tools' sandbox stops when the run does."""
     recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
-    prompts, rewards, tools = checked.prompts, checked.rewards, checked.tools
-    tokenizer, _ = load_tokenizer(recipe.model, recipe.template.name, run.source())
+    prompts, tools = checked.prompts, checked.tools
+    tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
+    rewards = rewards_of_whole_answers(checked.rewards, template, recipe.template.kwargs, tokenizer)
     trainer_type, with_tools = opened.trainer, {}
     if tools is not None:
         install_response_parser(tokenizer, recipe.template.name, dict(recipe.template.kwargs))

@@ -2,6 +2,8 @@
 loads, and a stalled run fails loudly within its timeout."""
 
 
+import json
+
 import pytest
 from tiny_models import addition_prompts, sft_tiny, write_jsonl
 
@@ -212,3 +214,35 @@ def test_grpo_with_the_sandboxed_code_reward(cli, code_recipe, tmp_path):
     scores = [m["rewards/code/mean"] for m in read_metrics(tmp_path / "run") if "reward" in m]
     assert len(scores) == 2  # logged at every step
     assert max(scores) > 0  # some completion's program ran in the sandbox and printed 42
+
+
+RECORDING = '''
+import json
+
+
+def record(completions, **kw):
+    with open({path!r}, "a") as out:
+        out.write(json.dumps(completions) + "\\n")
+    return [0.0] * len(completions)
+'''
+
+
+def test_rewards_get_the_think_opener_a_template_prefills(cli, rl_recipe, tmp_path):
+    """A template whose generation prompt ends with `<think>\\n` (as reasoning models' do): TRL hands the rewards the
+    generated text alone; the run's rewards read it with the opener in front."""
+    from paths import REPO
+
+    opened = tmp_path / "opened.jinja"
+    opened.write_text((REPO / "chat_templates" / "chatml.jinja").read_text().replace(
+        '{{- "<|im_start|>assistant\\n" -}}{%- endif -%}', '{{- "<|im_start|>assistant\\n<think>\\n" -}}{%- endif -%}'))
+    seen = tmp_path / "seen.jsonl"
+    (tmp_path / "recording.py").write_text(RECORDING.format(path=str(seen)))
+    recipe = rl_recipe([{"name": f"{tmp_path}/recording.py:record"}], template={"name": str(opened)},
+                       train={"max_steps": 1})
+    code, _, err = cli("rl", recipe, "-o", tmp_path / "run")
+    assert code == 0, err
+    assert "opens the think block in its generation prompt" in err
+    calls = [json.loads(line) for line in seen.read_text().splitlines()]
+    trained = calls[-1]   # the first call is the check of the reward before loading
+    texts = [c if isinstance(c, str) else c[0]["content"] for c in trained]   # conversational prompts: messages
+    assert texts and all(text.startswith("<think>\n") for text in texts)

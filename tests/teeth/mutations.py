@@ -1311,6 +1311,17 @@ MUTATIONS = [
       "    if False:",
       ("tests/integration/test_eval.py::test_eval_section_writes_before_and_after",),
       "--resume refuses the finished run, and its evaluation can only be had by training again"),
+    M("rewards_read_the_prefilled_think_opener", "where the template's generation prompt opens the think block, "
+      "rl's rewards read each answer with the opener in front", "rewards.md", "smolalign/stages/rl.py",
+      "    rewards = rewards_of_whole_answers(checked.rewards, template, recipe.template.kwargs, tokenizer)",
+      "    rewards = checked.rewards",
+      ("tests/integration/test_rl_run.py::test_rewards_get_the_think_opener_a_template_prefills",),
+      "the reasoning reads as the answer, and reasoning cut off by the budget scores as one"),
+    M("prefill_wrapper_only_for_an_opened_block", "the rewards are wrapped only where the generation prompt leaves "
+      "the think block open", "rewards.md", "smolalign/stages/rl.py",
+      "    if THINK_OPEN not in prefill or THINK_CLOSE in prefill:", "    if False:",
+      ("tests/unit/test_rewards.py::test_rewards_read_the_whole_answer_where_the_template_opens_the_think_block",),
+      "smollm3's no_think answers get its empty think block glued in front"),
     M("tool_rl_rows_in_the_recipes_mode", "with tools, a prompt row in another mode than the recipe's is refused",
       "verbs/rl.md", "smolalign/stages/rl.py", "            if mode != default:", "            if False:",
       ("tests/integration/test_tool_rl.py::test_a_row_in_another_mode_than_the_recipes_is_refused_with_tools"

@@ -146,3 +146,30 @@ def test_reward_from_a_file(tmp_path):
         resolve_reward(f"{broken}:f")
     with pytest.raises(RewardError, match="no function 'nope'"):
         resolve_reward(f"{path}:nope")
+
+
+def test_rewards_read_the_whole_answer_where_the_template_opens_the_think_block(tmp_path, tiny_tokenizer):
+    """Reasoning models' templates end the generation prompt with `<think>\\n`, so the model generates only
+    `reasoning</think>answer`: the rewards must read it with the opener in front, or the reasoning is the answer and
+    a reasoning cut off by the budget scores as one. smollm3's rewards are left as they are."""
+    from paths import REPO
+
+    from smolalign.stages.rl import rewards_of_whole_answers
+    from smolalign.templates.registry import resolve_template
+
+    chatml = (REPO / "chat_templates" / "chatml.jinja").read_text()
+    opened = tmp_path / "opened.jinja"
+    opened.write_text(chatml.replace('{{- "<|im_start|>assistant\\n" -}}{%- endif -%}',
+                                     '{{- "<|im_start|>assistant\\n<think>\\n" -}}{%- endif -%}'))
+    assert opened.read_text() != chatml
+    built = [resolve_reward("math_accuracy"), resolve_reward("think_format")]
+    rewards = rewards_of_whole_answers(built, resolve_template(str(opened)), {}, tiny_tokenizer)
+    answered, cut_off = "3 plus 4 is 7.\n</think>\n\nThe answer is 7.", "Let me add 3 and 4. So the answer is 7. Hmm, wait"
+    accuracy, think_format = rewards
+    assert accuracy([answered, cut_off], solution=["7", "7"]) == [1.0, 0.0]
+    assert think_format([answered], prompts=[[{"role": "user", "content": "3+4?"}]],
+                        chat_template_kwargs=[{"enable_thinking": True}]) == [1.0]
+    assert accuracy.__name__ == "math_accuracy" and accuracy.required_columns == ("solution",)
+    assert built[0]([cut_off], solution=["7"]) == [1.0]   # unwrapped: the cut-off reasoning scores as an answer
+    smollm3 = rewards_of_whole_answers(built, resolve_template("smollm3"), {"enable_thinking": False}, tiny_tokenizer)
+    assert smollm3 == built
