@@ -87,14 +87,16 @@ class Judge:
         """Requests that went to the server (cache misses), for reports and tests."""
 
     def probe(self) -> None:
-        """RewardError when the server does not answer, refuses the key, or lists its models without this one (a
-        server without a model list, 404 on /models, is let through): each would make every score None."""
+        """RewardError when the server does not answer, refuses the key (HTTP 401/403), or refuses the model: a name
+        its model list lacks is tried with one one-token request, since some servers (TGI, llama.cpp) list one name
+        and answer to any; a server without a model list (404 on /models) is let through. Each would make every
+        score None."""
         request = urllib.request.Request(f"{self.base_url}/models", headers=self.headers)
         try:
             with urllib.request.urlopen(request, timeout=min(self.timeout, 10)) as response:
                 listed = json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            if exc.code in REFUSALS:
+            if exc.code in (401, 403):
                 raise self.refused(exc) from None
             return
         except (urllib.error.URLError, OSError) as exc:
@@ -102,10 +104,24 @@ class Judge:
                               f"({getattr(exc, 'reason', exc)}); start it or fix params.base_url") from None
         except ValueError:  # not JSON: no model list to check against
             return
-        served = [m.get("id") for m in listed.get("data", []) if isinstance(m, dict)] if isinstance(listed, dict) else []
-        if served and self.model not in served:
-            raise RewardError(f"reward judge: the server at {self.base_url} serves {', '.join(map(str, served))}, "
-                              f"not params.model {self.model!r}{suggest(self.model, map(str, served))}")
+        data = listed.get("data") if isinstance(listed, dict) else None
+        served = [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+        if not served or self.model in served:
+            return
+        body = {**self.body("", "probe"), "max_tokens": 1}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(
+                    f"{self.base_url}/chat/completions", data=json.dumps(body).encode(), headers=self.headers,
+                    method="POST"), timeout=self.timeout):
+                return  # it answers to the name it does not list
+        except urllib.error.HTTPError as exc:
+            if exc.code not in (400, 404):
+                return
+            raise RewardError(f"reward judge: the server at {self.base_url} serves {', '.join(served)}, not "
+                              f"params.model {self.model!r}{suggest(self.model, served)}, and refuses that name "
+                              f"(HTTP {exc.code})") from None
+        except (urllib.error.URLError, OSError):
+            return
 
     def refused(self, exc: urllib.error.HTTPError) -> RewardError:
         """The error for an answer that says the request itself is wrong (REFUSALS), with the server's words."""

@@ -70,6 +70,16 @@ def test_a_model_the_server_does_not_serve_is_refused_not_scored_none(judge_serv
         judge(completions=["good"], prompts=[[{"role": "user", "content": "q"}]])
 
 
+@pytest.mark.parametrize("judge_server", [{"STANDIN_ANY_MODEL": "1"}, {"STANDIN_NO_MODEL_LIST": "1"}],
+                         indirect=True, ids=["lists-one-answers-any", "no-model-list"])
+def test_a_server_that_answers_to_the_name_is_let_through(judge_server, tmp_path):
+    """TGI and llama.cpp list one name and answer to any; a minimal server has no /models route at all."""
+    url, _ = judge_server
+    judge = resolve_reward("judge", {"base_url": url, "model": "meta-llama/Llama-3.1-8B-Instruct", "rubric": RUBRIC,
+                                     "cache_dir": str(tmp_path / "cache")})
+    judge.probe()
+
+
 @pytest.mark.parametrize("judge_server", [{"STANDIN_API_KEY": "sesame"}], indirect=True)
 def test_a_key_the_server_refuses_is_refused(judge_server, tmp_path, monkeypatch):
     url, _ = judge_server
