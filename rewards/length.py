@@ -70,7 +70,8 @@ class SoftOverlong:
                        "think": (think_max_length or max_length, think_cache or cache)}
         for prefix, (limit, window) in zip(("", "think_"), self.limits.values(), strict=True):
             if window > limit:
-                raise ValueError(f"{prefix}cache ({window}) must not exceed {prefix}max_length ({limit})")
+                defaults = "; think_cache defaults to cache, think_max_length to max_length" if prefix else ""
+                raise ValueError(f"{prefix}cache ({window}) must not exceed {prefix}max_length ({limit}){defaults}")
         self.mode = mode
         self.counter = TokenCounter(tokenizer)
         self.required_columns = ()

@@ -58,6 +58,8 @@ class WithPrefill:
         self.__name__ = getattr(reward, "__name__", type(reward).__name__)
 
     def __getattr__(self, name: str):  # required_columns, row_problem, probe: the reward's own
+        if name in ("reward", "prefill") or name.startswith("__"):  # not set yet: a copy or an unpickling
+            raise AttributeError(name)
         return getattr(self.reward, name)
 
     def __call__(self, completions: list, **columns) -> list:

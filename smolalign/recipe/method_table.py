@@ -131,6 +131,7 @@ def grpo_trainer() -> type:
 
 
 def online_dpo_trainer() -> type:
+    quiet_experimental()
     from smolalign.trainers.online_dpo import UnpaddedRewardsOnlineDPOTrainer
     return UnpaddedRewardsOnlineDPOTrainer
 

@@ -71,6 +71,15 @@ def is_trained(run_dir: Path) -> bool:
     return (run_dir / MODEL_DIR).is_dir() and "result" in read_manifest(run_dir)
 
 
+def evaluation_cut_off(run_dir: Path, eval_file: str, max_steps: int, resolved: dict) -> bool:
+    """The run trained to its end (its model saved, its newest checkpoint, if any, at its last step by the recipe
+    now: a raised train.max_steps trains on) and stopped before its `eval:` section wrote `eval_file`."""
+    if not is_trained(run_dir) or (run_dir / eval_file).is_file():
+        return False
+    checkpoint = last_checkpoint(run_dir)
+    return checkpoint is None or at_the_last_step(checkpoint, max_steps, not recipe_changes(run_dir, resolved))
+
+
 def refuse_resuming_a_finished_run(checkpoint: Path, max_steps: int, same_recipe: bool, resolved: dict) -> None:
     """A run whose newest checkpoint holds its last step (by train.max_steps, or by the epochs of an unchanged recipe:
     `same_recipe`) and whose model is saved is finished: refused on the main process before anything is written

@@ -67,12 +67,23 @@ def generation_cycle(steps_per_generation: int | None, num_iterations: int | Non
     return math.lcm(every, accumulation) // accumulation
 
 
+def settings_generation_cycle(settings) -> int:
+    """`generation_cycle` of a recipe's train settings (`recipe.settings.TrainSettings`): 1 for a trainer without
+    GRPO's num_iterations."""
+    if settings.get("num_iterations") is None:
+        return 1
+    steps_per_generation, _ = settings.generation_batches()
+    return generation_cycle(steps_per_generation, settings["num_iterations"], settings.accumulation)
+
+
 def trainer_generation_cycle(args, checkpoint: Path | None = None) -> int:
     """`generation_cycle` of a trainer's config (TRL's GRPOConfig has filled steps_per_generation in), with a warning
-    when the run resumes from a `checkpoint` inside a cycle (one written before its save_steps were checked)."""
+    (from the main process) when the run resumes to train on from a `checkpoint` inside a cycle."""
     cycle = generation_cycle(getattr(args, "steps_per_generation", None), getattr(args, "num_iterations", None),
                              args.gradient_accumulation_steps)
-    if (checkpoint_step(checkpoint) or 0) % cycle:
+    step = checkpoint_step(checkpoint) or 0
+    trains_on = not (args.max_steps and args.max_steps > 0 and step >= args.max_steps)
+    if step % cycle and trains_on and getattr(args, "process_index", 0) == 0:
         print(f"warning: --resume: {checkpoint.name} is inside a generation cycle of {cycle} steps; the resumed run "
               "generates afresh there and trains on other samples than the interrupted run would have",
               file=sys.stderr)
@@ -80,11 +91,13 @@ def trainer_generation_cycle(args, checkpoint: Path | None = None) -> int:
 
 
 def save_on_signal_callback(args=None, checkpoint: Path | None = None):
-    """A TrainerCallback that saves and stops at the first step end after SAVE_SIGNAL arrived on any rank, and that
-    ends a generation cycle of the trainer's (`args`, its config; `checkpoint`, the one it resumes from, if any)."""
+    """A TrainerCallback that saves and stops at the first step end after SAVE_SIGNAL arrived on any rank that ends
+    a generation cycle of the trainer's (`args`, its config; `checkpoint`, the one it resumes from: TRL counts its
+    cycles from the first step it trains), or is the run's last."""
     from transformers import TrainerCallback
 
     cycle = 1 if args is None else trainer_generation_cycle(args, checkpoint)
+    resumed_at = checkpoint_step(checkpoint) or 0
 
     class SaveOnSignal(TrainerCallback):
         def __init__(self):
@@ -92,7 +105,8 @@ def save_on_signal_callback(args=None, checkpoint: Path | None = None):
 
         def on_step_end(self, args, state, control, **kwargs):
             # every rank takes part in the all-reduce at every step end, whether or not this one ends a cycle
-            if _any_rank(_RECEIVED.is_set(), args.device) and state.global_step % cycle == 0:
+            ends = (state.global_step - resumed_at) % cycle == 0 or state.global_step >= state.max_steps
+            if _any_rank(_RECEIVED.is_set(), args.device) and ends:
                 control.should_save = True
                 control.should_training_stop = True
                 self.stopped_at = state.global_step

@@ -27,6 +27,7 @@ from smolalign.recipe.schema import Recipe
 from smolalign.recipe.validate import load_recipe, recipe_stage
 from smolalign.resolve import Run, resolve
 from smolalign.runs.rundir import last_checkpoint
+from smolalign.runs.save_on_signal import settings_generation_cycle
 from smolalign.slurm.container import container_of
 from smolalign.slurm.options import (
     DEFAULT_PRESET,
@@ -173,9 +174,12 @@ def time_limit_notes(run: Run, request: SlurmRequest, plan) -> list[str]:
                      f"less than the ≈ {describe_seconds(every * step)} between scheduled saves ({what} × "
                      f"≈ {describe_seconds(step)} per step): every run ends with the save on the signal; lower "
                      "train.save_steps to lose less if a run dies")
-    if step > request.signal_before:
-        notes.append(f"a step takes ≈ {describe_seconds(step)}, longer than --signal-before {request.signal_before} s: "
-                     "the save on the time-limit signal may not finish in time; raise --signal-before")
+    cycle = settings_generation_cycle(settings)  # the save on the signal waits for the generation cycle's end
+    if step * cycle > request.signal_before:
+        what = f"a step takes ≈ {describe_seconds(step)}" if cycle == 1 else (
+            f"the {cycle}-step generation cycle the save on the signal waits for takes ≈ {describe_seconds(step * cycle)}")
+        notes.append(f"{what}, longer than --signal-before {request.signal_before} s: the save on the time-limit "
+                     "signal may not finish in time; raise --signal-before")
     return notes
 
 

@@ -31,7 +31,7 @@ from smolalign.runs.rundir import (
     MODEL_DIR,
     checkpoint_to_resume,
     default_run_dir,
-    is_trained,
+    evaluation_cut_off,
     last_checkpoint,
     read_manifest,
     start_run_dir,
@@ -107,14 +107,18 @@ def run_lifecycle(stage: Stage, run: Run, *, output_dir: Path | None = None, dry
         check_generating(run)
         add_sync_row(checked.plan, run)
     evaluation = announce(run, checked.plan, dry_run)
+    run_dir = run_dir_of(run, output_dir)
+    only_evaluate = resume and evaluation is not None and evaluation_cut_off(
+        run_dir, EVAL_FILE, run.settings["max_steps"], run.resolved_recipe())
+    if only_evaluate and int(os.environ.get("RANK", "0")) == 0:
+        print(f"resume: {run_dir} trained to its end and was cut off in its eval: section: "
+              f"{'the run would evaluate it' if dry_run else 'evaluating it'}, with no step trained", file=sys.stderr)
     if dry_run:
-        if resume:  # what the run would resume from, checked as the run checks it
-            checkpoint = resume_point(run, run_dir_of(run, output_dir), resume=True, overwrite=overwrite)
+        if resume and not only_evaluate:  # what the run would resume from, checked as the run checks it
+            checkpoint = resume_point(run, run_dir, resume=True, overwrite=overwrite)
             print(f"resume: from {checkpoint}" if checkpoint else "resume: no checkpoint yet, from the beginning")
         return None
-    run_dir = run_dir_of(run, output_dir)
-    if resume and evaluation is not None and is_trained(run_dir) and not (run_dir / EVAL_FILE).is_file():
-        print(f"resume: {run_dir} saved its model and was cut off in its eval: section; evaluating it", file=sys.stderr)
+    if only_evaluate:
         return finish(None, run_dir, run_dir / MODEL_DIR, evaluation, *stage.summary, hub=run.recipe.hub)
     opened = open_run(run, output_dir, resume=resume, overwrite=overwrite, gpus=gpus,
                       trainer=run.method_spec.trainer())

@@ -27,7 +27,7 @@ from smolalign.models.load import load_model, load_tokenizer, preflight_tokenize
 from smolalign.plan import make_plan
 from smolalign.resolve import Run
 from smolalign.runs.metrics import metrics_callback
-from smolalign.runs.save_on_signal import generation_cycle
+from smolalign.runs.save_on_signal import settings_generation_cycle
 from smolalign.stages.generating import generating
 from smolalign.stages.lifecycle import Checked, OpenRun, Stage, start_run
 from smolalign.stages.low_precision_updates import check_continuous_batching
@@ -51,14 +51,16 @@ def check_batch(run: Run) -> None:
                  f"generation batch (per-device {settings.per_device_batch} × accumulation × {settings.world_size} "
                  f"processes = {batch}); change one of them or set train.generation_batch_size")
         raise SmolalignError(f"train.num_generations {generations} must divide the {where}")
-    steps_per_generation, _ = settings.generation_batches()
-    cycle = generation_cycle(steps_per_generation, settings["num_iterations"], settings.accumulation)
+    cycle = settings_generation_cycle(settings)
     saves = settings.get("save_steps") if str(settings.get("save_strategy")).endswith("steps") else None
     if cycle > 1 and saves and saves >= 1 and saves % cycle:  # below 1: a share of the run, TRL's ratio form
-        raise SmolalignError(
-            f"train.save_steps {saves:g} is not a multiple of the {cycle}-step generation cycle (steps_per_generation "
-            f"× num_iterations over accumulation): TRL keeps a cycle's samples in memory only, so a run resumed from a "
-            f"checkpoint inside one trains on other samples; set train.save_steps to a multiple of {cycle}")
+        problem = (f"train.save_steps {saves:g} is not a multiple of the {cycle}-step generation cycle "
+                   "(steps_per_generation × num_iterations micro-batches, over accumulation): TRL keeps a cycle's "
+                   "samples in memory only, so a run resumed from a checkpoint inside one trains on other samples; "
+                   f"set train.save_steps to a multiple of {cycle}")
+        if settings.is_set("save_steps"):
+            raise SmolalignError(problem)
+        print(f"warning: {problem} (the {saves:g} is TRL's default)", file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,7 @@ def load(run: Run, opened: OpenRun, checked: PromptsChecked) -> AbstractContextM
     return load_generating(run, opened, checked, grpo_config)
 
 
-def rewards_of_whole_answers(rewards: list, template, kwargs: dict, tokenizer) -> list:
+def rewards_of_whole_answers(rewards: list, template, kwargs: dict, tokenizer, say: bool = True) -> list:
     """The rewards, each reading an answer whole where the template's generation prompt opens the think block the
     model then writes (`<think>\n`, as reasoning models' templates do): TRL hands the rewards the generated text
     alone, whose reasoning would read as the answer (rewards.text.WithPrefill)."""
@@ -192,8 +194,9 @@ def rewards_of_whole_answers(rewards: list, template, kwargs: dict, tokenizer) -
     prefill = answer_prefill(template, dict(kwargs), specials)
     if THINK_OPEN not in prefill or THINK_CLOSE in prefill:
         return rewards
-    print(f"note: template {template.name} opens the think block in its generation prompt ({prefill!r}): the "
-          "rewards read each answer with it in front", file=sys.stderr)
+    if say:  # the main process
+        print(f"note: template {template.name} opens the think block in its generation prompt ({prefill!r}): the "
+              "rewards read each answer with it in front", file=sys.stderr)
     return [WithPrefill(reward, prefill) for reward in rewards]
 
 
@@ -206,7 +209,8 @@ def load_generating(run: Run, opened: OpenRun, checked: PromptsChecked, make_con
     recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
     prompts, tools = checked.prompts, checked.tools
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
-    rewards = rewards_of_whole_answers(checked.rewards, template, recipe.template.kwargs, tokenizer)
+    rewards = rewards_of_whole_answers(checked.rewards, template, recipe.template.kwargs, tokenizer,
+                                       say=opened.state.is_main_process)
     trainer_type, with_tools = opened.trainer, {}
     if tools is not None:
         install_response_parser(tokenizer, recipe.template.name, dict(recipe.template.kwargs))

@@ -74,9 +74,10 @@ def refuse_stale_cells(runs: list[CellRun]) -> None:
 
 def _set_before(run_dir: Path) -> set[str]:
     """The keys the `--set`s of the command that started the cell wrote (its manifest's `command`)."""
-    command = read_manifest(run_dir).get("command") or []
-    return {item.partition("=")[0].strip() for flag, item in zip(command, command[1:], strict=False)
-            if flag == "--set" and isinstance(item, str)}
+    command = [str(arg) for arg in read_manifest(run_dir).get("command") or []]
+    items = [item for flag, item in zip(command, command[1:], strict=False) if flag in ("--set", "-s")]
+    items += [arg.removeprefix("--set=") for arg in command if arg.startswith("--set=")]
+    return {item.partition("=")[0].strip() for item in items}
 
 
 def _paths(mapping: dict, prefix: str = "") -> set[str]:

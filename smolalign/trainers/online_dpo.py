@@ -1,12 +1,9 @@
 """TRL's online DPO trainer with its rewards given each answer's own tokens: TRL passes `completion_ids` rows cut
 from the padded batch (pad tokens after the end of turn), where GRPO passes each answer's tokens through its end of
-turn, so a reward that counts tokens (soft_overlong, cosine_length) saw every answer as long as the batch's longest."""
+turn, so a reward that counts tokens (soft_overlong, cosine_length) saw every answer as long as the batch's longest.
+recipe.method_table silences TRL's warning about its experimental trainers before it imports this module."""
 
-import os
-
-os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-
-from trl.experimental.online_dpo import OnlineDPOTrainer  # noqa: E402
+from trl.experimental.online_dpo import OnlineDPOTrainer
 
 
 def through_end_of_turn(ids: list[int], end_ids: list[int]) -> list[int]:

@@ -11,6 +11,8 @@ import pytest
 from json_server import JsonHandler
 from tiny_models import chat_rows, write_jsonl
 
+from smolalign.runs.metrics import read_metrics
+
 QUESTIONS = {"What is 2 + 3?": "5", "What is 4 + 4?": "8", "What is 10 - 1?": "9", "Say hi.": ""}
 """Prompt -> solution; "" does not parse as a math answer, so math_accuracy gives None for that prompt."""
 
@@ -275,8 +277,10 @@ def test_eval_section_writes_before_and_after(cli, write_recipe, tiny_dir, tmp_p
     run_dir = tmp_path / "run"
     (run_dir / "eval.json").unlink()
     weights = {p.name: p.stat().st_mtime_ns for p in (run_dir / "model").iterdir() if p.name != "README.md"}
+    code, out, err = cli("sft", recipe, "-o", run_dir, "--resume", "--dry-run")
+    assert code == 0 and "cut off in its eval: section: the run would evaluate it, with no step trained" in err, err
     code, out, err = cli("sft", recipe, "-o", run_dir, "--resume")
-    assert code == 0 and "cut off in its eval: section; evaluating it" in err, err
+    assert code == 0 and "cut off in its eval: section: evaluating it, with no step trained" in err, err
     assert json.loads((run_dir / "eval.json").read_text())["results"].keys() == {"before", "after"}
     assert {p.name: p.stat().st_mtime_ns for p in (run_dir / "model").iterdir() if p.name != "README.md"} == weights
     assert "## Evaluation" in (run_dir / "model" / "README.md").read_text()
@@ -295,3 +299,25 @@ def test_eval_section_is_checked_before_training(cli, write_recipe, tiny_dir, tm
     recipe["eval"] = {"data": [{"path": str(data)}], "rewards": [{"name": "think_format"}], "sample": 2}
     code, _, err = cli("sft", write_recipe(recipe), "--dry-run")
     assert code == 2 and "unknown key eval.sample (did you mean samples?)" in err
+
+
+def test_a_run_cut_off_in_its_eval_trains_on_when_its_max_steps_is_raised(cli, write_recipe, tiny_dir, tmp_path):
+    """The evaluation-only resume is for a run with nothing left to train: a raised train.max_steps trains on from
+    the last checkpoint, then evaluates."""
+    data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
+    held_out = write_jsonl(tmp_path / "held_out.jsonl", [{"prompt": "what is 1 plus 1", "solution": "2"}])
+    recipe = write_recipe({
+        "model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"}, "data": {"sources": [{"path": str(data)}]},
+        "train": {"max_length": 256, "per_device_train_batch_size": 2, "max_steps": 2, "save_steps": 2,
+                  "logging_steps": 1, "gradient_checkpointing": False},
+        "eval": {"data": [{"path": str(held_out)}], "rewards": [{"name": "math_accuracy"}], "before": False,
+                 "modes": ["no_think"], "samples": 1, "max_new_tokens": 4, "temperature": 0.0}})
+    run_dir = tmp_path / "run"
+    code, _, err = cli("sft", recipe, "-o", run_dir)
+    assert code == 0, err
+    (run_dir / "eval.json").unlink()
+    code, _, err = cli("sft", recipe, "-o", run_dir, "--resume", "--set", "train.max_steps=3", "--set",
+                       "train.save_steps=3")
+    assert code == 0, err
+    assert "cut off in its eval: section" not in err
+    assert max(m["step"] for m in read_metrics(run_dir) if "loss" in m) == 3 and (run_dir / "eval.json").is_file()

@@ -1279,16 +1279,24 @@ MUTATIONS = [
       "a length reward sees every answer as long as the batch's longest and cannot tell the pair apart"),
     M("judge_model_checked", "a judge whose model the server does not serve, or whose key it refuses, stops the "
       "run instead of scoring every answer None", "rewards.md", "rewards/judge.py",
-      "        if served and self.model not in served:", "        if False:",
+      "        if not served or self.model in served:\n            return", "        if True:\n            return",
       ("tests/unit/test_judge_reward.py::test_a_model_the_server_does_not_serve_is_refused_not_scored_none",),
       "a typo in the judge's model name trains the run without the judge, every score None"),
     M("grpo_saves_at_cycle_ends", "GRPO training several steps on one generation saves on the time-limit signal at "
       "the end of the generation cycle, and resumes on the uninterrupted run's weights", "checkpoints.md",
       "smolalign/runs/save_on_signal.py",
-      "            if _any_rank(_RECEIVED.is_set(), args.device) and state.global_step % cycle == 0:",
+      "            if _any_rank(_RECEIVED.is_set(), args.device) and ends:",
       "            if _any_rank(_RECEIVED.is_set(), args.device):",
       ("tests/integration/test_save_on_signal.py::test_grpo_reusing_its_samples_saves_at_the_end_of_a_generation_cycle",),
       "the signal saves inside a cycle; the resumed run generates afresh and trains on other samples"),
+    M("signal_cycle_counted_from_resume", "the save on the signal counts generation cycles from the first step the "
+      "process trains, and saves at the run's last step whatever the cycle", "checkpoints.md",
+      "smolalign/runs/save_on_signal.py",
+      "            ends = (state.global_step - resumed_at) % cycle == 0 or state.global_step >= state.max_steps",
+      "            ends = state.global_step % cycle == 0",
+      ("tests/unit/test_save_on_signal_cycles.py::test_the_save_waits_for_the_cycles_end_counted_from_the_first_step_"
+       "trained", "tests/unit/test_save_on_signal_cycles.py::test_the_runs_last_step_saves_whatever_the_cycle"),
+      "after a mid-cycle resume the signal saves inside cycles; a run whose last cycle is short never stops on it"),
     M("grpo_save_steps_in_cycles", "a GRPO save_steps inside a generation cycle is refused", "checkpoints.md",
       "smolalign/stages/rl.py", "    if cycle > 1 and saves and saves >= 1 and saves % cycle:",
       "    if False:",
@@ -1307,13 +1315,13 @@ MUTATIONS = [
       "the manifest and the card report the resumed steps' loss divided by every step"),
     M("resume_finishes_a_cut_off_eval", "a run cut off in its eval: section is resumed to run that evaluation, with "
       "no step trained", "checkpoints.md", "smolalign/stages/lifecycle.py",
-      "    if resume and evaluation is not None and is_trained(run_dir) and not (run_dir / EVAL_FILE).is_file():",
-      "    if False:",
+      "    if only_evaluate:\n        return finish(", "    if False:\n        return finish(",
       ("tests/integration/test_eval.py::test_eval_section_writes_before_and_after",),
       "--resume refuses the finished run, and its evaluation can only be had by training again"),
     M("rewards_read_the_prefilled_think_opener", "where the template's generation prompt opens the think block, "
       "rl's rewards read each answer with the opener in front", "rewards.md", "smolalign/stages/rl.py",
-      "    rewards = rewards_of_whole_answers(checked.rewards, template, recipe.template.kwargs, tokenizer)",
+      "    rewards = rewards_of_whole_answers(checked.rewards, template, recipe.template.kwargs, tokenizer,\n"
+      "                                       say=opened.state.is_main_process)",
       "    rewards = checked.rewards",
       ("tests/integration/test_rl_run.py::test_rewards_get_the_think_opener_a_template_prefills",),
       "the reasoning reads as the answer, and reasoning cut off by the budget scores as one"),
