@@ -63,15 +63,19 @@ class WithPrefill:
         return getattr(self.reward, name)
 
     def __call__(self, completions: list, **columns) -> list:
-        return self.reward([self.whole(completion) for completion in completions], **columns)
+        return self.reward([whole_turns(completion, self.prefill) for completion in completions], **columns)
 
-    def whole(self, completion: Any) -> Any:
-        if isinstance(completion, str):
-            return completion if completion.lstrip().startswith(THINK_OPEN) else self.prefill + completion
-        if not isinstance(completion, list):
-            return completion
-        return [{**m, "content": self.prefill + (m.get("content") or "")}
-                if isinstance(m, dict) and m.get("role") == "assistant" and not m.get("reasoning_content")
-                and isinstance(m.get("content") or "", str) and not (m.get("content") or "").lstrip().startswith(
-                    THINK_OPEN) else m for m in completion]
 
+def whole_turns(completion: Any, prefill: str) -> Any:
+    """A completion (text, or a conversation's messages) with `prefill` put in front of each assistant turn that
+    does not open with its own think block: the turns as the model's read in full."""
+    if not prefill:
+        return completion
+    if isinstance(completion, str):
+        return completion if completion.lstrip().startswith(THINK_OPEN) else prefill + completion
+    if not isinstance(completion, list):
+        return completion
+    return [{**m, "content": prefill + (m.get("content") or "")}
+            if isinstance(m, dict) and m.get("role") == "assistant" and not m.get("reasoning_content")
+            and isinstance(m.get("content") or "", str) and not (m.get("content") or "").lstrip().startswith(
+                THINK_OPEN) else m for m in completion]

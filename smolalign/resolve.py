@@ -166,7 +166,7 @@ def data_plan(recipe: Recipe) -> DataSection:
     """`data:`, with the generated pairs' file added for a `pairs:` section."""
     if recipe.pairs is None:
         return recipe.data
-    generated = SourceSection(path=str(pairs_path(recipe.pairs)))
+    generated = SourceSection(path=str(pairs_path(recipe)))
     if recipe.data is None:
         return DataSection(sources=[generated])
     return dataclasses.replace(recipe.data, sources=[*recipe.data.sources, generated])

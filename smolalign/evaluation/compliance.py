@@ -11,9 +11,6 @@ answer cut off while reasoning), does not comply. Leading whitespace is allowed 
 
 
 from rewards.text import THINK_CLOSE, THINK_OPEN, split_think
-from smolalign.templates.render import render
-
-_PROBE = [{"role": "user", "content": "x"}]
 
 
 def complies(turn: str, mode: str) -> bool:
@@ -25,17 +22,3 @@ def complies(turn: str, mode: str) -> bool:
         return False
     reasoning, answer = parts
     return bool(answer) and (bool(reasoning) if mode == "think" else not reasoning)
-
-
-def answer_prefill(template, kwargs: dict, special_tokens: dict | None = None) -> str:
-    """The part of the generation prompt that belongs to the answer: from the template's `<think>` on, e.g.
-    `<think>\n\n</think>\n` for smollm3 in no_think mode; "" when the template prefills no think block (or is
-    unknown: None, a server's own template)."""
-    if template is None:
-        return ""
-
-    with_prompt = render(template, _PROBE, add_generation_prompt=True, special_tokens=special_tokens, **kwargs)[0]
-    without = render(template, _PROBE, add_generation_prompt=False, special_tokens=special_tokens, **kwargs)[0]
-    generation_prompt = with_prompt[len(without):] if with_prompt.startswith(without) else with_prompt
-    start = generation_prompt.find(THINK_OPEN)
-    return generation_prompt[start:] if start >= 0 else ""

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 from rewards.errors import RewardError
 from rewards.registry import check_scores, trainer_extras
+from rewards.text import whole_turns
 from rewards.trajectory import read_trajectory
 from smolalign.errors import SmolalignError
-from smolalign.evaluation.compliance import answer_prefill, complies
+from smolalign.evaluation.compliance import complies
 from smolalign.evaluation.inputs import EvalInputs, EvalModel
 from smolalign.evaluation.tool_loop import sample_with_tools
 from smolalign.pairs.backends import Answer, Generator, make_generator
@@ -16,6 +17,7 @@ from smolalign.pairs.prompts import Prompt, prompt_key
 from smolalign.progress import Progress
 from smolalign.recipe.generation_schema import GeneratorSection
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+from smolalign.templates.render import answer_prefill
 from smolalign.tools.calls import parse_turn
 
 MODE_SEED_STRIDE = 1_000_003
@@ -108,7 +110,7 @@ def score(inputs: EvalInputs, answers: list[list[Answer]], prefill: str, mode: s
     turns = [[prefill + a.text for a in group] for group in answers]
     flat = [a for group in answers for a in group]
     texts = [t for group in turns for t in group]
-    completions = texts if trajectories is None else [t for group in trajectories for t in group]
+    completions = texts if trajectories is None else [whole_turns(t, prefill) for group in trajectories for t in group]
     read = [read_trajectory(c) for c in completions]
     answered = texts if trajectories is None else [prefill + r.answer for r in read]
     columns = {name: [p.columns.get(name) for p in inputs.prompts for _ in range(k)]

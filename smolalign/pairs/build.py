@@ -43,11 +43,11 @@ def generate_pairs(run: Run, *, force: bool = False) -> Path:
     check_thresholds(run)  # `po pairs` comes here without the po stage's checks
     if pairs.graded is not None:
         return generate_graded(run, force=force)
-    out = pairs_path(pairs)
+    out = pairs_path(recipe)
     if not force and is_up_to_date(recipe):
         print(f"pairs: up to date ({out})")
         return out
-    key = config_key(pairs)
+    key = config_key(recipe)
     verifier = run_scorer(run, "verifier") if pairs.verifier else None
     prompt_set = load_prompts(pairs)
     if verifier is not None:

@@ -13,6 +13,7 @@ import random
 import sys
 from pathlib import Path
 
+from rewards.text import whole_turns
 from rewards.think_mode import row_mode
 from smolalign.errors import SmolalignError
 from smolalign.inputs.pairs_file import config_key, pairs_path
@@ -35,7 +36,7 @@ from smolalign.pairs.report import (
     unpaired_lengths,
 )
 from smolalign.pairs.scorer import Scorer, pick, run_scorer
-from smolalign.pairs.sides import answer_fields, exclusion
+from smolalign.pairs.sides import answer_fields, exclusion, opener_of
 from smolalign.progress import Progress
 from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
@@ -47,7 +48,7 @@ def generate_graded(run: Run, *, force: bool = False) -> Path:
     """Sample, score and pick (or reuse) the recipe's graded pairs; returns the pairs file."""
     recipe = run.recipe
     pairs = recipe.pairs
-    out = pairs_path(pairs)
+    out = pairs_path(recipe)
     if not force and is_up_to_date(recipe):
         print(f"pairs: up to date ({out})")
         return out
@@ -57,11 +58,11 @@ def generate_graded(run: Run, *, force: bool = False) -> Path:
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
     drop_long_prompts(prompt_set, pairs.max_prompt_tokens, tokenizer, template, recipe.template.kwargs)
     prompts = prompt_set.prompts
-    log = WorkLog(Path(str(out) + PARTIAL_SUFFIX), config_key(pairs, generation_only=True))
+    log = WorkLog(Path(str(out) + PARTIAL_SUFFIX), config_key(recipe, generation_only=True))
     generated = _sample(recipe, prompts, log)
     try:
         records = [log.get(p.key, SIDE) for p in prompts]
-        rows, counts, scores = _grade(recipe, prompts, records, scorer, config_key(pairs))
+        rows, counts, scores = _grade(recipe, prompts, records, scorer, config_key(recipe))
     finally:
         scorer.close()
     if not rows:
@@ -69,7 +70,7 @@ def generate_graded(run: Run, *, force: bool = False) -> Path:
                              f"{counts_text(counts['candidates'])}); lower pairs.graded.margin, raise n or "
                              "max_new_tokens, or check the scorer")
     graded = pairs.graded
-    report = {"config": config_key(pairs), "output": str(out), "mode": "graded",
+    report = {"config": config_key(recipe), "output": str(out), "mode": "graded",
               "prompts": {**prompt_set.counts, "used": len(prompts)}, "generated": {SIDE: generated},
               "candidates": counts["candidates"], "dropped": counts["dropped"], "scores": scores,
               "scorer": scorer.describe(), "n": graded.n, "pick": graded.pick, "margin": graded.margin,
@@ -142,7 +143,9 @@ def _grade(recipe: Recipe, prompts: list[Prompt], records: list[dict], scorer: S
     answers = [records[i]["answers"][j] for i, j in usable]
     if answers and all(a.get("ids") is not None for a in answers):
         columns["completion_ids"] = [a["ids"] for a in answers]
-    totals, parts = scorer.score([a["text"] for a in answers], columns) if usable else ([], [])
+    openers = {mode: opener_of(recipe, graded.sampler, mode) for mode in ("think", "no_think")}
+    texts = [whole_turns(records[i]["answers"][j]["text"], openers[records[i]["mode"]]) for i, j in usable]
+    totals, parts = scorer.score(texts, columns) if usable else ([], [])
     scores = [[None] * len(r["answers"]) for r in records]
     details = [[{"excluded": exclusion(a), "tokens": a["tokens"]} for a in r["answers"]] for r in records]
     for (i, j), total, part in zip(usable, totals, parts, strict=True):

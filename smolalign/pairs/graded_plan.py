@@ -23,7 +23,7 @@ def add_graded_rows(rows: dict, run: Run, state: str) -> None:
             else f"pairs ({graded.pick.replace('_', ' vs ')})")
     rows["pairs"] = (f"{state}: graded {kind}, {graded.n} candidates per prompt from {sampler.source} "
                      f"({sampler.backend}, temperature {sampler.temperature:g}), prompts dropped when best - worst "
-                     f"< {graded.margin:g} or tied -> {pairs_path(pairs)}")
+                     f"< {graded.margin:g} or tied -> {pairs_path(recipe)}")
     scorer = run_scorer(run, "scorer")
     prompt_set = load_prompts(pairs)
     scorer.check(prompt_set.prompts)

@@ -66,11 +66,11 @@ def write_json_atomically(path: Path, value: dict) -> None:
 
 def is_up_to_date(recipe) -> bool:
     """The pairs file exists and was written by this very configuration."""
-    out = pairs_path(recipe.pairs)
+    out = pairs_path(recipe)
     report = Path(str(out) + REPORT_SUFFIX)
     if not (out.is_file() and report.is_file()):
         return False
     try:
-        return json.loads(report.read_text()).get("config") == config_key(recipe.pairs)
+        return json.loads(report.read_text()).get("config") == config_key(recipe)
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):  # a damaged report: generate again
         return False

@@ -5,11 +5,13 @@ what every generated answer is logged as and excluded for (graded pairs too)."""
 import sys
 
 from rewards.think_mode import row_mode
-from smolalign.pairs.backends import make_generator
+from smolalign.pairs.backends import make_generator, template_kwargs
 from smolalign.pairs.output import WorkLog
 from smolalign.pairs.prompts import Prompt
 from smolalign.progress import Progress
 from smolalign.recipe.schema import Recipe
+from smolalign.templates.registry import MODE_KWARG, MODEL_TEMPLATE, resolve_template
+from smolalign.templates.render import opened_think
 
 
 def answer_fields(answer) -> dict:
@@ -69,8 +71,7 @@ def pair_row(prompt: Prompt, chosen: dict, rejected: dict, think: bool | None, k
 
 def side_mode(recipe: Recipe, side: str) -> str:
     """The mode a side generates in: its `think`, else the recipe's template kwargs, else the template's default."""
-    think = getattr(recipe.pairs, side).think
-    return row_mode(None, {**recipe.template.kwargs, **({} if think is None else {"enable_thinking": think})})
+    return row_mode(None, side_kwargs(recipe, getattr(recipe.pairs, side)))
 
 
 def warn_sides_in_other_modes(recipe: Recipe) -> None:
@@ -85,3 +86,21 @@ def warn_sides_in_other_modes(recipe: Recipe) -> None:
               f"both answers under the {strong} prompt, so the rejected answers are trained after a prompt they "
               "were not sampled from. Set the same think: on both sides unless that is what you mean",
               file=sys.stderr)
+
+
+def side_kwargs(recipe: Recipe, section) -> dict:
+    """The template kwargs a side generates with: the recipe's, with its `think`."""
+    return template_kwargs(section, recipe.template.kwargs)
+
+
+def opener_of(recipe: Recipe, section, mode: str | None = None) -> str:
+    """The `<think>\n` a side's template opens in its generation prompt (`templates.render.opened_think`; in `mode`
+    when given), to put back in front of each answer before it is scored, as rl's rewards and eval read answers;
+    "" for a server's or the model's own template, which is not read here."""
+    name = section.template or recipe.template.name
+    if section.backend == "openai" or name == MODEL_TEMPLATE:
+        return ""
+    kwargs = side_kwargs(recipe, section)
+    if mode is not None:
+        kwargs[MODE_KWARG] = mode == "think"
+    return opened_think(resolve_template(name), kwargs)

@@ -4,11 +4,12 @@ then draws up to `strong_samples` answers per remaining prompt and the first one
 pair's chosen answer scores at least the threshold and its rejected answer less; the rest are dropped and counted.
 """
 
+from rewards.text import whole_turns
 from rewards.think_mode import row_mode
 from smolalign.pairs.output import WorkLog
 from smolalign.pairs.prompts import Prompt, load_prompts
 from smolalign.pairs.scorer import Scorer, run_scorer
-from smolalign.pairs.sides import exclusion, generate_side, pair_row
+from smolalign.pairs.sides import exclusion, generate_side, opener_of, pair_row, side_kwargs
 from smolalign.recipe.schema import Recipe
 from smolalign.resolve import Run
 
@@ -23,7 +24,7 @@ def verified_pairs(recipe: Recipe, prompts: list[Prompt], log: WorkLog, verifier
     dropped = dict.fromkeys(DROPPED, 0)
     progress = {"weak": generate_side(recipe, "weak", prompts, log)}
     weak = [log.get(p.key, "weak") for p in prompts]
-    weak_scores = _score(verifier, prompts, [[record] for record in weak], pairs.weak.think)
+    weak_scores = _score(verifier, prompts, [[record] for record in weak], recipe, pairs.weak)
     open_prompts = []
     for prompt, record, (score,) in zip(prompts, weak, weak_scores, strict=True):
         reason = exclusion(record) or _weak_verdict(score, threshold)
@@ -34,7 +35,7 @@ def verified_pairs(recipe: Recipe, prompts: list[Prompt], log: WorkLog, verifier
     samples = pairs.verifier.strong_samples
     progress["strong"] = generate_side(recipe, "strong", [p for p, _, _ in open_prompts], log, samples)
     strong = [_answers(log.get(p.key, "strong")) for p, _, _ in open_prompts]
-    strong_scores = _score(verifier, [p for p, _, _ in open_prompts], strong, pairs.strong.think)
+    strong_scores = _score(verifier, [p for p, _, _ in open_prompts], strong, recipe, pairs.strong)
     rows = []
     for (prompt, rejected, rejected_score), answers, scores in zip(open_prompts, strong, strong_scores, strict=True):
         right = [i for i, (answer, score) in enumerate(zip(answers, scores, strict=True))
@@ -78,10 +79,12 @@ def _weak_verdict(score: tuple | None, threshold: float) -> str | None:
     return "weak_right" if score[0] >= threshold else None
 
 
-def _score(verifier: Scorer, prompts: list[Prompt], answers: list[list[dict]], think: bool | None
+def _score(verifier: Scorer, prompts: list[Prompt], answers: list[list[dict]], recipe: Recipe, side
            ) -> list[list[tuple[float, dict] | None]]:
     """(weighted sum, {reward: value}) for every usable answer, None for one excluded or unscorable: one pass of
-    the verifier over all of them, with the prompt's columns as TRL passes them to a reward."""
+    the verifier over all of them, with the prompt's columns as TRL passes them to a reward, each row in the mode
+    the side generated it in, and each answer whole (`rewards.text.whole_turns`)."""
+    kwargs, opener = side_kwargs(recipe, side), opener_of(recipe, side)
     usable = [(i, j) for i, group in enumerate(answers) for j, a in enumerate(group) if not exclusion(a)]
     results: list[list[tuple[float, dict] | None]] = [[None] * len(group) for group in answers]
     if not usable:
@@ -89,13 +92,12 @@ def _score(verifier: Scorer, prompts: list[Prompt], answers: list[list[dict]], t
     names = sorted({c for p in prompts for c in p.columns} - {"chat_template_kwargs"})
     columns = {name: [prompts[i].columns.get(name) for i, _ in usable] for name in names}
     columns["prompts"] = [prompts[i].messages for i, _ in usable]
-    columns["chat_template_kwargs"] = [
-        {"enable_thinking": row_mode(prompts[i].messages, {} if think is None else {"enable_thinking": think})
-         == "think"} for i, _ in usable]
+    columns["chat_template_kwargs"] = [{"enable_thinking": row_mode(prompts[i].messages, kwargs) == "think"}
+                                       for i, _ in usable]
     chosen = [answers[i][j] for i, j in usable]
     if all(a.get("ids") is not None for a in chosen):
         columns["completion_ids"] = [a["ids"] for a in chosen]
-    totals, parts = verifier.score([a["text"] for a in chosen], columns)
+    totals, parts = verifier.score([whole_turns(a["text"], opener) for a in chosen], columns)
     for (i, j), total, part in zip(usable, totals, parts, strict=True):
         results[i][j] = None if total is None else (total, part)
     return results

@@ -137,7 +137,7 @@ def add_preference_rows(plan, run: Run) -> None:
             add_graded_rows(rows, run, state)
         else:
             rows["pairs"] = (f"{state}: chosen from {pairs.strong.source} ({pairs.strong.backend}), rejected from "
-                             f"{pairs.weak.source} ({pairs.weak.backend}) -> {pairs_path(pairs)}")
+                             f"{pairs.weak.source} ({pairs.weak.backend}) -> {pairs_path(recipe)}")
             if pairs.verifier is not None:
                 rows["verifier"] = verifier_plan_row(run)
         if "steps" not in rows:

@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rewards.registry import check_reward_columns, check_team_reward
-from rewards.text import THINK_CLOSE, THINK_OPEN, WithPrefill
+from rewards.text import WithPrefill
 from rewards.think_mode import row_mode
 from smolalign.data.check import check_prompt_rows, check_reward_rows
 from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 from smolalign.data.rows import unknown_tool_problem
 from smolalign.errors import SmolalignError
-from smolalign.evaluation.compliance import answer_prefill
 from smolalign.generation.backend_settings import ServerAddress, describe_generation, vllm_fields
 from smolalign.hardware import Hardware
 from smolalign.models.load import load_model, load_tokenizer, preflight_tokenizer
@@ -34,6 +33,7 @@ from smolalign.stages.low_precision_updates import check_continuous_batching
 from smolalign.stages.tool_grpo import tool_grpo_trainer
 from smolalign.stages.trainer_config import check_config, peft_config, trl_config
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
+from smolalign.templates.render import opened_think
 from smolalign.tools.python_tool import PythonTool
 from smolalign.tools.rendering import install_response_parser
 from smolalign.tools.resolve import Tools, resolve_tools
@@ -191,8 +191,8 @@ def rewards_of_whole_answers(rewards: list, template, kwargs: dict, tokenizer, s
     model then writes (`<think>\n`, as reasoning models' templates do): TRL hands the rewards the generated text
     alone, whose reasoning would read as the answer (rewards.text.WithPrefill)."""
     specials = {k: v for k, v in tokenizer.special_tokens_map.items() if isinstance(v, str)}
-    prefill = answer_prefill(template, dict(kwargs), specials)
-    if THINK_OPEN not in prefill or THINK_CLOSE in prefill:
+    prefill = opened_think(template, dict(kwargs), specials)
+    if not prefill:
         return rewards
     if say:  # the main process
         print(f"note: template {template.name} opens the think block in its generation prompt ({prefill!r}): the "

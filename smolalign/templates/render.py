@@ -8,10 +8,12 @@ import json
 import re
 from typing import Any
 
+from rewards.text import THINK_CLOSE, THINK_OPEN
 from smolalign.errors import SmolalignError
 from smolalign.templates.registry import ChatTemplate
 
 Span = tuple[int, int]
+_PROBE = [{"role": "user", "content": "x"}]
 _RENDERED_MODE = re.compile(r"Reasoning Mode: /(no_think|think)\b")
 
 
@@ -65,6 +67,27 @@ def _parsed_call(call):
         return call
     spec = {**spec, "arguments": arguments}
     return {**call, "function": spec} if inner else spec
+
+
+def answer_prefill(template, kwargs: dict, special_tokens: dict | None = None) -> str:
+    """The part of the generation prompt that belongs to the answer: from the template's `<think>` on, e.g.
+    `<think>\n\n</think>\n` for smollm3 in no_think mode; "" when the template prefills no think block (or is
+    unknown: None, a server's own template)."""
+    if template is None:
+        return ""
+    with_prompt = render(template, _PROBE, add_generation_prompt=True, special_tokens=special_tokens, **kwargs)[0]
+    without = render(template, _PROBE, add_generation_prompt=False, special_tokens=special_tokens, **kwargs)[0]
+    generation_prompt = with_prompt[len(without):] if with_prompt.startswith(without) else with_prompt
+    start = generation_prompt.find(THINK_OPEN)
+    return generation_prompt[start:] if start >= 0 else ""
+
+
+def opened_think(template, kwargs: dict, special_tokens: dict | None = None) -> str:
+    """`answer_prefill` when it opens a think block it does not close (`<think>\n`, as reasoning models' templates
+    end their generation prompt: the model writes only `reasoning</think>answer`), else "". What reads a generated
+    answer (a reward, a verifier) puts it back in front, or the reasoning reads as the answer."""
+    prefill = answer_prefill(template, kwargs, special_tokens)
+    return prefill if THINK_OPEN in prefill and THINK_CLOSE not in prefill else ""
 
 
 def rendered_think_mode(text: str) -> str | None:

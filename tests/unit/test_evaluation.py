@@ -6,10 +6,11 @@ import math
 import pytest
 
 from rewards.think_mode import without_mode_flags
-from smolalign.evaluation.compliance import answer_prefill, complies
+from smolalign.evaluation.compliance import complies
 from smolalign.evaluation.inputs import EvalModel, parse_model, unique_labels
 from smolalign.evaluation.metrics import estimate, pass_at_k, per_prompt, resample_indices
 from smolalign.templates.registry import resolve_template
+from smolalign.templates.render import answer_prefill
 
 
 @pytest.mark.parametrize(("turn", "think", "no_think"), [
