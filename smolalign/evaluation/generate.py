@@ -110,8 +110,9 @@ def score(inputs: EvalInputs, answers: list[list[Answer]], prefill: str, mode: s
     turns = [[prefill + a.text for a in group] for group in answers]
     flat = [a for group in answers for a in group]
     texts = [t for group in turns for t in group]
-    completions = texts if trajectories is None else [whole_turns(t, prefill) for group in trajectories for t in group]
-    read = [read_trajectory(c) for c in completions]
+    raw = None if trajectories is None else [t for group in trajectories for t in group]
+    completions = texts if raw is None else [whole_turns(t, prefill) for t in raw]  # what the rewards read
+    read = [read_trajectory(c) for c in (completions if raw is None else raw)]
     answered = texts if trajectories is None else [prefill + r.answer for r in read]
     columns = {name: [p.columns.get(name) for p in inputs.prompts for _ in range(k)]
                for name in {c for p in inputs.prompts for c in p.columns}}

@@ -36,6 +36,9 @@ def config_key(recipe: Recipe, generation_only: bool = False) -> str:
     models += [_model_fingerprint(name.rsplit(":", 1)[0]) for name in rewards if ".py:" in name]  # a team's file
     parts = {"section": section, "prompts": [fingerprint_of(source) for source in pairs.prompts], "models": models,
              "template": _template_fingerprint(recipe)}
+    sides = [g.template for g in pairs.generators.values() if g.template and g.template != MODEL_TEMPLATE]
+    if sides:  # a side's own template: its text too (an edited .jinja file)
+        parts["side_templates"] = [resolve_template(name).sha256 for name in sides]
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 

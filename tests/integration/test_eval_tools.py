@@ -205,17 +205,21 @@ def test_with_tools_the_rewards_read_the_think_opener_the_template_prefills(cli,
     has no answer, with tools as without, though the words after the opener state one."""
     from paths import REPO
 
-    script_sampling(monkeypatch, {"cut": ["Let me see: 5 plus 6 makes 11, so the answer is 11"]})
+    script_sampling(monkeypatch, {"cut": ["Let me see: 5 plus 6 makes 11, so the answer is 11"],
+                                  "right": ["5 plus 6 makes 11.\n</think>\nThe answer is 11."]})
     template = (REPO / "chat_templates" / "smollm3.jinja").read_text()
     prefill = '{%- if reasoning_mode == "/no_think" -%}{{- "<think>\\n\\n</think>\\n" -}}{%- endif -%}\n{%- endif -%}'
     assert template.endswith(prefill + "\n")
     opened = tmp_path / "opened.jinja"
     opened.write_text(template.replace(prefill, prefill.replace(
         '{%- endif -%}\n{%- endif -%}', '{%- else -%}{{- "<think>\\n" -}}{%- endif -%}\n{%- endif -%}')))
-    data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "scenario cut", "solution": "11"}])
+    data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"scenario {name}", "solution": "11"}
+                                                    for name in ("cut", "right")])
     out = tmp_path / "eval.json"
     code, _, err = cli("eval", f"m={long_tiny_dir}", "--data", data, "--reward", "math_accuracy", "--tools", "python",
                        "--modes", "think", "--temperature", "0", "--template", str(opened), "--json", out)
     assert code == 0, err
     results = json.loads(out.read_text())["results"]
-    assert [results[label]["think"]["math_accuracy mean"]["value"] for label in ("m", "m+tools")] == [0.0, 0.0]
+    for label in ("m", "m+tools"):   # the cut-off answer has none and does not comply; the whole one does both
+        assert results[label]["think"]["math_accuracy mean"]["value"] == pytest.approx(0.5), label
+        assert results[label]["think"]["compliance"]["value"] == pytest.approx(0.5), label

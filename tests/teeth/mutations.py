@@ -1356,8 +1356,8 @@ MUTATIONS = [
       "no_think answers are verified as think answers, and right ones rejected"),
     M("eval_tools_read_whole_turns", "with tools, eval's rewards read each turn with the think opener the template "
       "prefills", "verbs/eval.md", "smolalign/evaluation/generate.py",
-      "[whole_turns(t, prefill) for group in trajectories for t in group]",
-      "[t for group in trajectories for t in group]",
+      "    completions = texts if raw is None else [whole_turns(t, prefill) for t in raw]  # what the rewards read",
+      "    completions = texts if raw is None else raw",
       ("tests/integration/test_eval_tools.py::test_with_tools_the_rewards_read_the_think_opener_the_template_prefills",),
       "with tools, an answer cut off in its reasoning scores as an answer"),
     M("tool_rl_rows_in_the_recipes_mode", "with tools, a prompt row in another mode than the recipe's is refused",

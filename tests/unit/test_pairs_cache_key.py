@@ -84,3 +84,9 @@ def test_the_verifier_reads_each_answer_whole_in_the_mode_it_was_generated_in(re
     smollm3 = recipe("template.kwargs.enable_thinking=false")
     _score(scorer, [prompt], [[{**answer, "text": "3"}]], smollm3, smollm3.pairs.weak)
     assert seen["completions"] == ["3"]   # smollm3 closes its no_think block: nothing is put in front
+
+
+def test_the_key_changes_when_a_sides_own_template_file_is_edited(recipe):
+    before = config_key(recipe(f"pairs.weak.template={recipe.template}"))
+    recipe.template.write_text(recipe.template.read_text() + "\n")
+    assert config_key(recipe(f"pairs.weak.template={recipe.template}")) != before
