@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewards.text import THINK_OPEN, split_think
 from rewards.think_mode import row_mode
 from smolalign.data.mixture import ORIGIN, decoded
 from smolalign.data.rows import kind, messages_problem, missing_problem, tool_names, unknown_tool_problem
@@ -167,9 +168,10 @@ class Encoder:
                 return (f"{where}.tool_calls: template {self.template.name} drops an assistant's tool calls (it "
                         f"leaves out {self.tool_gap!r}), so the turn would train without them; use template "
                         "smollm3")
-            if not after_reasoning(text).strip() and not message.get("tool_calls"):
+            reasoning, answer = think_parts(text)
+            if not answer.strip() and not message.get("tool_calls"):
                 return f"{where}: {EMPTY_ANSWER}"
-            if no_think and index >= kept_from and reasoning_of(text):
+            if no_think and index >= kept_from and reasoning:
                 return (f"{where} reasons (a <think> block with text) in no_think mode, which would teach the model "
                         "to reason where the mode says not to; take the reasoning out, or give the row think mode")
         return ""
@@ -270,18 +272,12 @@ def _intersect(spans: list[tuple[int, int]], start: int) -> list[tuple[int, int]
     return [(max(s, start), e) for s, e in spans if e > start]
 
 
-def reasoning_of(text: str) -> str:
-    """The text of an answer's opening <think> block, to its </think> or, unclosed, to the end ("" when it has none
-    or it is empty)."""
-    stripped = text.lstrip()
-    if not stripped.startswith("<think>"):
-        return ""
-    return stripped[len("<think>"):].split("</think>", 1)[0].strip()
 
-
-def after_reasoning(text: str) -> str:
-    """An answer without its opening <think>...</think> block (all of it when there is none, or it is unclosed)."""
-    stripped = text.lstrip()
-    if not stripped.startswith("<think>") or "</think>" not in stripped:
-        return text
-    return stripped.split("</think>", 1)[1]
+def think_parts(text: str) -> tuple[str, str]:
+    """(reasoning, answer) of an answer (`rewards.text.split_think`): a closed think block opening it and what follows;
+    an unclosed one is all reasoning, and the whole text stands as the answer; no block, no reasoning."""
+    parts = split_think(text)
+    if parts is not None:
+        return parts
+    opened = text.lstrip().startswith(THINK_OPEN)
+    return (text.lstrip()[len(THINK_OPEN):].strip() if opened else ""), text
