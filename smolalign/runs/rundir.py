@@ -77,7 +77,8 @@ def evaluation_cut_off(run_dir: Path, eval_file: str, max_steps: int, resolved: 
     if not is_trained(run_dir) or (run_dir / eval_file).is_file():
         return False
     checkpoint = last_checkpoint(run_dir)
-    return checkpoint is None or at_the_last_step(checkpoint, max_steps, not recipe_changes(run_dir, resolved))
+    return checkpoint is None or at_the_last_step(checkpoint, max_steps,
+                                                  same_recipe(run_dir, recipe_changes(run_dir, resolved)))
 
 
 def refuse_resuming_a_finished_run(checkpoint: Path, max_steps: int, same_recipe: bool, resolved: dict) -> None:
@@ -117,6 +118,13 @@ def refuse_an_incompatible_resume(run_dir: Path, changes: list[str]) -> None:
                              "undo the change, or train in another directory (-o) or with --overwrite")
 
 
+def same_recipe(run_dir: Path, changes: list[str]) -> bool:
+    """Whether the run in `run_dir` started with the recipe it has now (`changes`: `recipe_changes`). By epochs, a
+    run's last step is the trainer's count for the data and batch it had: only the same recipe is sure to have none
+    left (another is resumed, and stops before a step if none is left)."""
+    return (run_dir / RECIPE_FILE).is_file() and not changes
+
+
 def checkpoint_to_resume(run_dir: Path, *, resume: bool, overwrite: bool, resolved: dict,
                          max_steps: int) -> Path | None:
     """`check_run_dir`, then, when resuming from a checkpoint, the refusals of a finished run and of a recipe the
@@ -125,10 +133,7 @@ def checkpoint_to_resume(run_dir: Path, *, resume: bool, overwrite: bool, resolv
     checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
     if checkpoint is not None:
         changes = recipe_changes(run_dir, resolved)
-        # By epochs, the last step is the trainer's count for the data and batch it had: only the same recipe is
-        # sure to have none left (another is resumed, and stops before a step if none is left).
-        same_recipe = (run_dir / RECIPE_FILE).is_file() and not changes
-        refuse_resuming_a_finished_run(checkpoint, max_steps, same_recipe, resolved)
+        refuse_resuming_a_finished_run(checkpoint, max_steps, same_recipe(run_dir, changes), resolved)
         refuse_an_incompatible_resume(run_dir, changes)
     return checkpoint
 
