@@ -114,6 +114,12 @@ def check_json_rows(path: Path) -> None:
         pass
 
 
+def files_stamp(files: list[Path], root: Path) -> str | None:
+    """Each file's path under `root` (its name when it is the root), size and mtime; None for no file."""
+    return ";".join(f"{p.relative_to(root) if p != root else p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+                    for p in files) or None
+
+
 def fingerprint_of(source: SourceSection) -> str:
     """What identifies a source's content: files by path, size and mtime; hub datasets by id, config and split;
     a reasoning-gym task by its settings and the library's version."""

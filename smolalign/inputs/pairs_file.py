@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from rewards.reward_model import PREFIX, is_reward_model
-from smolalign.inputs.data_sources import fingerprint_of
+from smolalign.inputs.data_sources import files_stamp, fingerprint_of
 from smolalign.models.sources import cache_root
 from smolalign.recipe.schema import Recipe
 from smolalign.templates.registry import MODEL_TEMPLATE, resolve_template
@@ -54,8 +54,7 @@ def _model_fingerprint(source: str) -> str:
     """A local model directory by its files' sizes and times (a retrained model gets new pairs); others by name."""
     path = Path(source).expanduser()
     if path.is_dir():
-        return ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(path.iterdir())
-                        if p.is_file())
+        return files_stamp(sorted(p for p in path.iterdir() if p.is_file()), path) or ""
     if path.is_file():
         return f"{path.resolve()}:{path.stat().st_size}:{path.stat().st_mtime_ns}"
     return source

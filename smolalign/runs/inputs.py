@@ -7,16 +7,10 @@ word. Names, not paths: a project moved to another folder is not a change."""
 import sys
 from pathlib import Path
 
-from smolalign.inputs.data_sources import is_local, local_files
+from smolalign.inputs.data_sources import files_stamp, is_local, local_files
 from smolalign.runs.manifest import read_manifest
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-
-
-def files_stamp(files: list[Path], root: Path) -> str | None:
-    """Each file's path under `root` (its name when it is the root), size and mtime; None for no file."""
-    return ";".join(f"{p.relative_to(root) if p != root else p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
-                    for p in files) or None
 
 
 def model_stamp(location: str) -> str | None:
