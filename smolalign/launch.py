@@ -107,6 +107,12 @@ def is_launched() -> bool:
     return os.environ.get(LAUNCHED) == "1"
 
 
+def is_first_rank() -> bool:
+    """Whether this process is the run's first (RANK 0, or the only one): where what happens once is done when no
+    trainer is there to ask (`is_world_process_zero`)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def under_launcher() -> bool:
     """Whether a launcher started this process as one rank of a run: smolalign's own relaunch, `accelerate launch`,
     torchrun or srun (each sets WORLD_SIZE, or accelerate's sharding variables). The run's processes and sharding

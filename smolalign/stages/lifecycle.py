@@ -4,7 +4,6 @@ the dry run's resolved recipe); the run directory is checked first and written b
 has passed; then training with resume, the final save, the summary and the `eval:` section's evaluation, and the
 process group closed."""
 
-import os
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -17,6 +16,7 @@ from smolalign.data.check_warnings import warn_held_out_unused
 from smolalign.evaluation.run import EVAL_FILE, check_stage_eval, evaluate_stage
 from smolalign.gpu_partition import GpuPartition, partition_of_this_process
 from smolalign.hardware import Hardware, resolve_dtype
+from smolalign.launch import is_first_rank
 from smolalign.models.load import save_for_inference
 from smolalign.plan import Plan
 from smolalign.recipe.yamlio import dump_yaml
@@ -110,7 +110,7 @@ def run_lifecycle(stage: Stage, run: Run, *, output_dir: Path | None = None, dry
     run_dir = run_dir_of(run, output_dir)
     only_evaluate = resume and evaluation is not None and evaluation_cut_off(
         run_dir, EVAL_FILE, run.settings["max_steps"], run.resolved_recipe())
-    if only_evaluate and int(os.environ.get("RANK", "0")) == 0:
+    if only_evaluate and is_first_rank():
         print(f"resume: {run_dir} trained to its end and was cut off in its eval: section: "
               f"{'the run would evaluate it' if dry_run else 'evaluating it'}, with no step trained", file=sys.stderr)
     if dry_run:
@@ -142,7 +142,7 @@ def finish(trainer, run_dir: Path, model_dir: Path, evaluation, *metrics, hub=No
     the run's summary (first and last value of its metrics), its curves.png, the `eval:` section's before/after
     evaluation, the model card (run directory and model/, the evaluation in it), then the push
     of the model and its card to the hub (the recipe's `hub:` section)."""
-    if trainer.is_world_process_zero() if trainer is not None else int(os.environ.get("RANK", "0")) == 0:
+    if trainer.is_world_process_zero() if trainer is not None else is_first_rank():
         print(f"{summary(run_dir, *metrics)}\nsaved {model_dir}")
         if (curves := write_run_curves(run_dir)) is not None:
             print(f"wrote {curves}")

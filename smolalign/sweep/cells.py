@@ -4,7 +4,6 @@ and its `eval:` evaluation written. A finished cell is skipped, a trained one on
 in a process of its own (so one cell's memory and state never reach the next), or in this process when it is one
 task of a Slurm array."""
 
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from pathlib import Path
 
 from smolalign.errors import RunFailure, SmolalignError
 from smolalign.evaluation.run import EVAL_FILE, check_stage_eval, evaluate_stage
-from smolalign.launch import check_not_data_parallel
+from smolalign.launch import check_not_data_parallel, is_first_rank
 from smolalign.resolve import Run
 from smolalign.runs.card import write_cards
 from smolalign.runs.manifest import read_manifest
@@ -136,7 +135,7 @@ def run_cell_here(run: CellRun, *, overwrite: bool) -> None:
     check_not_data_parallel(recipe, command[3:])  # after `python -m smolalign`
     state = "new" if overwrite else cell_state(run.run_dir)
     print(f"sweep: cell {run.cell.index + 1} {run.cell.name}: {_doing[state]}", flush=True)
-    if state == "evaluate" and int(os.environ.get("RANK", "0")) == 0:
+    if state == "evaluate" and is_first_rank():
         evaluate_cell(run)
     elif state in ("new", "resume"):
         run_stage(run.resolved, output_dir=run.run_dir, resume=state == "resume", overwrite=overwrite)
