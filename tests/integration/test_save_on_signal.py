@@ -3,6 +3,7 @@ and stops the run with exit code 75, well before max_steps and with no scheduled
 the run from that checkpoint. With the save-on-signal callback switched off (its on_step_end made a no-op, or the
 callback not added in stages/lifecycle.py) the run trains to max_steps and exits 0, so this test fails."""
 
+import contextlib
 import json
 import os
 import signal
@@ -24,6 +25,27 @@ def _signal_at_step(run_dir, step: int, done: threading.Event) -> None:
             os.kill(os.getpid(), signal.SIGUSR1)
             return
         time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def signalled_while_set_up(stage_module, monkeypatch):
+    """SIGUSR1 sent to this process just before the stage writes its run directory (its `start_run`: the data
+    prepared, the model loaded); yields the list of signals a handler of this test took, which stands in for the
+    signal's default action (that would end the test process) and must stay empty."""
+    lost = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: lost.append(signum))
+    start_run = stage_module.start_run
+
+    def signalled_then_start(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGUSR1)
+        return start_run(*args, **kwargs)
+
+    monkeypatch.setattr(stage_module, "start_run", signalled_then_start)
+    try:
+        yield lost
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        monkeypatch.setattr(stage_module, "start_run", start_run)
 
 
 def test_sigusr1_saves_at_the_next_step_and_stops(cli, write_recipe, tiny_dir, tmp_path):
@@ -61,24 +83,13 @@ def test_a_signal_before_training_starts_is_kept_for_the_first_step(cli, write_r
     (listening() around run_stage made a no-op) it takes the signal, and the run trains to max_steps."""
     import smolalign.stages.sft as sft
 
-    lost = []
-    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: lost.append(signum))
-    start_run = sft.start_run
-
-    def signalled_then_start(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGUSR1)
-        return start_run(*args, **kwargs)
-
-    monkeypatch.setattr(sft, "start_run", signalled_then_start)
     data = write_jsonl(tmp_path / "chat.jsonl", chat_rows(8))
     recipe = write_recipe({"stage": "sft", "model": {"source": str(tiny_dir)},
                            "data": {"sources": [{"path": str(data)}]},
                            "train": {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": 6,
                                      "logging_steps": 1, "save_steps": 1000, "gradient_checkpointing": False}})
-    try:
+    with signalled_while_set_up(sft, monkeypatch) as lost:
         code, out, err = cli("sft", recipe, "-o", tmp_path / "run")
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
     assert lost == [] and code == SAVED_ON_SIGNAL_EXIT, err
     assert [p.name for p in (tmp_path / "run").glob("checkpoint-*")] == ["checkpoint-1"]
 
@@ -105,22 +116,10 @@ def test_grpo_reusing_its_samples_saves_at_the_end_of_a_generation_cycle(cli, wr
     code, _, err = cli("rl", recipe, "-o", tmp_path / "full")
     assert code == 0, err
 
-    lost = []
-    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: lost.append(signum))
-    start_run = rl.start_run
-
-    def signalled_then_start(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGUSR1)
-        return start_run(*args, **kwargs)
-
-    monkeypatch.setattr(rl, "start_run", signalled_then_start)
-    try:
+    with signalled_while_set_up(rl, monkeypatch) as lost:
         code, _, err = cli("rl", recipe, "-o", tmp_path / "cut")
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
     assert lost == [] and code == SAVED_ON_SIGNAL_EXIT, err
     assert [p.name for p in (tmp_path / "cut").glob("checkpoint-*")] == ["checkpoint-2"]
-    monkeypatch.setattr(rl, "start_run", start_run)
     code, _, err = cli("rl", recipe, "-o", tmp_path / "cut", "--resume")
     assert code == 0, err
     assert largest_difference(weights(tmp_path / "cut" / "model"), weights(tmp_path / "full" / "model")) == 0
