@@ -4,7 +4,7 @@ Every metric is first reduced to one value per prompt (the mean of its K samples
 over prompts, so each prompt weighs the same. Intervals resample prompts with replacement (seeded: the same indices
 for every metric and model), and differences to a baseline are paired: the same resampled prompts on both sides.
 A reward of None (a gold answer that does not parse) leaves that sample out; a prompt with no scored sample is left
-out of that reward's metrics.
+out of that reward's metrics; a prompt with n < K scored samples counts pass@n, a lower bound of its pass@K.
 """
 
 import warnings
