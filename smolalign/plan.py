@@ -77,9 +77,12 @@ def make_plan(run: Run, template: ChatTemplate | None, train_rows: int | None,
         rows["steps"] = f"{steps} (train.max_steps)"
     elif steps is not None:
         epochs = settings["num_train_epochs"]
-        exact = packed_rows is not None or not layout.packing
+        dropping = packed_rows is None and run.data.on_untrained == "drop"  # rows may leave as they are encoded
+        exact = packed_rows is not None or not (layout.packing or dropping)
+        before = " before packing" if layout.packing else ""
+        before += f"{' and' if before else ''} before dropping untrained rows" if dropping else ""
         rows["steps"] = f"{'' if exact else '≤ '}{steps} ({epochs:g} epoch(s) of {sequences} " \
-                        f"{'packed ' if packed_rows is not None else ''}rows{'' if exact else ' before packing'})"
+                        f"{'packed ' if packed_rows is not None else ''}rows{'' if exact else before})"
     if layout.max_length:
         bound = "" if layout.packing else "≤ "
         rows["tokens per step"] = f"{bound}{global_batch * layout.max_length:,} ({global_batch} × max_length {layout.max_length})"

@@ -1,5 +1,6 @@
 """`smolalign data preview`: the training rows exactly as the trainer will see them."""
 
+import contextlib
 import sys
 from typing import Annotated
 
@@ -21,7 +22,7 @@ def preview(
     """Templated, masked and packed rows: per token its id, text, whether it is trained, and its position id.
     For a po recipe: each prompt with its chosen and rejected answers (or KTO's completion and label)."""
     from smolalign.data.prepare import Layout, prepare_sft_data
-    from smolalign.data.preview import collated_rows, print_json, print_readable
+    from smolalign.data.preview import collated_rows, print_json, print_preference_readable, print_readable
     from smolalign.models.load import load_tokenizer
     from smolalign.preflight import preflight
     from smolalign.recipe.validate import recipe_stage
@@ -33,31 +34,32 @@ def preview(
     if stage == "rl":  # its rows are prompts, rendered with the generation prompt: the dry run checks them
         raise SmolalignError(f"data preview shows the rows sft and po recipes train on; {recipe} is an rl recipe, "
                              f"whose prompts `smolalign rl {recipe} --dry-run` renders and checks")
-    run = load_run(recipe, set_ or [], stage)
-    preflight(run)
-    tokenizer, template = load_tokenizer(run.recipe.model, run.recipe.template.name, run.source())
-    if run.method_spec.preference:
-        _preview_preference(run, tokenizer, template, n, as_json)
-        return
-    data = prepare_sft_data(run, tokenizer, template)
-    rows = collated_rows(data.train, tokenizer, Layout.from_settings(run.settings).packing, n)
+    # With --json, standard output holds the rows alone: what loading says (a checkpoint converted once) goes to
+    # standard error.
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        run = load_run(recipe, set_ or [], stage)
+        preflight(run)
+        tokenizer, template = load_tokenizer(run.recipe.model, run.recipe.template.name, run.source())
+        if run.method_spec.preference:
+            rows = _preference_rows(run, tokenizer, template, n)
+        else:
+            data = prepare_sft_data(run, tokenizer, template)
+            rows = collated_rows(data.train, tokenizer, Layout.from_settings(run.settings).packing, n)
     if as_json:
         print_json(rows)
+    elif run.method_spec.preference:
+        print_preference_readable(rows, color=sys.stdout.isatty())
     else:
         print_readable(rows, color=sys.stdout.isatty())
 
 
-def _preview_preference(run, tokenizer, template, n: int, as_json: bool) -> None:
+def _preference_rows(run, tokenizer, template, n: int) -> list:
     from smolalign.data.prepare_preference import prepare_preference_data
-    from smolalign.data.preview import preference_rows, print_json, print_preference_readable
+    from smolalign.data.preview import preference_rows
     from smolalign.pairs.output import is_up_to_date
 
     recipe = run.recipe
     if recipe.pairs is not None and not is_up_to_date(recipe):
         raise SmolalignError(f"the pairs of {recipe.source} are not generated yet: run smolalign po pairs "
                              f"{recipe.source} first")
-    rows = preference_rows(prepare_preference_data(run, tokenizer, template).train, tokenizer, n)
-    if as_json:
-        print_json(rows)
-    else:
-        print_preference_readable(rows, color=sys.stdout.isatty())
+    return preference_rows(prepare_preference_data(run, tokenizer, template).train, tokenizer, n)

@@ -1,6 +1,7 @@
 """Mixing sources by weight (0.5 keeps a random half, 2.0 repeats a source twice), then the held-out split.
 
-Every row keeps an `_origin` ("file#row") so a bad example is reported by where it came from.
+Every row keeps an `_origin` ("file#row", the source's label and the row's index) so a bad example is reported by
+where it came from; two sources of one dataset (its splits) have labels of their own.
 """
 
 import json
@@ -16,7 +17,7 @@ from smolalign.data.formats import (
 )
 from smolalign.data.rows import messages_problem, missing_problem
 from smolalign.errors import SmolalignError
-from smolalign.inputs.data_sources import load_source
+from smolalign.inputs.data_sources import load_source, source_labels
 from smolalign.recipe.data_schema import DataSection, SourceSection
 
 ORIGIN = "_origin"
@@ -34,7 +35,7 @@ class Mixture:
     eval: object | None
     format: str
     rows_per_source: dict[str, tuple[int, int]]
-    """source path -> (rows in the source, rows taken into the mixture)."""
+    """source label (`source_labels`) -> (rows in the source, rows taken into the mixture)."""
 
 
 def weighted_rows(n: int, weight: float, seed: int) -> list[int]:
@@ -50,6 +51,26 @@ def weighted_rows(n: int, weight: float, seed: int) -> list[int]:
     return indices
 
 
+def held_out_split(mixed, eval_split: float | int, seed: int):
+    """(training rows, held-out rows): `eval_split` of the mixture's distinct rows (a share, or a count), each held
+    out once. Every copy of a held-out row (a source weighted above 1 repeats its rows) leaves training, so no
+    evaluated row was trained on."""
+    origins = mixed[ORIGIN]
+    first: dict[str, int] = {}
+    for index, origin in enumerate(origins):
+        first.setdefault(origin, index)
+    distinct = mixed if len(first) == len(mixed) else mixed.select(list(first.values()))
+    size = int(eval_split) if eval_split >= 1 else eval_split
+    if isinstance(size, int) and size >= len(distinct):
+        raise SmolalignError(f"data.eval_split {eval_split} leaves no training rows (the mixture has {len(distinct)}"
+                             f"{' distinct' if distinct is not mixed else ''})")
+    split = distinct.train_test_split(test_size=size, seed=seed)
+    if distinct is mixed:
+        return split["train"], split["test"]
+    held = set(split["test"][ORIGIN])
+    return mixed.select([i for i, origin in enumerate(origins) if origin not in held]), split["test"]
+
+
 def decoded(value):
     """A value stored as JSON text to align sources (see `JSON_PREFIX`), decoded back; others as they are."""
     if isinstance(value, str) and value.startswith(JSON_PREFIX):
@@ -57,26 +78,29 @@ def decoded(value):
     return value
 
 
-def _prepare_source(source: SourceSection, requested_format: str, index: int, seed: int, system_prompt=None):
+def _prepare_source(source: SourceSection, label: str, requested_format: str, index: int, seed: int,
+                    system_prompt=None):
     dataset = load_source(source)
     if len(dataset) == 0:
-        raise SmolalignError(f"data source {source.path} is empty")
+        raise SmolalignError(f"data source {label} is empty")
     if requested_format == PROMPT_FORMAT:
         fmt = PROMPT_FORMAT
-        dataset = _as_prompt_rows(dataset, source.path)
+        dataset = _as_prompt_rows(dataset, label)
     else:
-        fmt = detect_format(dataset.column_names, requested_format, source.path)
+        fmt = detect_format(dataset.column_names, requested_format, label)
     if fmt == "messages" and "messages" not in dataset.column_names:
-        dataset = dataset.map(lambda row, i: {"messages": sharegpt_to_messages(row["conversations"],
-                                                                                f"{source.path}#{i}")},
+        dataset = dataset.map(lambda row, i: {"messages": sharegpt_to_messages(row["conversations"], f"{label}#{i}")},
                               with_indices=True, remove_columns=["conversations"])
     if fmt != PROMPT_FORMAT:
         dataset = dataset.select_columns(canonical_columns(fmt, dataset.column_names))
     if system_prompt is not None:
-        dataset = add_system_prompt(dataset, fmt, system_prompt, source.path)
+        dataset = add_system_prompt(dataset, fmt, system_prompt, label)
     n = len(dataset)
-    dataset = dataset.add_column(ORIGIN, [f"{source.path}#{i}" for i in range(n)])
+    dataset = dataset.add_column(ORIGIN, [f"{label}#{i}" for i in range(n)])
     rows = weighted_rows(n, source.weight, seed + index)
+    if not rows:
+        raise SmolalignError(f"data source {label}: weight {source.weight:g} of its {n} row(s) keeps none (it rounds "
+                             f"to 0 rows); give it a weight of at least {0.5 / n:.2g}, or take it out of the recipe")
     if rows != list(range(n)):
         dataset = dataset.select(rows)
     return dataset, fmt, n
@@ -118,7 +142,11 @@ def _as_json_strings(dataset, columns: list[str]):
     todo = [c for c in columns if c in dataset.column_names and not is_string(dataset.features[c])]
     if not todo:
         return dataset
-    return dataset.map(lambda row: {c: JSON_PREFIX + json.dumps(row[c]) for c in todo})
+    # The new type is stated: datasets would keep a column's own type, and its Json type (rows holding `{}`) does not
+    # concatenate with another source's strings.
+    features = dataset.features.copy()
+    features.update({c: Value("string") for c in todo})
+    return dataset.map(lambda row: {c: JSON_PREFIX + json.dumps(row[c]) for c in todo}, features=features)
 
 
 def _with_json_extras(dataset, extras: list[str]):
@@ -136,14 +164,15 @@ def build_mixture(data: DataSection, requested_format: str | None = None) -> Mix
     import datasets
 
     parts, formats, counts = [], {}, {}
-    for index, source in enumerate(data.sources):
-        dataset, fmt, n = _prepare_source(source, requested_format or data.format, index, data.seed,
+    labels = source_labels(data.sources)
+    for index, (source, label) in enumerate(zip(data.sources, labels, strict=True)):
+        dataset, fmt, n = _prepare_source(source, label, requested_format or data.format, index, data.seed,
                                           data.system_prompt)
         parts.append(dataset)
-        formats[source.path] = fmt
-        counts[source.path] = (n, len(dataset))
+        formats[label] = fmt
+        counts[label] = (n, len(dataset))
     if len(set(formats.values())) > 1:
-        listing = ", ".join(f"{path} is {fmt}" for path, fmt in formats.items())
+        listing = ", ".join(f"{label} is {fmt}" for label, fmt in formats.items())
         raise SmolalignError(f"data sources mix formats ({listing}); one recipe trains on one format")
     if len(parts) == 1:
         mixed = parts[0]
@@ -158,11 +187,5 @@ def build_mixture(data: DataSection, requested_format: str | None = None) -> Mix
         except ValueError:
             columns = sorted(parts[0].column_names)
             mixed = datasets.concatenate_datasets([_as_json_strings(p, columns) for p in parts])
-    train, held_out = mixed, None
-    if data.eval_split:
-        size = int(data.eval_split) if data.eval_split >= 1 else data.eval_split
-        if isinstance(size, int) and size >= len(mixed):
-            raise SmolalignError(f"data.eval_split {data.eval_split} leaves no training rows (the mixture has {len(mixed)})")
-        split = mixed.train_test_split(test_size=size, seed=data.seed)
-        train, held_out = split["train"], split["test"]
-    return Mixture(train, held_out, formats[data.sources[0].path], counts)
+    train, held_out = held_out_split(mixed, data.eval_split, data.seed) if data.eval_split else (mixed, None)
+    return Mixture(train, held_out, formats[labels[0]], counts)

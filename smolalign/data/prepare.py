@@ -18,16 +18,17 @@ from pathlib import Path
 from smolalign.data.encode import EMPTY_ANSWER, PROBLEM, UNTRAINED, Encoder, LossMask
 from smolalign.data.mixture import ORIGIN, Mixture, build_mixture
 from smolalign.errors import SmolalignError
-from smolalign.inputs.data_sources import fingerprint_of
+from smolalign.inputs.data_sources import rows_fingerprint
 from smolalign.models.sources import cache_root
 from smolalign.progress import datasets_bars
 from smolalign.recipe.settings import TrainSettings
 from smolalign.resolve import Run
 from smolalign.templates.registry import ChatTemplate
 
-PIPELINE_VERSION = 2
+PIPELINE_VERSION = 3
 """Bump when the prepared rows change for the same inputs, so old caches are not reused (2: empty answers and
-reasoning in no_think answers refused, a system message of flags only filled by data.system_prompt)."""
+reasoning in no_think answers refused, a system message of flags only filled by data.system_prompt; 3: no copy of a
+held-out row trained, sources of one dataset counted apart)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def cache_key(run: Run, layout: "Layout | dict", tokenizer, template: ChatTempla
     """What prepared rows depend on; `layout` is the SFT layout, or a mapping of the settings another stage uses."""
     parts = {
         "pipeline": PIPELINE_VERSION,
-        "sources": [(fingerprint_of(s), asdict(s)) for s in run.data.sources],
+        "sources": [(rows_fingerprint(s), asdict(s)) for s in run.data.sources],
         "data": {k: v for k, v in asdict(run.data).items() if k != "sources"},
         "tokenizer": tokenizer_fingerprint(tokenizer),
         "template": template.sha256,

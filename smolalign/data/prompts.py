@@ -51,9 +51,9 @@ def read_prompt_rows(data: DataSection) -> PromptRows:
     return PromptRows(convert(mixture.train), convert(mixture.eval))
 
 
-def source_prompts(sources: list[SourceSection], seed: int = 0) -> PromptRows:
+def source_prompts(sources: list[SourceSection], seed: int = 0, system_prompt: str | None = None) -> PromptRows:
     """Prompt rows of a list of sources (pairs.prompts, eval.data), weighted and seeded as `data:` would be."""
-    return read_prompt_rows(DataSection(sources=list(sources), seed=seed))
+    return read_prompt_rows(DataSection(sources=list(sources), seed=seed, system_prompt=system_prompt))
 
 
 def with_think_modes(dataset, template_kwargs: dict, template_reads_flags: bool, template_name: str,

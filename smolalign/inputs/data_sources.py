@@ -120,9 +120,21 @@ def files_stamp(files: list[Path], root: Path) -> str | None:
                     for p in files) or None
 
 
+def source_labels(sources: list[SourceSection]) -> list[str]:
+    """A name for each source that tells it from the others: its path, with its configuration and split where they
+    are not the default, and its position where two sources are still the same."""
+    labels: list[str] = []
+    for index, source in enumerate(sources):
+        label = source.path + (f":{source.name}" if source.name else "") + (
+            f"[{source.split}]" if source.split != "train" else "")
+        labels.append(label if label not in labels else f"{label} (source {index + 1})")
+    return labels
+
+
 def fingerprint_of(source: SourceSection) -> str:
-    """What identifies a source's content: files by path, size and mtime; hub datasets by id, config and split;
-    a reasoning-gym task by its settings and the library's version."""
+    """What identifies a source's content without reading a hub dataset: files by path, size and mtime; a hub
+    dataset by id, config, split and pinned revision; a reasoning-gym task by its settings and the library's
+    version."""
     if task_of(source.path) is not None:
         settings = json.dumps([source.size, source.seed, source.config], sort_keys=True)
         return f"{source.path}:{settings}:reasoning-gym {version('reasoning-gym')}"
@@ -131,7 +143,15 @@ def fingerprint_of(source: SourceSection) -> str:
         if not path.exists():
             raise SmolalignError(f"data source {source.path}: no such file or folder")
         return ";".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in local_files(path, source.split, source.name))
-    return f"hub:{source.path}:{source.name}:{source.split}"
+    return f"hub:{source.path}:{source.name}:{source.split}:{source.revision}"
+
+
+def rows_fingerprint(source: SourceSection) -> str:
+    """`fingerprint_of`, and for a hub dataset the fingerprint datasets gives the rows it reads (it follows the
+    commit read: a dataset updated on the hub is another). Reads a hub dataset: for a run about to read it anyway."""
+    if is_local(source.path) or task_of(source.path) is not None:
+        return fingerprint_of(source)
+    return f"{fingerprint_of(source)}:{load_source(source)._fingerprint}"
 
 
 def load_source(source: SourceSection):
@@ -148,6 +168,9 @@ def load_source(source: SourceSection):
             path = Path(source.path).expanduser()
             if not path.exists():
                 raise SmolalignError(f"data source {source.path}: no such file or folder")
+            if source.revision is not None:
+                raise SmolalignError(f"data source {source.path}: revision picks a hub dataset's commit, and local "
+                                     "files are read as they are: drop revision")
             files = local_files(path, source.split, source.name)
             builders = {LOCAL_BUILDERS[f.suffix] for f in files}
             if len(builders) > 1:
@@ -166,7 +189,7 @@ def load_source(source: SourceSection):
                 datasets.logging.set_verbosity(verbosity)
         else:
             offline = hub_access.offline_reason()  # asked before datasets' first request, so that nothing retries
-            dataset = datasets.load_dataset(source.path, source.name, split=source.split)
+            dataset = datasets.load_dataset(source.path, source.name, split=source.split, revision=source.revision)
     except SmolalignError:
         raise
     except Exception as exc:  # datasets raises many types (DatasetGenerationError, ConnectionError, FileNotFoundError)

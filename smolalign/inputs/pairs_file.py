@@ -36,6 +36,8 @@ def config_key(recipe: Recipe, generation_only: bool = False) -> str:
     models += [_model_fingerprint(name.rsplit(":", 1)[0]) for name in rewards if ".py:" in name]  # a team's file
     parts = {"section": section, "prompts": [fingerprint_of(source) for source in pairs.prompts], "models": models,
              "template": _template_fingerprint(recipe)}
+    if recipe.data is not None and recipe.data.system_prompt is not None:  # in every prompt without a system message
+        parts["system_prompt"] = recipe.data.system_prompt
     sides = [g.template for g in pairs.generators.values() if g.template and g.template != MODEL_TEMPLATE]
     if sides:  # a side's own template: its text too (an edited .jinja file)
         parts["side_templates"] = [resolve_template(name).sha256 for name in sides]

@@ -49,7 +49,7 @@ def generate_pairs(run: Run, *, force: bool = False) -> Path:
         return out
     key = config_key(recipe)
     verifier = run_scorer(run, "verifier") if pairs.verifier else None
-    prompt_set = load_prompts(pairs)
+    prompt_set = load_prompts(recipe)
     if verifier is not None:
         verifier.check(prompt_set.prompts)
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())

@@ -53,7 +53,7 @@ def generate_graded(run: Run, *, force: bool = False) -> Path:
         print(f"pairs: up to date ({out})")
         return out
     scorer = run_scorer(run, "scorer")
-    prompt_set = load_prompts(pairs)
+    prompt_set = load_prompts(recipe)
     scorer.check(prompt_set.prompts)
     tokenizer, template = load_tokenizer(recipe.model, recipe.template.name, run.source())
     drop_long_prompts(prompt_set, pairs.max_prompt_tokens, tokenizer, template, recipe.template.kwargs)

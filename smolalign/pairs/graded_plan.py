@@ -25,7 +25,7 @@ def add_graded_rows(rows: dict, run: Run, state: str) -> None:
                      f"({sampler.backend}, temperature {sampler.temperature:g}), prompts dropped when best - worst "
                      f"< {graded.margin:g} or tied -> {pairs_path(recipe)}")
     scorer = run_scorer(run, "scorer")
-    prompt_set = load_prompts(pairs)
+    prompt_set = load_prompts(recipe)
     scorer.check(prompt_set.prompts)
     rows["scorer"] = scorer.describe()
     prompts = len(prompt_set.prompts)

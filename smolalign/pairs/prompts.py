@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from smolalign.data.mixture import ORIGIN
 from smolalign.data.prompts import as_messages, source_prompts
 from smolalign.errors import SmolalignError
-from smolalign.recipe.schema import PairsSection
+from smolalign.recipe.schema import Recipe
 from smolalign.templates.render import render
 
 
@@ -33,11 +33,19 @@ def prompt_key(messages: list[dict]) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
-def load_prompts(pairs: PairsSection) -> PromptSet:
-    """Every prompt of every source (weighted and seeded like `data:` sources), first occurrence kept;
+def system_prompt_of(recipe: Recipe) -> str | None:
+    """The recipe's `data.system_prompt`: training puts it into each pair's prompt, so the answers are sampled under
+    it too."""
+    return recipe.data.system_prompt if recipe.data is not None else None
+
+
+def load_prompts(recipe: Recipe) -> PromptSet:
+    """Every prompt of every source of the recipe's pairs (weighted and seeded like `data:` sources), each with
+    `data.system_prompt` where it has no system message (the prompt its pairs train under), first occurrence kept;
     `max_prompts` cuts the list after de-duplication."""
+    pairs = recipe.pairs
     prompts, seen, counts = [], set(), {"read": 0, "duplicate": 0}
-    for row in source_prompts(pairs.prompts, pairs.seed).train:
+    for row in source_prompts(pairs.prompts, pairs.seed, system_prompt_of(recipe)).train:
         messages = as_messages(row["prompt"], row[ORIGIN])
         counts["read"] += 1
         key = prompt_key(messages)

@@ -59,7 +59,7 @@ def verifier_plan_row(run: Run) -> str:
     a gold answer that parses) before anything loads. Its rewards stay open for the pairs' generation."""
     section = run.recipe.pairs.verifier
     verifier = run_scorer(run, "verifier")
-    verifier.check(load_prompts(run.recipe.pairs).prompts)
+    verifier.check(load_prompts(run.recipe).prompts)
     budget = (f"strong draws up to {section.strong_samples} answers for each prompt whose weak answer fails"
               if section.strong_samples > 1 else "strong answers each prompt whose weak answer fails")
     return (f"{verifier.describe()}: a pair's chosen answer scores >= {section.threshold:g}, its rejected one less; "

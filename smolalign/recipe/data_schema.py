@@ -18,6 +18,9 @@ class SourceSection:
     """The split to read: of a hub dataset, or of a local folder whose file names make splits (datasets' rules:
     data/train-*.parquet, validation.jsonl); a folder whose files name none is one train split, a single file is read
     whole (its split is train)."""
+    revision: str | None = None
+    """A hub dataset's revision (a commit sha, a tag or a branch) to read; unpinned, the newest. Either way the
+    prepared-data cache and the run's manifest hold the commit that was read."""
     weight: float = 1.0
     """Share of the source kept: 0.5 keeps a random half, 2.0 repeats it twice, 1.5 once plus a random half."""
     columns: list[str] | dict[str, str] | None = None
@@ -42,8 +45,9 @@ class SourceSection:
             return
         if self.name is not None:
             raise ValueError("name is a hub dataset's configuration; a reasoning_gym: source takes config:")
-        if self.split != "train":
-            raise ValueError("split is a hub dataset's; a reasoning_gym: source generates its rows (size:, seed:)")
+        if self.split != "train" or self.revision is not None:
+            raise ValueError(f"{'split' if self.split != 'train' else 'revision'} is a hub dataset's; a reasoning_gym: "
+                             "source generates its rows (size:, seed:)")
         check_task(task, self.config, self.seed, self.size)
 
 

@@ -1,13 +1,15 @@
 """What a run reads that its recipe names but does not pin: the content of its local data files and model folders
 (the policy's, a reference's, a teacher's), stamped by file name, size and modification time in the manifest when
-the run starts. A resume compares them: a file rewritten in place since the interruption would have the steps after
-the checkpoint train on other rows, or against another reference or teacher, under the same recipe, without a
-word. Names, not paths: a project moved to another folder is not a change."""
+the run starts, and each hub dataset's rows (datasets' fingerprint of them, which follows the commit read). A resume
+compares them: a file rewritten in place since the interruption, or a dataset updated on the hub, would have the
+steps after the checkpoint train on other rows, or against another reference or teacher, under the same recipe,
+without a word. Names, not paths: a project moved to another folder is not a change."""
 
 import sys
 from pathlib import Path
 
-from smolalign.inputs.data_sources import files_stamp, is_local, local_files
+from rewards.reasoning_gym import task_of
+from smolalign.inputs.data_sources import files_stamp, is_local, local_files, rows_fingerprint, source_labels
 from smolalign.runs.manifest import read_manifest
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -26,12 +28,16 @@ def input_stamps(run) -> dict[str, str]:
     writes it, the model's recipe key)."""
     recipe = run.recipe
     stamps = {}
-    for source in run.data.sources:
-        if is_local(source.path) and Path(source.path).expanduser().exists():
+    for source, label in zip(run.data.sources, source_labels(run.data.sources), strict=True):
+        if task_of(source.path) is not None:
+            continue  # generated from the recipe's settings
+        if not is_local(source.path):
+            stamps[f"data source {label}"] = rows_fingerprint(source)
+        elif Path(source.path).expanduser().exists():
             path = Path(source.path).expanduser()
             stamp = files_stamp(local_files(path, source.split, source.name), path)
             if stamp:
-                stamps[f"data source {source.path}"] = stamp
+                stamps[f"data source {label}"] = stamp
     roles = {"model.source": "model", "reference.source": "reference" if recipe.reference is not None
              and recipe.reference.kind == "source" else None, "teacher.source": "teacher" if recipe.teacher else None}
     for key, role in roles.items():
@@ -47,7 +53,7 @@ def stamped_inputs(run, run_dir: Path, resuming: bool) -> dict[str, str]:
     stamps = input_stamps(run)
     before = read_manifest(run_dir).get("inputs") or {} if resuming else {}
     for key in (k for k in stamps if k in before and before[k] != stamps[k]):
-        print(f"warning: --resume: the files of {key} changed in size or modification time since {run_dir} started "
-              "(rewritten, or copied anew); the steps after the checkpoint train on them as they are now, those "
-              "before it trained on them as they were", file=sys.stderr)
+        print(f"warning: --resume: the files of {key} changed since {run_dir} started (in size or modification "
+              "time: rewritten, or copied anew; a hub dataset: another commit); the steps after the checkpoint train "
+              "on them as they are now, those before it trained on them as they were", file=sys.stderr)
     return stamps

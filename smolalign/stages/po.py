@@ -26,6 +26,7 @@ from smolalign.models.sources import resolve_source
 from smolalign.pairs.build import generate_pairs
 from smolalign.pairs.graded_plan import add_graded_rows
 from smolalign.pairs.output import is_up_to_date
+from smolalign.pairs.prompts import system_prompt_of
 from smolalign.pairs.sides import warn_sides_in_other_modes
 from smolalign.pairs.thresholds import check_thresholds
 from smolalign.pairs.verified import verifier_plan_row
@@ -81,7 +82,7 @@ def check_before_loading(run: Run) -> PoChecked:
         check_generator_sources(recipe.pairs)
         check_thresholds(run)
         warn_sides_in_other_modes(recipe)
-        prompts = source_prompts(recipe.pairs.prompts, run.data.seed)
+        prompts = source_prompts(recipe.pairs.prompts, recipe.pairs.seed, system_prompt_of(recipe))
         checked = check_prompt_rows(run, prompts.train, run.data.seed, recipe.template.kwargs)
     rows = len(mixture.train) if mixture is not None else None
     if mixture is not None and run.method_spec.unpaired and mixture.format == "preference":

@@ -92,6 +92,18 @@ def test_checkpoint_as_model_source(cli, write_recipe, nanotron_run, tiny_dir, t
     assert "converting " not in out and (tmp_path / "b" / "model" / "config.json").is_file()
 
 
+def test_data_preview_json_holds_the_rows_alone_when_the_model_is_converted(cli, write_recipe, nanotron_run, tiny_dir,
+                                                                           tmp_path, monkeypatch):
+    """`data preview --json` is read by programs: the one-off conversion's words go to standard error."""
+    monkeypatch.setenv("SMOLALIGN_CACHE", str(tmp_path / "cache"))
+    recipe = sft_recipe(write_recipe, tmp_path, {"source": str(nanotron_run[0]), "tokenizer": str(tiny_dir)})
+    code, out, err = cli("data", "preview", recipe, "--json", "-n", "2")
+    assert code == 0, err
+    assert "converting " in err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert len(rows) == 2 and all(row["input_ids"] for row in rows)
+
+
 def test_rewritten_checkpoint_is_converted_again(tiny_dir, tmp_path, capsys):
     from transformers import AutoModelForCausalLM
 

@@ -34,13 +34,13 @@ def resume(cli, finished, folder):
 
 
 def test_a_resume_with_the_same_inputs_says_nothing(cli, finished, tmp_path):
-    assert "changed in size" not in resume(cli, finished, tmp_path / "same")
+    assert "changed since" not in resume(cli, finished, tmp_path / "same")
 
 
 def test_a_data_file_rewritten_in_place_is_warned_about(cli, finished, tmp_path):
     write_jsonl(finished["data"], pair_rows(16, seed=5))
     err = resume(cli, finished, tmp_path / "data")
-    assert f"warning: --resume: the files of data source {finished['data']} changed in size or modification" in err
+    assert f"warning: --resume: the files of data source {finished['data']} changed since" in err
     assert "reference.source" not in err
 
 
@@ -49,5 +49,5 @@ def test_a_reference_rebuilt_in_place_is_warned_about(cli, finished, tmp_path, t
     weights = next(finished["reference"].glob("*.safetensors"))
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))  # a later write
     err = resume(cli, finished, tmp_path / "reference-run")
-    assert "warning: --resume: the files of reference.source changed in size or modification time" in err
+    assert "warning: --resume: the files of reference.source changed since" in err
     assert "data source" not in err

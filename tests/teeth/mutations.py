@@ -97,6 +97,48 @@ MUTATIONS = [
       "    if eot is not None:\n        tokenizer.eos_token = eot", "    if False:\n        tokenizer.eos_token = eot",
       ("tests/integration/test_sft_run.py::test_a_model_whose_eos_is_not_the_end_of_turn_gets_it",),
       "the source's EOS is kept: the model would not stop after its answer"),
+    M("held_out_rows_never_trained", "data.eval_split holds out distinct rows of the mixture, and every copy of a "
+      "held-out row (a source weighted above 1) leaves training: the evaluation never reads a row the model trained "
+      "on", "recipes/data.md", "smolalign/data/mixture.py",
+      "    distinct = mixed if len(first) == len(mixed) else mixed.select(list(first.values()))",
+      "    distinct = mixed",
+      tuple(f"tests/unit/test_data_pipeline.py::test_no_held_out_row_is_trained_on_when_a_source_repeats[{case}]"
+            for case in ("2.0-0.1-4", "1.5-6-6", "3.0-39-39")),
+      "the held-out rows are drawn from the weighted mixture: a repeated row's copies land on both sides"),
+    M("sources_of_one_dataset_apart", "several sources of one dataset (its splits) are counted apart, and each row "
+      "is named by its source's path and split", "recipes/data.md", "smolalign/inputs/data_sources.py",
+      '        labels.append(label if label not in labels else f"{label} (source {index + 1})")',
+      "        labels.append(source.path)",
+      ("tests/unit/test_data_pipeline.py::test_sources_of_one_folder_keep_their_own_names",),
+      "sources are named by path alone: the counts of two splits overwrite each other, their rows share names"),
+    M("source_weighted_to_nothing_refused", "a weight that leaves a source no row is refused", "recipes/data.md",
+      "smolalign/data/mixture.py", "    if not rows:\n        raise SmolalignError(f\"data source {label}: weight",
+      "    if False:\n        raise SmolalignError(f\"data source {label}: weight",
+      ("tests/unit/test_data_pipeline.py::test_a_source_its_weight_leaves_no_row_is_refused",),
+      "the source is dropped without a word: the mixture has one source less than the recipe lists"),
+    M("json_kwargs_sources_mix", "a source whose chat_template_kwargs hold `{}` (typed Json by datasets) mixes with "
+      "a source without them", "recipes/data.md", "smolalign/data/mixture.py",
+      "    return dataset.map(lambda row: {c: JSON_PREFIX + json.dumps(row[c]) for c in todo}, features=features)",
+      "    return dataset.map(lambda row: {c: JSON_PREFIX + json.dumps(row[c]) for c in todo})",
+      ("tests/unit/test_data_pipeline.py::test_sources_with_and_without_template_kwargs_mix",),
+      "the column keeps its Json type, which does not concatenate with the other source's text: a traceback"),
+    M("hub_source_keyed_by_commit", "a hub dataset is identified (prepared-data cache, manifest) by the fingerprint "
+      "of the rows datasets read, which follows the commit: a dataset updated on the hub is prepared again",
+      "recipes/data.md", "smolalign/inputs/data_sources.py",
+      '    return f"{fingerprint_of(source)}:{load_source(source)._fingerprint}"',
+      "    return fingerprint_of(source)",
+      ("tests/unit/test_hub_sources.py::test_the_source_is_identified_by_the_commit_read",
+       "tests/unit/test_hub_sources.py::test_the_manifest_stamps_the_commit_read"),
+      "keyed by id, config, split and the pinned name: rows tokenized before a hub update are reused after it"),
+    M("hub_revision_read", "a hub source's `revision:` is the commit datasets reads", "recipes/data.md",
+      "smolalign/inputs/data_sources.py", "split=source.split, revision=source.revision)", "split=source.split)",
+      ("tests/unit/test_hub_sources.py::test_the_revision_reaches_datasets",),
+      "the newest commit is read whatever the recipe pins"),
+    M("pairs_sampled_under_system_prompt", "pairs are sampled under `data.system_prompt`, the prompt they train "
+      "under, and the pairs' key holds it", "verbs/po.md", "smolalign/pairs/prompts.py",
+      "    return recipe.data.system_prompt if recipe.data is not None else None", "    return None",
+      ("tests/unit/test_pairs_cache_key.py::test_the_pairs_are_sampled_under_the_system_prompt_they_train_under",),
+      "the generators never see the system prompt every pair then trains under"),
     # ---------------------------------------------------------------------------------------------- think modes
     M("think_flag_template", "a /no_think system flag sets the mode in SmolLM3's template, whatever enable_thinking "
       "says", "recipes/templates.md", "chat_templates/smollm3.jinja",

@@ -1,6 +1,8 @@
 """The data pipeline on a tiny tokenizer: formats, masks, mixtures, row checks, truncation and the cache."""
 
 import json
+from collections import Counter
+from dataclasses import replace
 
 import pytest
 from recipe_runs import run_of
@@ -53,13 +55,65 @@ def test_mixture_weights_split_and_origins(tmp_path):
     a = write_jsonl(tmp_path / "a.jsonl", [{"text": f"a{i}"} for i in range(10)])
     b = write_jsonl(tmp_path / "b.jsonl", [{"text": f"b{i}"} for i in range(4)])
     recipe = run_of({"model": {"source": "org/m"}, "data": {
-        "sources": [{"path": str(a), "weight": 0.5}, {"path": str(b), "weight": 2.0}], "eval_split": 3}}, "sft", "t")
+        "sources": [{"path": str(a), "weight": 0.5}, {"path": str(b), "weight": 1.0}], "eval_split": 3}}, "sft", "t")
     mixture = build_mixture(recipe.data)
     assert mixture.format == "text"
-    assert mixture.rows_per_source == {str(a): (10, 5), str(b): (4, 8)}
-    assert len(mixture.train) == 10 and len(mixture.eval) == 3
+    assert mixture.rows_per_source == {str(a): (10, 5), str(b): (4, 4)}
+    assert len(mixture.train) == 6 and len(mixture.eval) == 3
     origins = list(mixture.train["_origin"]) + list(mixture.eval["_origin"])
-    assert sum(o.startswith(str(b)) for o in origins) == 8
+    assert sum(o.startswith(str(b)) for o in origins) == 4 and len(set(origins)) == 9
+
+
+@pytest.mark.parametrize(("weight", "eval_split", "held"), [(2.0, 0.1, 4), (1.5, 6, 6), (3.0, 39, 39)])
+def test_no_held_out_row_is_trained_on_when_a_source_repeats(tmp_path, weight, eval_split, held):
+    """A source weighted above 1 repeats its rows: the held-out rows are distinct rows of the mixture, and every
+    copy of each leaves training (else eval_loss is measured on rows the model trained on)."""
+    a = write_jsonl(tmp_path / "a.jsonl", [{"text": f"a{i}"} for i in range(40)])
+    recipe = run_of({"model": {"source": "org/m"}, "data": {
+        "sources": [{"path": str(a), "weight": weight}], "eval_split": eval_split}}, "sft", "t")
+    mixture = build_mixture(recipe.data)
+    held_out, trained = list(mixture.eval["text"]), list(mixture.train["text"])
+    assert len(held_out) == held == len(set(held_out))   # 10% of the 40 distinct rows, or the count asked for
+    assert not set(held_out) & set(trained)
+    whole = Counter(build_mixture(replace(recipe.data, eval_split=0)).train["text"])  # the mixture, nothing held out
+    assert sum(whole.values()) == round(40 * weight)
+    assert Counter(trained) == Counter({text: n for text, n in whole.items() if text not in held_out})
+
+
+def test_sources_of_one_folder_keep_their_own_names(tmp_path):
+    """Two splits of one dataset are two sources: counted apart, and each row named by its split."""
+    folder = tmp_path / "set"
+    folder.mkdir()
+    write_jsonl(folder / "train.jsonl", [{"text": f"t{i}"} for i in range(6)])
+    write_jsonl(folder / "validation.jsonl", [{"text": f"v{i}"} for i in range(2)])
+    recipe = run_of({"model": {"source": "org/m"}, "data": {"sources": [
+        {"path": str(folder)}, {"path": str(folder), "split": "validation", "weight": 2.0}]}}, "sft", "t")
+    mixture = build_mixture(recipe.data)
+    assert mixture.rows_per_source == {str(folder): (6, 6), f"{folder}[validation]": (2, 4)}
+    origins = dict(zip(mixture.train["_origin"], mixture.train["text"], strict=True))
+    assert origins[f"{folder}#1"] == "t1" and origins[f"{folder}[validation]#1"] == "v1"
+
+
+def test_a_source_its_weight_leaves_no_row_is_refused(tmp_path):
+    small = write_jsonl(tmp_path / "small.jsonl", [{"text": f"s{i}"} for i in range(20)])
+    recipe = run_of({"model": {"source": "org/m"}, "data": {"sources": [{"path": str(small), "weight": 0.02}]}},
+                    "sft", "t")
+    with pytest.raises(SmolalignError, match=r"small\.jsonl: weight 0\.02 of its 20 row\(s\) keeps none"):
+        build_mixture(recipe.data)
+
+
+def test_sources_with_and_without_template_kwargs_mix(tmp_path):
+    """A `chat_template_kwargs` column holding `{}` (datasets types it Json) mixes with a source without one."""
+    from smolalign.data.mixture import decoded
+
+    turn = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    kwargs = write_jsonl(tmp_path / "kw.jsonl", [{"messages": turn, "chat_template_kwargs": {}},
+                                                 {"messages": turn, "chat_template_kwargs": {"enable_thinking": False}}])
+    plain = write_jsonl(tmp_path / "plain.jsonl", [{"messages": turn}])
+    recipe = run_of({"model": {"source": "org/m"}, "data": {"sources": [{"path": str(kwargs)}, {"path": str(plain)}]}},
+                    "sft", "t")
+    rows = build_mixture(recipe.data).train
+    assert [decoded(v) for v in rows["chat_template_kwargs"]] == [{}, {"enable_thinking": False}, None]
 
 
 def test_column_mapping_and_missing_columns(tmp_path):
@@ -186,6 +240,25 @@ def test_an_empty_answer_fails_or_is_dropped(tiny_dir, tmp_path, capsys, row, tu
         assert [r["input_ids"] for r in again.train] == [r["input_ids"] for r in kept.train]
         assert (again.stats["train"]["dropped_empty"], again.stats["train"]["dropped_untrained"]) == (1, 1)
         assert again.stats["train"]["tokens"] == kept.stats["train"]["tokens"]   # the dropped row's not counted
+
+
+def test_the_plan_bounds_the_steps_when_rows_may_be_dropped(tiny_dir, tmp_path):
+    """With data.on_untrained: drop, rows leave as they are encoded: the plan's step count is a bound, and the run
+    takes at most as many steps."""
+    from smolalign.plan import make_plan
+
+    rows = chat_rows(8)
+    for row in rows[:3]:
+        row["messages"][-1]["content"] = ""
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    train = {"max_length": 2048, "packing": False, "per_device_train_batch_size": 2, "max_steps": -1,
+             "num_train_epochs": 1}
+    run = make_recipe(tiny_dir, [{"path": str(data)}], train=train, on_untrained="drop")
+    assert make_plan(run, None, 8).rows["steps"].startswith("≤ 4 (1 epoch(s) of 8 rows before dropping")
+    prepared, _ = prepare(tiny_dir, [{"path": str(data)}], train=train, on_untrained="drop")
+    assert len(prepared.train) == 5 and run.settings.optimizer_steps(len(prepared.train)) == 3
+    kept = make_recipe(tiny_dir, [{"path": str(data)}], train=train)
+    assert make_plan(kept, None, 8).rows["steps"].startswith("4 (1 epoch(s) of 8 rows)")
 
 
 @pytest.mark.parametrize("kwargs, system, refused, reasoning", [

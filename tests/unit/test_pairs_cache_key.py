@@ -90,3 +90,16 @@ def test_the_key_changes_when_a_sides_own_template_file_is_edited(recipe):
     before = config_key(recipe(f"pairs.weak.template={recipe.template}"))
     recipe.template.write_text(recipe.template.read_text() + "\n")
     assert config_key(recipe(f"pairs.weak.template={recipe.template}")) != before
+
+
+def test_the_pairs_are_sampled_under_the_system_prompt_they_train_under(recipe):
+    """`data.system_prompt` goes into every pair's prompt in training: the generators are given it too, and the key
+    holds it (else pairs sampled without it are reused, and the answers train under a prompt nobody answered)."""
+    from smolalign.pairs.prompts import load_prompts
+
+    plain = recipe()
+    briefed = recipe("data.system_prompt=Answer briefly.")
+    assert config_key(briefed) != config_key(plain)
+    assert load_prompts(plain).prompts[0].messages == [{"role": "user", "content": "what is 1 plus 2"}]
+    assert load_prompts(briefed).prompts[0].messages == [{"role": "system", "content": "Answer briefly."},
+                                                        {"role": "user", "content": "what is 1 plus 2"}]

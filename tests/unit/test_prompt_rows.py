@@ -33,11 +33,13 @@ def test_weights_eval_split_and_seed_apply_to_rl_prompts(tmp_path, write_recipe)
     a, b = sources(tmp_path)
     data = {"sources": [{"path": a, "weight": 0.5}, {"path": b, "weight": 2.0}], "eval_split": 3, "seed": 1}
     rows = recipe_prompts(rl_recipe(write_recipe, data).recipe)
-    # a: round(10 × 0.5) = 5 sampled rows; b: 2 × 4 = 8; 13 in all, 3 held out.
-    assert len(rows.train) == 10 and len(rows.eval) == 3
-    everything = questions(rows.train) + questions(rows.eval)
-    assert sum(q.startswith("a") for q in everything) == 5
-    assert sorted(q for q in everything if q.startswith("b")) == sorted([f"b{i}?" for i in range(4)] * 2)
+    # a: round(10 × 0.5) = 5 sampled rows; b: 2 × 4 = 8; 13 in all, 9 distinct, 3 distinct held out, and a
+    # held-out b row's copy leaves training with it.
+    held_out, trained = questions(rows.eval), questions(rows.train)
+    assert len(held_out) == len(set(held_out)) == 3 and not set(held_out) & set(trained)
+    assert len(set(held_out + trained)) == 9 and sum(q.startswith("a") for q in held_out + trained) == 5
+    assert sorted(q for q in trained if q.startswith("b")) == sorted(
+        [f"b{i}?" for i in range(4) if f"b{i}?" not in held_out] * 2)
     again = recipe_prompts(rl_recipe(write_recipe, data).recipe)
     assert questions(again.train) == questions(rows.train)
     other = recipe_prompts(rl_recipe(write_recipe, {**data, "seed": 2}).recipe)
