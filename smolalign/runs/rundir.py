@@ -16,9 +16,15 @@ CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 RECIPE_FILE = "recipe.yaml"
 MANIFEST_FILE = "manifest.json"
 MODEL_DIR = "model"
-RESUME_MUST_MATCH = ("peft", "model.quantization", "train.optim")
-"""The recipe keys a checkpoint's weights and optimizer state are shaped by: a resume that changes one cannot load
-it (adapters against full weights, another optimizer's state). A moved model.source resumes."""
+RESUME_MUST_MATCH = {
+    "peft": "its checkpoints hold weights shaped for the old recipe (adapters, or full weights), which cannot be loaded",
+    "model.quantization": "its checkpoints hold weights shaped for the old recipe, which cannot be loaded",
+    "train.optim": "its checkpoints hold the old optimizer's state, which the new one cannot load",
+    "method": "the steps after the checkpoint would train another loss, on rows counted for the old method, and "
+              "the run's record would name one method for both",
+}
+"""The recipe keys a resume may not change, each with why: a checkpoint's weights and optimizer state are shaped by
+the first three, and a run is one method. A moved model.source resumes."""
 
 
 def default_run_dir(recipe_source: str, stage: str) -> Path:
@@ -111,11 +117,21 @@ def refuse_an_incompatible_resume(run_dir: Path, changes: list[str]) -> None:
     """A resume whose recipe changed one of RESUME_MUST_MATCH since the run started (`changes`: `recipe_changes`) is
     refused before anything loads: the checkpoint would fail to load into the new model or optimizer (LoRA adapters
     on a full fine-tune's weights, SGD on AdamW's state), after the weights had loaded."""
-    changed = [key for key in changes if any(key == kept or key.startswith(f"{kept}.") for kept in RESUME_MUST_MATCH)]
+    changed = {kept: reason for kept, reason in RESUME_MUST_MATCH.items()
+               if any(key == kept or key.startswith(f"{kept}.") for key in changes)}
     if changed:
-        raise SmolalignError(f"--resume: {', '.join(changed)} changed since {run_dir} started (its {RECIPE_FILE}): its "
-                             "checkpoints hold weights and optimizer state for the old recipe and cannot be loaded; "
-                             "undo the change, or train in another directory (-o) or with --overwrite")
+        raise SmolalignError(f"--resume: {', '.join(changed)} changed since {run_dir} started (its {RECIPE_FILE}): "
+                             f"{'; '.join(dict.fromkeys(changed.values()))}; undo the change, or train in another "
+                             "directory (-o) or with --overwrite")
+
+
+def refuse_a_weights_only_checkpoint(checkpoint: Path) -> None:
+    """A checkpoint saved with train.save_only_model holds no optimizer, schedule or RNG state: transformers would
+    resume from it with a new optimizer and the schedule from its start, without a word."""
+    if not any(checkpoint.glob("rng_state*.pth")):
+        raise SmolalignError(f"--resume: {checkpoint} holds the model's weights only (train.save_only_model: true "
+                             "saves no optimizer, schedule or RNG state), so training cannot continue as it was; "
+                             f"start a new run from its weights (model.source: {checkpoint}), or pass --overwrite")
 
 
 def same_recipe(run_dir: Path, changes: list[str]) -> bool:
@@ -127,14 +143,16 @@ def same_recipe(run_dir: Path, changes: list[str]) -> bool:
 
 def checkpoint_to_resume(run_dir: Path, *, resume: bool, overwrite: bool, resolved: dict,
                          max_steps: int) -> Path | None:
-    """`check_run_dir`, then, when resuming from a checkpoint, the refusals of a finished run and of a recipe the
-    checkpoint cannot be loaded into (both from one reading of the run's recipe.yaml); writes nothing (a dry run with
-    --resume asks it too)."""
+    """`check_run_dir`, then, when resuming from a checkpoint, the refusals of a finished run, of a recipe the
+    checkpoint cannot be loaded into or that trains another method (both from one reading of the run's recipe.yaml),
+    and of a checkpoint holding weights only; writes nothing (a dry run with --resume asks it too)."""
     checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
     if checkpoint is not None:
         changes = recipe_changes(run_dir, resolved)
         refuse_resuming_a_finished_run(checkpoint, max_steps, same_recipe(run_dir, changes), resolved)
         refuse_an_incompatible_resume(run_dir, changes)
+        if not at_the_last_step(checkpoint, max_steps, same_recipe(run_dir, changes)):  # else only its model is saved
+            refuse_a_weights_only_checkpoint(checkpoint)
     return checkpoint
 
 

@@ -3,7 +3,10 @@ loading and training (`stages.lifecycle.run_lifecycle`) and that undoes each cha
 final save, the evaluation and whatever runs next in the process see the libraries as they come. Each change holds its
 library's original itself (`library_patch.replaced`).
 
-On a GPU none applies. On a CPU:
+On every device, TRL's `RepeatSampler` (GRPO, RLOO, distillation, GOLD) reads each epoch in the order an uninterrupted
+run reads it, also after a resume in a later epoch (`stages.epoch_order`).
+
+On a GPU nothing else applies. On a CPU:
 - TRL projects only the positions it scores through the vocabulary (`stages.scored_positions`);
 - TRL's trainers that sample with transformers generate from a bfloat16 copy of a float32 policy
   (`stages.generation_copy`);
@@ -24,6 +27,7 @@ from smolalign.generation.trl_on_cpu import trl_generation_on_cpu
 from smolalign.generation.vllm_engine import generated_tokens
 from smolalign.resolve import Run
 from smolalign.stages.compile_cache import precompiled_header_kept
+from smolalign.stages.epoch_order import epochs_in_order
 from smolalign.stages.generating import policy_generation_dtype
 from smolalign.stages.generation_copy import bf16_generation_copy
 from smolalign.stages.scored_positions import scored_positions_only
@@ -35,6 +39,7 @@ def library_patches(run: Run, *, generates: bool) -> Iterator[None]:
     stage's policy generates while it trains."""
     accelerator = run.hardware.accelerator
     with ExitStack() as patches:
+        patches.enter_context(epochs_in_order())
         patches.enter_context(scored_positions_only(accelerator))
         patches.enter_context(bf16_generation_copy(accelerator))
         patches.enter_context(fast_sampling(accelerator))

@@ -375,6 +375,26 @@ MUTATIONS = [
       "        keep.append(\"chat_template_kwargs\")\n", "",
       ("tests/integration/test_distill_run.py::test_gold_renders_prompts_with_the_recipes_template_kwargs",),
       "a no_think recipe's prompts are rendered in think mode: GOLD gets no kwargs"),
+    M("resume_under_another_method_refused", "a --resume whose recipe changed method is refused before anything "
+      "loads, dry run or not", "checkpoints.md#starting-over-and-resuming", "smolalign/runs/rundir.py",
+      '    "method": "the steps after the checkpoint would train another loss',
+      '    "not a key": "the steps after the checkpoint would train another loss',
+      tuple(f"tests/integration/test_resume_refusals.py::test_a_resume_under_another_method_is_refused[{m}]"
+            for m in ("apo_zero", "kto")),
+      "a DPO run resumes as APO-zero or KTO with a warning: another loss on rows counted for DPO"),
+    M("weights_only_checkpoint_not_resumed", "--resume refuses a checkpoint saved with train.save_only_model (no "
+      "optimizer, schedule or RNG state)", "checkpoints.md#starting-over-and-resuming", "smolalign/runs/rundir.py",
+      "            refuse_a_weights_only_checkpoint(checkpoint)\n", "            pass\n",
+      ("tests/integration/test_resume_refusals.py::test_a_weights_only_checkpoint_is_not_resumed",),
+      "transformers resumes with a new optimizer and the schedule from its start, without a word"),
+    M("resume_epoch_order", "a resume in a later epoch reads the prompts of GRPO and distillation (TRL's "
+      "RepeatSampler) in the uninterrupted run's order, and ends on its weights",
+      "checkpoints.md#starting-over-and-resuming", "smolalign/stages/epoch_order.py",
+      '    with added(RepeatSampler, "set_epoch", set_epoch):', "    with contextlib.nullcontext():",
+      (*(f"tests/integration/test_resume_epochs.py::test_a_resume_in_the_second_epoch_reads_the_uninterrupted_order"
+         f"[{stage}]" for stage in ("grpo", "distill")),
+       "tests/unit/test_epoch_order.py::test_each_epoch_reads_trls_own_order_read_or_skipped"),
+      "the sampler's own generator goes on from the start: the resumed epoch reads the first epoch's order"),
     M("resume_into_another_shape_refused", "a --resume whose recipe changed peft, model.quantization or train.optim "
       "is refused before anything loads, dry run or not", "checkpoints.md#starting-over-and-resuming",
       "smolalign/runs/rundir.py", "        refuse_an_incompatible_resume(run_dir, changes)\n", "",
