@@ -1,6 +1,7 @@
 """`model:PATH`: a sequence-classification reward model as a reward. It scores the rendered conversation (the prompt,
-then the completion as the assistant's turn) with its own tokenizer and chat template, in batches, on the GPU when
-there is one; the score is the head's single logit.
+then the completion as the assistant's turn, in the row's think mode) with its own tokenizer and chat template, in
+batches, on the GPU when there is one; the score is the head's single logit, read at the conversation's last token,
+where `smolalign po` with `method: reward` (and TRL's RewardTrainer) trained it.
 
 Refused before any weights load: a path or hub id whose config does not load, and a model without a classification
 head (its config names no `*ForSequenceClassification` architecture: transformers would put a random head on it and
@@ -58,22 +59,27 @@ class RewardModel:
         self._device = torch.device("cuda") if on_gpu else torch.device("cpu")
         self._model, self._tokenizer = model.to(self._device).eval(), tokenizer
 
-    def render(self, prompt: Any, completion: Any) -> str:
-        """The conversation as the reward model's own chat template writes it (plain concatenation without one)."""
+    def render(self, prompt: Any, completion: Any, template_kwargs: dict | None = None) -> str:
+        """The conversation as the reward model's own chat template writes it, whole (what follows the answer's
+        end-of-turn token included, as a reward model trained by smolalign or by TRL reads it), in the row's mode
+        (`template_kwargs`: its chat_template_kwargs); plain concatenation without a template."""
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt or [])
         answer = completion_text(completion)
         if self._tokenizer.chat_template is None:
             return "".join(str(m.get("content", "")) for m in messages) + answer
         return self._tokenizer.apply_chat_template([*messages, {"role": "assistant", "content": answer}],
-                                                   tokenize=False)
+                                                   tokenize=False, **(template_kwargs or {}))
 
-    def __call__(self, completions: list, prompts: list | None = None, **columns) -> list[float | None]:
+    def __call__(self, completions: list, prompts: list | None = None, chat_template_kwargs: list | None = None,
+                 **columns) -> list[float | None]:
         import torch
 
         if self._model is None:
             self._load()
         prompts = list(prompts) if prompts is not None else [[]] * len(completions)
-        texts = [self.render(p, c) for p, c in zip(prompts, completions, strict=True)]
+        modes = list(chat_template_kwargs) if chat_template_kwargs is not None else [None] * len(completions)
+        texts = [self.render(p, c, k if isinstance(k, dict) else None)
+                 for p, c, k in zip(prompts, completions, modes, strict=True)]
         scores: list[float | None] = []
         for start in range(0, len(texts), self.batch_size):
             batch = self._tokenizer(texts[start:start + self.batch_size], add_special_tokens=False, padding=True,

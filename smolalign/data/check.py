@@ -185,7 +185,8 @@ def check_preference_rows(run: Run, mixture) -> Checked:
     names = ("chosen", "rejected") if mixture.format == "preference" else ("completion",)
 
     def checks(tokenizer, template):
-        encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=run.recipe.template.kwargs)
+        encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=run.recipe.template.kwargs,
+                                    whole_turns=run.method_spec.scorer)
 
         def row_problem(row):
             return encoder.pair_problem(row, decoded(row.get("prompt")), [decoded(row.get(n)) for n in names], names)

@@ -9,6 +9,7 @@ other than the one asked for, an empty answer, and identical chosen and rejected
 """
 
 import sys
+from dataclasses import dataclass
 
 from smolalign.data.encode import Encoder, _row_kwargs, _tools, common_prefix_length
 from smolalign.data.mixture import ORIGIN, decoded
@@ -23,8 +24,14 @@ DROPPABLE = (IDENTICAL, EMPTY)
 """Data problems that `data.on_untrained: drop` skips (with a count) instead of failing."""
 
 
+@dataclass
 class PreferenceEncoder(Encoder):
     """Batched: a `datasets.map` function over preference (or unpaired) rows."""
+
+    whole_turns: bool = False
+    """A reward model's sides keep what the template writes after the answer's end-of-turn token (ChatML's newline):
+    its score is read at the rendered conversation's last token, as TRL's RewardTrainer tokenizes a conversation and
+    as a `model:` reward renders one to score it."""
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list]:
         rows = [{k: batch[k][i] for k in batch} for i in range(len(batch[ORIGIN]))]
@@ -105,12 +112,13 @@ class PreferenceEncoder(Encoder):
         a token straddling the boundary belongs to the answer, and the shared prompt is the common prefix."""
         import numpy as np
 
-        prompts, answers = [], []
+        prompts, answers, tails = [], [], []
         for (ids, offsets), end in zip(encoded, ends, strict=True):
             boundary = int(np.searchsorted(offsets[:, 1], head, side="right"))
             stop = int(np.searchsorted(offsets[:, 0], end, side="left"))
             prompts.append(ids[:boundary].tolist())
             answers.append(ids[boundary:stop].tolist())
+            tails.append(ids[stop:].tolist() if self.whole_turns and templated else [])
         shared = min(common_prefix_length(prompts[0], p) for p in prompts)
         answers = [p[shared:] + a for p, a in zip(prompts, answers, strict=True)]
         prompt_ids = prompts[0][:shared]
@@ -121,6 +129,7 @@ class PreferenceEncoder(Encoder):
             token = self.tokenizer.convert_ids_to_tokens(bad[-1])
             return prompt_ids, answers, (f"an answer ends with {token!r}, not the end-of-turn token "
                                          f"{self.eos_token!r}: the model would not learn to stop")
+        answers = [a + t for a, t in zip(answers, tails, strict=True)]
         if len(answers) == 2 and answers[0] == answers[1]:
             return prompt_ids, answers, IDENTICAL
         return prompt_ids, answers, ""

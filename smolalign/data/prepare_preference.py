@@ -40,7 +40,8 @@ def prepare_preference_data(run: Run, tokenizer, template: ChatTemplate, mixture
         return found
     mixture = mixture or build_mixture(run.data)
     require_preference_format(mixture.format, recipe.method)
-    encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=recipe.template.kwargs)
+    encoder = PreferenceEncoder(tokenizer, template, mixture.format, template_kwargs=recipe.template.kwargs,
+                                whole_turns=run.method_spec.scorer)
     workers = run.settings["dataset_num_proc"]
     stats: dict = {"format": mixture.format, "sources": {p: {"rows": n, "taken": k}
                                                           for p, (n, k) in mixture.rows_per_source.items()}}

@@ -150,7 +150,8 @@ def add_reward_model_rows(plan, run: Run) -> None:
     center = settings["center_rewards_coefficient"]
     rows["method"] = ("reward (a sequence classifier with one output, the score; loss -log σ(score chosen − score "
                       f"rejected){f' + {center:g} × (sum of scores)²' if center else ''})")
-    rows["loss"] = "the score of prompt + answer, read at its last token (pairs longer than max_length dropped)"
+    rows["loss"] = ("the score of prompt + answer rendered whole, read at its last token (pairs longer than max_length "
+                    "dropped)")
     max_length = settings["max_length"]
     if max_length:
         batch = rows["global batch"]

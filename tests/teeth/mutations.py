@@ -139,6 +139,18 @@ MUTATIONS = [
       "    return recipe.data.system_prompt if recipe.data is not None else None", "    return None",
       ("tests/unit/test_pairs_cache_key.py::test_the_pairs_are_sampled_under_the_system_prompt_they_train_under",),
       "the generators never see the system prompt every pair then trains under"),
+    M("reward_sequences_are_scored_ones", "a reward model trains on the sequences a `model:` reward scores and TRL's "
+      "RewardTrainer tokenizes: the whole rendered conversation (what follows the end-of-turn token included), in "
+      "each row's think mode", "verbs/po.md; rewards.md", "smolalign/data/prepare_preference.py",
+      "                                whole_turns=run.method_spec.scorer)", "                                whole_turns=False)",
+      ("tests/unit/test_reward_sequences.py::test_reward_training_sequences_are_trls_and_the_scorers",),
+      "training stops at the end-of-turn token, where the scorer reads the newline after it"),
+    M("reward_model_scores_in_the_rows_mode", "a `model:` reward renders each conversation in its row's think mode "
+      "(chat_template_kwargs)", "rewards.md", "rewards/reward_model.py",
+      "                                                   tokenize=False, **(template_kwargs or {}))",
+      "                                                   tokenize=False)",
+      ("tests/unit/test_reward_sequences.py::test_reward_training_sequences_are_trls_and_the_scorers",),
+      "every row is rendered in the template's default mode: a no_think answer gets think mode's system prompt"),
     # ---------------------------------------------------------------------------------------------- think modes
     M("think_flag_template", "a /no_think system flag sets the mode in SmolLM3's template, whatever enable_thinking "
       "says", "recipes/templates.md", "chat_templates/smollm3.jinja",

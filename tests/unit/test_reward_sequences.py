@@ -1,0 +1,49 @@
+"""A reward model reads its score at the last token of each sequence: the sequences `smolalign po` with `method:
+reward` trains on must be the ones a `model:` reward scores later. They are checked against TRL's own tokenization
+of a conversation for its RewardTrainer (`trl.data_utils._tokenize`: the chat template applied to the whole
+conversation with the row's chat_template_kwargs), an independent source: each side ends with what the template writes
+after the answer's end-of-turn token (smollm3: a newline), and is rendered in the row's think mode. Before, training
+stopped at `<|im_end|>` while scoring read the newline after it, and scoring rendered every row in think mode: on
+the quickstart pairs a trained reward model's pair accuracy fell from 0.75 to 0.50 when scored."""
+
+from recipe_runs import run_of
+from tiny_models import pair_rows, write_jsonl
+
+from smolalign.data.prepare_preference import prepare_preference_data
+from smolalign.models.load import load_tokenizer
+
+
+def _trained_sides(tiny_dir, tmp_path, rows):
+    data = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    run = run_of({"model": {"source": str(tiny_dir)}, "template": {"name": "smollm3"}, "method": "reward",
+                  "data": {"sources": [{"path": str(data)}]}, "train": {"max_length": 1024}}, "po", "t")
+    tokenizer, template = load_tokenizer(run.recipe.model, "smollm3")
+    prepared = prepare_preference_data(run, tokenizer, template)
+    return tokenizer, template, [(r["prompt_ids"] + r["chosen_ids"], r["prompt_ids"] + r["rejected_ids"])
+                                 for r in prepared.train]
+
+
+def test_reward_training_sequences_are_trls_and_the_scorers(tiny_dir, tmp_path):
+    from trl.data_utils import _tokenize
+
+    from rewards.reward_model import RewardModel
+
+    rows = pair_rows(6)
+    rows[1]["chat_template_kwargs"] = {"enable_thinking": True}
+    rows[1]["chosen"][0]["content"] = "<think>\nadd them\n</think>\n" + rows[1]["chosen"][0]["content"]
+    rows[1]["rejected"][0]["content"] = "<think>\nguess\n</think>\n" + rows[1]["rejected"][0]["content"]
+    tokenizer, template, trained = _trained_sides(tiny_dir, tmp_path, rows)
+    tokenizer.chat_template = template.text  # what the saved reward model's tokenizer holds
+    scorer = RewardModel.__new__(RewardModel)
+    scorer._tokenizer = tokenizer
+    by_prompt = {tuple(row["prompt"][0].items()): row for row in rows}
+    assert len(trained) == len(rows)
+    for chosen_ids, rejected_ids in trained:
+        prompt = tokenizer.decode(chosen_ids)
+        row = next(r for key, r in by_prompt.items() if dict(key)["content"] + "<|im_end|>" in prompt)
+        for ids, side in ((chosen_ids, "chosen"), (rejected_ids, "rejected")):
+            trls = _tokenize(tokenizer, row["prompt"] + row[side], **row["chat_template_kwargs"])["input_ids"]
+            assert ids == list(trls), tokenizer.decode(ids)
+            scored = scorer.render(row["prompt"], row[side][0]["content"], row["chat_template_kwargs"])
+            assert tokenizer(scored, add_special_tokens=False)["input_ids"] == ids
+        assert tokenizer.decode(chosen_ids).endswith("<|im_end|>\n")
