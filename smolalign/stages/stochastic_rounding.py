@@ -11,6 +11,8 @@ import math
 
 import torch
 
+from smolalign.rounding import round_stochastically
+
 _MIX = 0x9E3779B97F4A7C15
 _MASK64 = (1 << 64) - 1
 
@@ -21,15 +23,6 @@ def noise_seed(seed: int, step: int, index: int) -> int:
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
     return (x ^ (x >> 31)) >> 2
-
-
-def round_stochastically(value: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """float32 `value` to bfloat16, each element rounded up or down at random with the probability that keeps its
-    expected value: a bf16 number is a float32 whose low 16 bits are zero, so adding a uniform 16-bit number to the
-    bits and truncating them rounds away from zero with probability (dropped bits) / 2^16."""
-    bits = value.contiguous().view(torch.int32)
-    noise = torch.randint(0, 1 << 16, bits.shape, dtype=torch.int32, device=bits.device, generator=generator)
-    return noise.add_(bits).bitwise_and_(-65536).view(torch.float32).to(torch.bfloat16)
 
 
 @functools.cache

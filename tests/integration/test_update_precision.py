@@ -91,7 +91,7 @@ def test_an_update_far_below_bf16s_spacing_reaches_the_weights_on_average():
     """A weight of 1.0 (bf16 spacing 2^-7) updated by 1e-4 a step: rounded to the nearest it never moves; rounded
     stochastically, 100,000 weights move by the float32 amount on average (within 5 standard errors), each to one of
     its two neighbours, and the optimizer's step is torch's AdamW's in expectation (same moments, same update)."""
-    from smolalign.stages.stochastic_rounding import round_stochastically
+    from smolalign.rounding import round_stochastically
 
     exact = torch.full((100_000,), 1.0 + 1e-4 * 10)  # ten steps of 1e-4 in float32
     rounded = round_stochastically(exact, torch.Generator().manual_seed(0)).float()
