@@ -21,6 +21,7 @@ from smolalign.hardware import Hardware, autocast_attention
 from smolalign.models import cpu_attention
 from smolalign.models.config import model_width
 from smolalign.models.gguf_read import read_once
+from smolalign.models.lora_merge import merge_adapters
 from smolalign.models.read_errors import damaged, refuse_a_folder_without_tokenizer, source_errors
 from smolalign.models.sources import ModelSource, checkpoint_cache_dir, gguf_cache_dir, resolve_model
 from smolalign.recipe.schema import ModelSection
@@ -242,10 +243,11 @@ def sync_special_tokens(model, tokenizer) -> None:
 def save_for_inference(model, tokenizer, directory: Path, state_dict: dict | None = None) -> None:
     """Weights, tokenizer (with the chat template) and a generation config whose EOS is the template's end of turn.
     `state_dict` is the gathered weights of a sharded (ZeRO-3) model, whose own parameters are empty slices here;
-    a LoRA model is then saved as its adapter, since its base cannot be merged slice by slice."""
+    a LoRA model is then saved as its adapter, since its base cannot be merged slice by slice; otherwise its adapters
+    are merged, without losing their small updates on a bf16 base (models.lora_merge)."""
     if state_dict is None and hasattr(model, "merge_and_unload") and not getattr(model, "is_loaded_in_4bit", False) \
             and not getattr(model, "is_loaded_in_8bit", False):
-        model = model.merge_and_unload()
+        model = merge_adapters(model)
     sync_special_tokens(model, tokenizer)
     model.config.use_cache = True
     model.save_pretrained(directory, state_dict=state_dict)

@@ -151,6 +151,11 @@ MUTATIONS = [
       "                                                   tokenize=False)",
       ("tests/unit/test_reward_sequences.py::test_reward_training_sequences_are_trls_and_the_scorers",),
       "every row is rendered in the template's default mode: a no_think answer gets think mode's system prompt"),
+    M("lora_merge_keeps_small_updates", "LoRA adapters merged into a bf16 base keep their updates in expectation "
+      "(each merged weight rounded stochastically, not to the nearest)", "checkpoints.md",
+      "smolalign/models/load.py", "        model = merge_adapters(model)", "        model = model.merge_and_unload()",
+      ("tests/integration/test_lora_merge_saved.py::test_a_lora_run_over_a_bf16_base_saves_its_small_updates",),
+      "peft's merge rounds each weight to the nearest bf16: every update below half a spacing is lost"),
     # ---------------------------------------------------------------------------------------------- think modes
     M("think_flag_template", "a /no_think system flag sets the mode in SmolLM3's template, whatever enable_thinking "
       "says", "recipes/templates.md", "chat_templates/smollm3.jinja",
