@@ -103,6 +103,11 @@ def resolve(recipe: Recipe, hardware: Hardware | None = None, target: Target | N
     check_config_section(config_class, recipe.train, "train")
     if recipe.peft is not None:
         check_config_section(lora_config_class(), recipe.peft, "peft")
+        task = recipe.peft.get("task_type")
+        if task is not None and str(task).upper() != spec.peft_task_type:  # the model's head decides it
+            raise SmolalignError(f"peft.task_type {task!r}: this method's adapters are {spec.peft_task_type}, which "
+                                 "smolalign sets (SEQ_CLS for a reward model, whose score head then trains in full); "
+                                 "remove it")
     settings = train_settings(config_class, recipe.train, recipe.launch, hardware.world_size, spec.prompt_groups)
     return Run(recipe=recipe, hardware=hardware, target=target, method_spec=spec, settings=settings,
                data=data_plan(recipe), sources=model_sources(recipe), rewards=build_rewards(recipe))

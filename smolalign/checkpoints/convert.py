@@ -80,7 +80,7 @@ def convert(source: str | Path, destination: str | Path, *, tokenizer: str | Pat
             tokenizer_obj.save_pretrained(staging)
         else:
             notes = (*notes, "no tokenizer given or found: pass --tokenizer to ship one with the model")
-        _replace(staging, destination)
+        replace_directory(staging, destination)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -232,7 +232,7 @@ def _write_generation_config(hf_config, directory: Path) -> None:
         generation.save_pretrained(directory)
 
 
-def _replace(staging: Path, destination: Path) -> None:
+def replace_directory(staging: Path, destination: Path) -> None:
     """Move the finished staging folder into place; an old destination is removed only after the rename."""
     readable_as_created(staging)  # mkdtemp's folder and safetensors' weights are private to their owner
     old = None

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from smolalign.errors import SmolalignError
 from smolalign.models.gguf_read import read_once
+from smolalign.models.lora_merge import adapter_base
 from smolalign.models.read_errors import damaged
 from smolalign.models.sources import checkpoint_cache_dir, gguf_cache_dir
 
@@ -24,6 +25,9 @@ def read_config(source, key: str = "model.source"):
         location, kind = gguf_cache_dir(source), "dir"
     if kind == "unconverted":
         return None
+    if kind == "dir" and (base := adapter_base(location)) is not None:
+        raise SmolalignError(f"{key} {spec} is a LoRA adapter (over {base or 'an unnamed base'}), not a whole model: "
+                             f"merge it into its base once with `smolalign convert {spec} DIR`, and use DIR")
     from transformers import AutoConfig
 
     try:

@@ -213,6 +213,12 @@ class MethodSpec:
         return {**EVERY_METHOD_OWNS, **self.owned}
 
     @property
+    def peft_task_type(self) -> str:
+        """The task LoRA adapters are built for: a reward model's (SEQ_CLS, whose new score head trains in full and
+        is saved beside the adapters), else a causal language model's."""
+        return "SEQ_CLS" if self.scorer else "CAUSAL_LM"
+
+    @property
     def preference(self) -> bool:
         """Trains on preference data: pairs, or answers labelled desirable or not."""
         return self.pairs or self.unpaired

@@ -100,6 +100,4 @@ def peft_config(run: Run):
         return None
     from peft import LoraConfig
 
-    # A reward model trains its new score head in full (SEQ_CLS saves it beside the adapters).
-    task = "SEQ_CLS" if run.method_spec.scorer else "CAUSAL_LM"
-    return LoraConfig(**{"task_type": task, **run.recipe.peft})
+    return LoraConfig(**{**run.recipe.peft, "task_type": run.method_spec.peft_task_type})

@@ -143,3 +143,38 @@ def test_a_slurm_vllm_node_serves_the_converted_checkpoint(write_recipe, nanotro
     served = serve_options(loaded, host="0.0.0.0", port=8000)["model"]
     assert served == local_dir(resolve_model(loaded.recipe.model))  # the cache entry the stage trains from
     assert (Path(served) / "config.json").is_file() and not (Path(served) / "checkpoint_metadata.json").exists()
+
+
+def test_a_lora_adapter_is_merged_by_convert_and_refused_as_a_model(cli, write_recipe, tiny_dir, tmp_path):
+    """A QLoRA run's model/ is its adapter: as a model.source it was read as the base with the adapter injected, and
+    TRL's new adapter of the same name then started from zero (the SFT adapter thrown away). It is refused, naming
+    the command that merges it; `smolalign convert` merges it into its base, and the result trains."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    adapter = tmp_path / "adapter"
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_dir), LoraConfig(r=4, target_modules=["q_proj"]))
+    with torch.no_grad():
+        for module in model.modules():
+            if hasattr(module, "lora_B") and "default" in getattr(module, "lora_B", {}):
+                module.lora_B["default"].weight.normal_(0, 0.5)
+    model.save_pretrained(adapter)
+    AutoTokenizer.from_pretrained(tiny_dir).save_pretrained(adapter)
+
+    code, _, err = cli("sft", sft_recipe(write_recipe, tmp_path, {"source": str(adapter)}), "--dry-run")
+    assert code == 2 and f"model.source {adapter} is a LoRA adapter (over {tiny_dir}), not a whole model: merge it " \
+                          f"into its base once with `smolalign convert {adapter} DIR`" in err, err
+
+    code, out, err = cli("convert", adapter, tmp_path / "merged")
+    assert code == 0, err
+    assert f"format: LoRA adapter ({adapter}) over {tiny_dir}" in out
+    ids = torch.tensor([[1, 5, 9, 13, 2]])
+    with torch.no_grad():
+        trained = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_dir), adapter).eval()(ids).logits
+        base = AutoModelForCausalLM.from_pretrained(tiny_dir).eval()(ids).logits
+        merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()(ids).logits
+    assert (trained - base).abs().max() > 0.03  # the adapter changes the model
+    assert torch.allclose(merged, trained, atol=1e-4)
+    code, _, err = cli("sft", sft_recipe(write_recipe, tmp_path, {"source": str(tmp_path / "merged")}), "--dry-run")
+    assert code == 0, err

@@ -156,6 +156,12 @@ MUTATIONS = [
       "smolalign/models/load.py", "        model = merge_adapters(model)", "        model = model.merge_and_unload()",
       ("tests/integration/test_lora_merge_saved.py::test_a_lora_run_over_a_bf16_base_saves_its_small_updates",),
       "peft's merge rounds each weight to the nearest bf16: every update below half a spacing is lost"),
+    M("lora_adapter_source_refused", "a LoRA adapter's folder as a model source is refused, naming `smolalign "
+      "convert`, which merges it into its base", "verbs/convert.md", "smolalign/models/config.py",
+      '    if kind == "dir" and (base := adapter_base(location)) is not None:',
+      '    if False and (base := adapter_base(location)) is not None:',
+      ("tests/integration/test_convert_cli.py::test_a_lora_adapter_is_merged_by_convert_and_refused_as_a_model",),
+      "the adapter folder's missing config.json is reported as an unreadable config, with no way forward"),
     # ---------------------------------------------------------------------------------------------- think modes
     M("think_flag_template", "a /no_think system flag sets the mode in SmolLM3's template, whatever enable_thinking "
       "says", "recipes/templates.md", "chat_templates/smollm3.jinja",

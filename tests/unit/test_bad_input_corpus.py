@@ -103,6 +103,8 @@ RECIPE_FILES = [
          {"r.yaml": sft_recipe(model={"source": "{tiny}", "quantization": "4bit"}), "chat.jsonl": _CHAT}),
     Case("recipe-unknown-peft-key", DRY, ("peft.rank",),
          {"r.yaml": sft_recipe(peft={"rank": 8}), "chat.jsonl": _CHAT}),
+    Case("recipe-peft-task-type-of-another-head", DRY, ("peft.task_type", "CAUSAL_LM"),
+         {"r.yaml": sft_recipe(peft={"r": 8, "task_type": "SEQ_CLS"}), "chat.jsonl": _CHAT}),
     Case("recipe-global-batch-indivisible", DRY, ("launch.global_batch_size",),
          {"r.yaml": sft_recipe(launch={"global_batch_size": 3}), "chat.jsonl": _CHAT}),
     Case("data-missing-file", DRY, ("{dir}/missing.jsonl",),

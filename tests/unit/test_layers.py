@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, tuple[Part, ...]], ...] = (
         ("smolalign.ports", "TCP ports on this machine: free or in use"),
         ("smolalign.deepspeed_settings", "a DeepSpeed preset as accelerate and DeepSpeed take it"),
         ("smolalign.library_patch", "a library's attribute replaced while a block runs, and put back"),
+        ("smolalign.rounding", "float32 to bfloat16 by stochastic rounding"),
         ("smolalign.hub_access", "whether the hub answers, asked once; hub sources read from the local caches when "
                                  "not"))),
     ("trainers", (
