@@ -23,7 +23,8 @@ def convert(
     """Convert a pretraining checkpoint, or merge a LoRA adapter into its base, into a directory that from_pretrained
     loads."""
     from smolalign.checkpoints.convert import convert as run
-    from smolalign.models.lora_merge import adapter_base, merge_adapter_folder
+    from smolalign.models.adapter_folder import merge_adapter_folder
+    from smolalign.models.lora_merge import adapter_base
 
     if source.is_dir() and adapter_base(source) is not None:
         if config is not None:

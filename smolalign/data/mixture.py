@@ -17,7 +17,7 @@ from smolalign.data.formats import (
 )
 from smolalign.data.rows import messages_problem, missing_problem
 from smolalign.errors import SmolalignError
-from smolalign.inputs.data_sources import load_source, source_labels
+from smolalign.inputs.data_sources import load_source, rows_label, source_labels
 from smolalign.recipe.data_schema import DataSection, SourceSection
 
 ORIGIN = "_origin"
@@ -53,15 +53,16 @@ def weighted_rows(n: int, weight: float, seed: int) -> list[int]:
 
 def held_out_split(mixed, eval_split: float | int, seed: int):
     """(training rows, held-out rows): `eval_split` of the mixture's distinct rows (a share, or a count), each held
-    out once. Every copy of a held-out row (a source weighted above 1 repeats its rows) leaves training, so no
-    evaluated row was trained on."""
+    out once. Every copy of a held-out row (a source weighted above 1 repeats its rows; two sources may read the same
+    rows) leaves training, so no evaluated row was trained on."""
     origins = mixed[ORIGIN]
     first: dict[str, int] = {}
     for index, origin in enumerate(origins):
         first.setdefault(origin, index)
     distinct = mixed if len(first) == len(mixed) else mixed.select(list(first.values()))
     size = int(eval_split) if eval_split >= 1 else eval_split
-    if isinstance(size, int) and size >= len(distinct):
+    held = size if isinstance(size, int) else math.ceil(size * len(distinct))  # datasets rounds a share up
+    if held >= len(distinct):
         raise SmolalignError(f"data.eval_split {eval_split} leaves no training rows (the mixture has {len(distinct)}"
                              f"{' distinct' if distinct is not mixed else ''})")
     split = distinct.train_test_split(test_size=size, seed=seed)
@@ -96,11 +97,13 @@ def _prepare_source(source: SourceSection, label: str, requested_format: str, in
     if system_prompt is not None:
         dataset = add_system_prompt(dataset, fmt, system_prompt, label)
     n = len(dataset)
-    dataset = dataset.add_column(ORIGIN, [f"{label}#{i}" for i in range(n)])
+    named = rows_label(source)  # the same rows read by two sources are the same rows (see held_out_split)
+    dataset = dataset.add_column(ORIGIN, [f"{named}#{i}" for i in range(n)])
     rows = weighted_rows(n, source.weight, seed + index)
     if not rows:
         raise SmolalignError(f"data source {label}: weight {source.weight:g} of its {n} row(s) keeps none (it rounds "
-                             f"to 0 rows); give it a weight of at least {0.5 / n:.2g}, or take it out of the recipe")
+                             f"to 0 rows); give it a weight of at least {1 / n:.3g} (one row), or take it out of the "
+                             "recipe")
     if rows != list(range(n)):
         dataset = dataset.select(rows)
     return dataset, fmt, n

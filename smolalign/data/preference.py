@@ -31,7 +31,8 @@ class PreferenceEncoder(Encoder):
     whole_turns: bool = False
     """A reward model's sides keep what the template writes after the answer's end-of-turn token (ChatML's newline):
     its score is read at the rendered conversation's last token, as TRL's RewardTrainer tokenizes a conversation and
-    as a `model:` reward renders one to score it."""
+    as a `model:` reward renders one to score it; a plain-text prompt and its answers are rendered as that one-turn
+    conversation too."""
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list]:
         rows = [{k: batch[k][i] for k in batch} for i in range(len(batch[ORIGIN]))]
@@ -65,7 +66,8 @@ class PreferenceEncoder(Encoder):
         problem = self.pair_problem(row, prompt, answers, names)
         if problem:
             return {"texts": [], "head": 0, "ends": [], "templated": True, "problem": problem}
-        if all(isinstance(a, str) for a in answers) and (prompt is None or isinstance(prompt, str)):
+        plain = all(isinstance(a, str) for a in answers) and (prompt is None or isinstance(prompt, str))
+        if plain and not (self.whole_turns and prompt is not None):  # a reward model's: a conversation, as scored
             prompt = prompt or ""
             texts = [prompt + a if (prompt + a).endswith(self.eos_token) else prompt + a + self.eos_token
                      for a in answers]

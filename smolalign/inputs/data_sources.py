@@ -120,13 +120,19 @@ def files_stamp(files: list[Path], root: Path) -> str | None:
                     for p in files) or None
 
 
+def rows_label(source: SourceSection) -> str:
+    """What a source's rows are named by (`label#row`): its path, with its configuration and split where they are
+    not the default. Two sources reading the same rows name them alike."""
+    return source.path + (f":{source.name}" if source.name else "") + (
+        f"[{source.split}]" if source.split != "train" else "")
+
+
 def source_labels(sources: list[SourceSection]) -> list[str]:
-    """A name for each source that tells it from the others: its path, with its configuration and split where they
-    are not the default, and its position where two sources are still the same."""
+    """A name for each source that tells it from the others: its `rows_label`, and its position where two sources
+    read the same rows."""
     labels: list[str] = []
     for index, source in enumerate(sources):
-        label = source.path + (f":{source.name}" if source.name else "") + (
-            f"[{source.split}]" if source.split != "train" else "")
+        label = rows_label(source)
         labels.append(label if label not in labels else f"{label} (source {index + 1})")
     return labels
 

@@ -129,9 +129,12 @@ def refuse_a_weights_only_checkpoint(checkpoint: Path) -> None:
     """A checkpoint saved with train.save_only_model holds no optimizer, schedule or RNG state: transformers would
     resume from it with a new optimizer and the schedule from its start, without a word."""
     if not any(checkpoint.glob("rng_state*.pth")):
+        start = (f"merge it into its base (`smolalign convert {checkpoint} DIR`) and start a new run from DIR"
+                 if (checkpoint / "adapter_config.json").is_file() else
+                 f"start a new run from its weights (model.source: {checkpoint})")
         raise SmolalignError(f"--resume: {checkpoint} holds the model's weights only (train.save_only_model: true "
-                             "saves no optimizer, schedule or RNG state), so training cannot continue as it was; "
-                             f"start a new run from its weights (model.source: {checkpoint}), or pass --overwrite")
+                             f"saves no optimizer, schedule or RNG state), so training cannot continue as it was; "
+                             f"{start}, or pass --overwrite")
 
 
 def same_recipe(run_dir: Path, changes: list[str]) -> bool:

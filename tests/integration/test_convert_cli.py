@@ -160,7 +160,9 @@ def test_a_lora_adapter_is_merged_by_convert_and_refused_as_a_model(cli, write_r
             if hasattr(module, "lora_B") and "default" in getattr(module, "lora_B", {}):
                 module.lora_B["default"].weight.normal_(0, 0.5)
     model.save_pretrained(adapter)
-    AutoTokenizer.from_pretrained(tiny_dir).save_pretrained(adapter)
+    words = AutoTokenizer.from_pretrained(tiny_dir)
+    words.eos_token = "<|im_start|>"  # a run's tokenizer may end turns with another token than its base's config
+    words.save_pretrained(adapter)
 
     code, _, err = cli("sft", sft_recipe(write_recipe, tmp_path, {"source": str(adapter)}), "--dry-run")
     assert code == 2 and f"model.source {adapter} is a LoRA adapter (over {tiny_dir}), not a whole model: merge it " \
@@ -176,5 +178,39 @@ def test_a_lora_adapter_is_merged_by_convert_and_refused_as_a_model(cli, write_r
         merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()(ids).logits
     assert (trained - base).abs().max() > 0.03  # the adapter changes the model
     assert torch.allclose(merged, trained, atol=1e-4)
+    eos = words.convert_tokens_to_ids("<|im_start|>")
+    saved = {name: json.loads((tmp_path / "merged" / name).read_text())["eos_token_id"]
+             for name in ("config.json", "generation_config.json")}
+    assert saved == {"config.json": eos, "generation_config.json": eos}  # generation stops at the tokenizer's EOS
     code, _, err = cli("sft", sft_recipe(write_recipe, tmp_path, {"source": str(tmp_path / "merged")}), "--dry-run")
     assert code == 0, err
+
+
+def test_a_reward_models_adapter_is_merged_with_its_one_score_head(cli, tiny_dir, tmp_path):
+    """A LoRA reward model's adapter (SEQ_CLS: the score head saved whole beside the adapters) merges into a
+    classifier with one label, scoring as the adapted model does."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    torch.manual_seed(0)
+    words = AutoTokenizer.from_pretrained(tiny_dir)
+
+    def classifier():
+        return AutoModelForSequenceClassification.from_pretrained(tiny_dir, num_labels=1,
+                                                                  pad_token_id=words.pad_token_id)
+
+    model = get_peft_model(classifier(), LoraConfig(task_type="SEQ_CLS", r=4, target_modules=["q_proj"]))
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name or "modules_to_save" in name:
+                parameter.normal_(0, 0.5)
+    adapter = tmp_path / "reward-adapter"
+    model.save_pretrained(adapter)
+    words.save_pretrained(adapter)
+    code, out, err = cli("convert", adapter, tmp_path / "merged")
+    assert code == 0, err
+    ids = torch.tensor([[1, 5, 9, 13, 2]])
+    with torch.no_grad():
+        adapted = PeftModel.from_pretrained(classifier(), adapter).eval()(ids).logits
+        merged = AutoModelForSequenceClassification.from_pretrained(tmp_path / "merged").eval()(ids).logits
+    assert merged.shape == (1, 1) and torch.allclose(merged, adapted, atol=1e-4)

@@ -55,6 +55,35 @@ def test_scores_equal_a_direct_forward_pass(reward_model_dir):
     assert scores == pytest.approx(expected, abs=1e-5)
 
 
+def test_each_row_is_scored_in_its_own_mode(reward_model_dir, tmp_path):
+    """A reward gets each row's chat_template_kwargs (rl's think modes, the graded scorer's): the conversation is
+    rendered with them, as the reward model was trained (`tests/unit/test_reward_sequences.py`); without them every row
+    was rendered in the template's default mode."""
+    import shutil
+
+    from transformers import AutoTokenizer, LlamaForSequenceClassification
+
+    moded = tmp_path / "moded-rm"
+    shutil.copytree(reward_model_dir, moded)
+    tokenizer = AutoTokenizer.from_pretrained(moded)
+    tokenizer.chat_template = ("{% if enable_thinking is defined and not enable_thinking %}<|im_start|>system\nno "
+                               "thinking<|im_end|>\n{% endif %}" + CHATML)
+    tokenizer.save_pretrained(moded)
+    prompts = [[{"role": "user", "content": "what is 2 plus 3"}]] * 2
+    kwargs = [{"enable_thinking": False}, {"enable_thinking": True}]
+    scores = resolve_reward(f"model:{moded}", {})(completions=["5", "5"], prompts=prompts, chat_template_kwargs=kwargs)
+
+    model = LlamaForSequenceClassification.from_pretrained(moded, dtype=torch.float32).eval()
+    expected = []
+    for mode in kwargs:
+        text = tokenizer.apply_chat_template([*prompts[0], {"role": "assistant", "content": "5"}], tokenize=False,
+                                             **mode)
+        with torch.no_grad():
+            expected.append(model(**tokenizer(text, add_special_tokens=False, return_tensors="pt")).logits[0, 0].item())
+    assert expected[0] != pytest.approx(expected[1], abs=1e-4)  # the mode changes the conversation scored
+    assert scores == pytest.approx(expected, abs=1e-5)
+
+
 def test_a_relative_path_is_read_from_the_working_directory(reward_model_dir, tmp_path, monkeypatch):
     """`model:runs/…/model` as the shipped recipes write it: relative to where smolalign runs, like model.source."""
     import shutil

@@ -147,10 +147,28 @@ MUTATIONS = [
       "training stops at the end-of-turn token, where the scorer reads the newline after it"),
     M("reward_model_scores_in_the_rows_mode", "a `model:` reward renders each conversation in its row's think mode "
       "(chat_template_kwargs)", "rewards.md", "rewards/reward_model.py",
-      "                                                   tokenize=False, **(template_kwargs or {}))",
-      "                                                   tokenize=False)",
-      ("tests/unit/test_reward_sequences.py::test_reward_training_sequences_are_trls_and_the_scorers",),
+      "        modes = list(chat_template_kwargs) if chat_template_kwargs is not None else [None] * len(completions)",
+      "        modes = [None] * len(completions)",
+      ("tests/integration/test_reward_model.py::test_each_row_is_scored_in_its_own_mode",),
       "every row is rendered in the template's default mode: a no_think answer gets think mode's system prompt"),
+    M("reward_plain_pairs_as_conversations", "a reward model trains on plain-text pairs as the one-turn conversation "
+      "a `model:` reward scores them as", "verbs/po.md", "smolalign/data/preference.py",
+      "        if plain and not (self.whole_turns and prompt is not None):", "        if plain:",
+      ("tests/unit/test_reward_sequences.py::"
+       "test_plain_text_pairs_train_as_the_one_turn_conversation_they_are_scored_as",),
+      "the bare text prompt + answer + EOS is trained, where the scorer renders a chat conversation"),
+    M("lora_bias_merged_by_peft", "a LoRA bias (lora_bias: true) is merged as peft merges it", "checkpoints.md",
+      "smolalign/models/lora_merge.py",
+      "module.use_dora.get(a, False) or module.lora_bias.get(a, False) for a",
+      "module.use_dora.get(a, False) for a",
+      ("tests/unit/test_lora_merge.py::test_a_lora_bias_is_merged_as_peft_merges_it",),
+      "the stochastic merge adds the weights' update only: LoRA's bias is dropped"),
+    M("resume_epoch_order_across_processes", "a resume inside an epoch reads the uninterrupted order with the batches "
+      "sharded over processes (accelerate's wrappers hand set_epoch down)", "checkpoints.md#starting-over-and-resuming",
+      "smolalign/stages/epoch_order.py", "        for wrapper in (BatchSamplerShard, SkipBatchSampler):",
+      "        for wrapper in ():",
+      ("tests/unit/test_epoch_order.py::test_a_resume_inside_an_epoch_reads_its_order_through_accelerates_wrappers[2]",),
+      "with two processes the skipped, sharded loader never reaches the sampler: the first epoch's order is read"),
     M("lora_merge_keeps_small_updates", "LoRA adapters merged into a bf16 base keep their updates in expectation "
       "(each merged weight rounded stochastically, not to the nearest)", "checkpoints.md",
       "smolalign/models/load.py", "        model = merge_adapters(model)", "        model = model.merge_and_unload()",
@@ -413,7 +431,7 @@ MUTATIONS = [
     M("resume_epoch_order", "a resume in a later epoch reads the prompts of GRPO and distillation (TRL's "
       "RepeatSampler) in the uninterrupted run's order, and ends on its weights",
       "checkpoints.md#starting-over-and-resuming", "smolalign/stages/epoch_order.py",
-      '    with added(RepeatSampler, "set_epoch", set_epoch):', "    with contextlib.nullcontext():",
+      '        patches.enter_context(added(RepeatSampler, "set_epoch", set_epoch))', "        pass",
       (*(f"tests/integration/test_resume_epochs.py::test_a_resume_in_the_second_epoch_reads_the_uninterrupted_order"
          f"[{stage}]" for stage in ("grpo", "distill")),
        "tests/unit/test_epoch_order.py::test_each_epoch_reads_trls_own_order_read_or_skipped"),

@@ -1,6 +1,7 @@
 """The data pipeline on a tiny tokenizer: formats, masks, mixtures, row checks, truncation and the cache."""
 
 import json
+import re
 from collections import Counter
 from dataclasses import replace
 
@@ -95,11 +96,36 @@ def test_sources_of_one_folder_keep_their_own_names(tmp_path):
 
 
 def test_a_source_its_weight_leaves_no_row_is_refused(tmp_path):
-    small = write_jsonl(tmp_path / "small.jsonl", [{"text": f"s{i}"} for i in range(20)])
-    recipe = run_of({"model": {"source": "org/m"}, "data": {"sources": [{"path": str(small), "weight": 0.02}]}},
-                    "sft", "t")
-    with pytest.raises(SmolalignError, match=r"small\.jsonl: weight 0\.02 of its 20 row\(s\) keeps none"):
+    def mixture(rows: int, weight: float):
+        data = write_jsonl(tmp_path / f"s{rows}.jsonl", [{"text": f"s{i}"} for i in range(rows)])
+        return build_mixture(run_of({"model": {"source": "org/m"}, "data": {"sources": [
+            {"path": str(data), "weight": weight}]}}, "sft", "t").data)
+
+    with pytest.raises(SmolalignError, match=r"s20\.jsonl: weight 0\.02 of its 20 row\(s\) keeps none"):
+        mixture(20, 0.02)
+    for rows in (20, 1, 3, 7):  # n × weight = 0.5 rounds to no row (a half rounds to even): the weight suggested keeps one
+        with pytest.raises(SmolalignError, match="keeps none") as refused:
+            mixture(rows, 0.5 / rows)
+        suggested = float(re.search(r"a weight of at least ([0-9.]+)", str(refused.value)).group(1))
+        assert len(mixture(rows, suggested).train) == 1, (rows, suggested)
+
+
+def test_an_eval_split_share_that_leaves_no_training_row_is_refused(tmp_path):
+    one = write_jsonl(tmp_path / "one.jsonl", [{"text": "only"}])
+    recipe = run_of({"model": {"source": "org/m"}, "data": {"sources": [{"path": str(one), "weight": 3.0}],
+                                                            "eval_split": 0.5}}, "sft", "t")
+    with pytest.raises(SmolalignError, match=r"data.eval_split 0.5 leaves no training rows \(the mixture has 1 distinct"):
         build_mixture(recipe.data)
+
+
+def test_one_file_read_by_two_sources_is_held_out_whole(tmp_path):
+    """Two sources reading the same rows (another weight, say): a held-out row is trained by neither."""
+    a = write_jsonl(tmp_path / "a.jsonl", [{"text": f"a{i}"} for i in range(20)])
+    recipe = run_of({"model": {"source": "org/m"}, "data": {"sources": [{"path": str(a)}, {"path": str(a)}],
+                                                            "eval_split": 0.3}}, "sft", "t")
+    mixture = build_mixture(recipe.data)
+    assert len(mixture.eval) == 6 and not set(mixture.eval["text"]) & set(mixture.train["text"])
+    assert list(mixture.rows_per_source) == [str(a), f"{a} (source 2)"] and len(mixture.train) == 28
 
 
 def test_sources_with_and_without_template_kwargs_mix(tmp_path):

@@ -55,3 +55,24 @@ def test_a_float32_base_merges_as_peft_does():
     model, c = _model(torch.float32)
     merged = merge_adapters(model)
     assert all(torch.allclose(layer.weight, torch.full_like(layer.weight, 1.0 + c)) for layer in merged)
+
+
+def test_a_lora_bias_is_merged_as_peft_merges_it():
+    """LoRA's own bias (lora_bias: true) is merged by peft, into the base layer's bias; those layers are left to it."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from smolalign.models.lora_merge import merge_adapters
+
+    def model():
+        torch.manual_seed(0)
+        base = torch.nn.Sequential(torch.nn.Linear(16, 16)).to(torch.bfloat16)
+        adapted = get_peft_model(base, LoraConfig(r=2, target_modules=["0"], lora_bias=True))
+        with torch.no_grad():
+            for name, parameter in adapted.named_parameters():
+                if "lora_B" in name:
+                    parameter.normal_(0, 0.5)
+        return adapted
+
+    ours, peft_merged = merge_adapters(model()), model().merge_and_unload()
+    assert ours[0].bias.equal(peft_merged[0].bias) and ours[0].weight.equal(peft_merged[0].weight)

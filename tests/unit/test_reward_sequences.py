@@ -47,3 +47,17 @@ def test_reward_training_sequences_are_trls_and_the_scorers(tiny_dir, tmp_path):
             scored = scorer.render(row["prompt"], row[side][0]["content"], row["chat_template_kwargs"])
             assert tokenizer(scored, add_special_tokens=False)["input_ids"] == ids
         assert tokenizer.decode(chosen_ids).endswith("<|im_end|>\n")
+
+
+def test_plain_text_pairs_train_as_the_one_turn_conversation_they_are_scored_as(tiny_dir, tmp_path):
+    """A plain-text prompt and its answers: a `model:` reward scores them as a user turn and the assistant's answer,
+    so a reward model trains on that conversation (TRL's tokenization of it), not on the bare concatenated text."""
+    from trl.data_utils import _tokenize
+
+    rows = [{**row, "chat_template_kwargs": {"enable_thinking": False}} for row in pair_rows(4, conversational=False)]
+    tokenizer, _, trained = _trained_sides(tiny_dir, tmp_path, rows)
+    expected = {tuple(_tokenize(tokenizer, [{"role": "user", "content": row["prompt"]},
+                                            {"role": "assistant", "content": row[side]}],
+                                enable_thinking=False)["input_ids"])
+                for row in rows for side in ("chosen", "rejected")}
+    assert {tuple(ids) for pair in trained for ids in pair} == expected
