@@ -221,6 +221,13 @@ def check_length_budget(lengths, max_length: int | None, *, whole: bool = False)
               f"{rule}; training drops such rows", file=sys.stderr)
 
 
+def completion_tokens(tokenizer, completion) -> int:
+    """A data row's reference completion in tokens (its text, and the end of turn after it)."""
+    completion = decoded(completion)
+    text = completion if isinstance(completion, str) else "".join(str(m.get("content") or "") for m in completion)
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1
+
+
 def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict) -> Checked:
     """Render and tokenize a sample of prompt rows (`prompt` as messages, `_origin`) with the generation prompt, as
     the generating trainer (rl) or pair generation (po) will; their lengths are then checked against what the stage
@@ -247,7 +254,9 @@ def check_prompt_rows(run: Run, dataset, seed: int, kwargs: dict) -> Checked:
     if run.recipe.stage == "po":
         check_length_budget(lengths, run.settings["max_length"])
     else:
-        warn_prompts_cut(run, max(lengths, default=0))
+        data_answers = [completion_tokens(tokenizer, row["completion"]) for row in rows
+                        if run.method_spec.off_policy and row.get("completion") is not None]
+        warn_prompts_cut(run, max(lengths, default=0), max(data_answers, default=0))
         warn_row_kwargs_dropped(rows)
     warn_beyond_the_context(run, max(lengths, default=0))
     return Checked(len(rows), sources, time.perf_counter() - start)

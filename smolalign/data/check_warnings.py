@@ -45,18 +45,28 @@ def warn_held_out_unused(run: Run) -> None:
               "evaluate them, or data.eval_split: 0 to train on them", file=sys.stderr)
 
 
-def warn_prompts_cut(run: Run, longest_prompt: int) -> None:
-    """A generating method whose train.max_length bounds prompt + answer in its loss (online DPO, GOLD): the
-    longest checked prompt with a full answer over it has its start cut for the loss, while the policy generated from
-    the whole prompt. Warned about, naming the lengths."""
+def warn_prompts_cut(run: Run, longest_prompt: int, longest_data_answer: int = 0) -> None:
+    """A generating method whose train.max_length bounds prompt + answer (online DPO in its loss; GOLD before the
+    student samples, and for the data's own completions, which it trains whole): the longest checked prompt with the
+    longest answer over it has its start cut, its system turn (and think flag) first. Warned about, naming the
+    lengths."""
     settings = run.settings
     budget = "max_new_tokens" if settings.get("max_new_tokens") else "max_completion_length"
     max_length, answer = settings.get("max_length"), settings.get(budget)
-    if max_length and answer and longest_prompt + answer > max_length:
-        print(f"warning: the longest checked prompt ({longest_prompt:,} tokens) + train.{budget} {answer:,} is over "
-              f"train.max_length {max_length:,}: a prompt that long has its start cut for the loss (up to "
-              f"{longest_prompt + answer - max_length:,} token(s)), though the policy answered the whole of it; raise "
-              "train.max_length", file=sys.stderr)
+    if not (max_length and answer) or longest_prompt + max(answer, longest_data_answer) <= max_length:
+        return
+    over = longest_prompt + max(answer, longest_data_answer) - max_length
+    if run.method_spec.off_policy:
+        longest = (f"train.{budget} {answer:,}" if answer >= longest_data_answer else
+                   f"the longest checked completion of the data ({longest_data_answer:,} tokens, trained whole)")
+        cut = (f"GOLD cuts a prompt that long from its start (up to {over:,} token(s), the system turn and its think "
+               "flag first) before the student samples, and for the data's completions")
+    else:
+        longest = f"train.{budget} {answer:,}"
+        cut = (f"a prompt that long has its start cut for the loss (up to {over:,} token(s)), though the policy "
+               "answered the whole of it")
+    print(f"warning: the longest checked prompt ({longest_prompt:,} tokens) + {longest} is over train.max_length "
+          f"{max_length:,}: {cut}; raise train.max_length", file=sys.stderr)
 
 
 def warn_row_kwargs_dropped(rows) -> None:

@@ -85,6 +85,13 @@ def pair_tokenizers(run: Run, student, teacher) -> Pairing:
     return Pairing("gold", uld, len(student_vocab), len(teacher_vocab), shared, same)
 
 
+ULD_MERGE = "bayesian"
+"""How GOLD's ULD loss merges a token one side splits in several (TRL's uld_token_merge_strategy), unless a recipe sets
+it. TRL's default, "observed", compares the student's prediction after a whole split token with the teacher's
+prediction after its first piece (a quickstart answer's number, " 85" against " ", "8", "5": the teacher's "a digit
+comes next" taught as what follows the number); "bayesian" compares predictions of the same text."""
+
+
 def teacher_dtype(run: Run) -> str:
     """The dtype the frozen teacher loads in: hardware.generation_dtype at the teacher's own width."""
     return generation_dtype(run.recipe.teacher.dtype, run.hardware, model_width(run.source("teacher")))
@@ -136,9 +143,7 @@ def check_before_loading(run: Run) -> DistillChecked:
     lmbda = on_policy_share(run)
     completion = settings["max_completion_length"]
     batch = plan.rows["global batch"]
-    loss = ("ULD (" + ("hybrid: exact on matched tokens, ULD on the rest" if settings.get("uld_use_hybrid_loss")
-                       else "sorted-probability distance across tokenizers") + ")") if pairing.uld else \
-        f"generalized JSD, beta {settings['beta']:g}"
+    loss = uld_description(settings, pairing) if pairing.uld else f"generalized JSD, beta {settings['beta']:g}"
     plan.rows["method"] = f"{recipe.method.name} -> {pairing.trainer} ({loss})"
     plan.rows["vocabularies"] = (f"student {pairing.student_vocab:,}, teacher {pairing.teacher_vocab:,}; "
                                  f"{pairing.shared:,} teacher tokens map one-to-one onto student tokens"
@@ -152,6 +157,25 @@ def check_before_loading(run: Run) -> DistillChecked:
                             + (f", {describe_bytes(size)} of weights" if size else ""))
     plan.rows["learning rate"] = f"{learning_rate(run):g}" + ("" if settings.is_set("learning_rate") else " (smolalign default)")
     return DistillChecked(plan, pairing, prompts, student, teacher)
+
+
+def uld_description(settings, pairing: Pairing) -> str:
+    """The ULD loss as the plan states it: its parts and their weights (TRL's, by default, weigh the part on the
+    tokens both vocabularies share by their share of the teacher's vocabulary), and how split tokens are merged."""
+    merge = settings.train.get("uld_token_merge_strategy", ULD_MERGE)
+    merged = (f"split tokens merged {merge}: each student position is compared with the teacher's prediction of the "
+              "same text" if merge == ULD_MERGE else f"split tokens merged {merge}")
+    if not settings.get("uld_use_hybrid_loss"):
+        return f"ULD (sorted-probability distance across tokenizers; {merged})"
+    matched = settings.get("uld_hybrid_matched_weight")
+    unmatched = settings.get("uld_hybrid_unmatched_weight")
+    if matched is None:
+        matched = pairing.shared / max(1, pairing.teacher_vocab)
+        unmatched, whose = 1 - matched, "TRL's, by the shared share of the teacher's vocabulary"
+    else:
+        whose = "train.uld_hybrid_*_weight"
+    return (f"ULD hybrid: exact divergence on the tokens both vocabularies share × {matched:.3g}, ULD on the rest × "
+            f"{unmatched:.3g} ({whose}); {merged})")
 
 
 def learning_rate(run: Run) -> float:
@@ -172,9 +196,11 @@ def load_distill_data(run: Run, rows=None):
     has_completion = "completion" in prompts.column_names
     lmbda = on_policy_share(run)
     off_policy = run.method_spec.off_policy
-    if off_policy and lmbda < 1.0 and not has_completion:
-        raise SmolalignError(f"train.lmbda {lmbda:g}: GOLD learns from the data's own completions {1 - lmbda:.0%} of "
-                             "the time, and the data has no completion column; add one or set train.lmbda: 1.0")
+    if off_policy and not has_completion:  # TRL's GOLDTrainer tokenizes prompt + completion for every row
+        share = f"learns from them {1 - lmbda:.0%} of the time, and " if lmbda < 1.0 else ""
+        raise SmolalignError(f"GOLD reads a completion for every prompt row (it {share}tokenizes each prompt with its "
+                             "completion, even when every batch is sampled, at train.lmbda 1.0), and the data has no "
+                             "completion column: add the rows' reference answers as one")
     if has_completion:
         def as_messages(row):
             value = row["completion"]
@@ -204,6 +230,7 @@ def distill_config(run: Run, pairing: Pairing, hardware: Hardware, run_dir: Path
     fixed = {"use_uld_loss": pairing.uld, **sampling}
     if pairing.uld:
         fixed["teacher_tokenizer_name_or_path"] = teacher_dir
+        train.setdefault("uld_token_merge_strategy", ULD_MERGE)
     return trl_config(run, hardware, run_dir, train, check=check, **fixed)
 
 

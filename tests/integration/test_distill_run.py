@@ -94,6 +94,65 @@ def test_gold_renders_prompts_with_the_recipes_template_kwargs(cli, distill_reci
     assert all("Reasoning Mode: /no_think" in text for text in rendered), rendered[0]
 
 
+def test_gold_compares_predictions_of_the_same_text_across_tokenizers(cli, distill_recipe, tmp_path, monkeypatch):
+    """Where one tokenizer splits a span the other keeps whole (a number: " 85" against " ", "8", "5"), TRL's default
+    ULD merge ("observed") compared the student's prediction after the whole span with the teacher's after its first
+    piece; smolalign sets "bayesian", which compares predictions of the same text, unless the recipe chooses."""
+    from trl.experimental.gold.gold_trainer import GOLDTrainer
+
+    seen = []
+    train = GOLDTrainer.train
+
+    def recording(self, *args, **kwargs):
+        seen.append(self.args.uld_token_merge_strategy)
+        return train(self, *args, **kwargs)
+
+    monkeypatch.setattr(GOLDTrainer, "train", recording)
+    code, out, err = cli("rl", distill_recipe(train={"max_steps": 1}), "-o", tmp_path / "run")
+    assert code == 0, err
+    assert "split tokens merged bayesian" in out
+    code, _, err = cli("rl", distill_recipe(train={"max_steps": 1, "uld_token_merge_strategy": "observed"}),
+                       "-o", tmp_path / "observed")
+    assert code == 0, err
+    assert seen == ["bayesian", "observed"]
+
+
+def test_gold_states_the_hybrid_losses_weights(cli, distill_recipe, fixed_teacher, other_student):
+    """TRL weighs the exact part of the hybrid loss by the share of the teacher's vocabulary that maps onto the
+    student's (a few percent across unrelated tokenizers): the plan says so, with the weights."""
+    from transformers import AutoTokenizer
+
+    student, teacher = (AutoTokenizer.from_pretrained(d).get_vocab() for d in (other_student, fixed_teacher))
+    matched = sum(token in student for token in teacher) / len(teacher)
+    code, out, err = cli("rl", distill_recipe(), "--dry-run")
+    assert code == 0, err
+    assert (f"exact divergence on the tokens both vocabularies share × {matched:.3g}, ULD on the rest × "
+            f"{1 - matched:.3g} (TRL's, by the shared share of the teacher's vocabulary)") in out
+
+
+def test_gold_warns_when_the_datas_completions_cut_the_prompts(cli, distill_recipe):
+    """GOLD trains the data's completions whole and cuts the prompt's start (its system turn first) to fit
+    train.max_length: a completion longer than max_completion_length is counted in the check's warning."""
+    long = " ".join(["yes"] * 60) + "."
+    code, _, err = cli("rl", distill_recipe(completions=[long], train={"max_length": 64}), "--dry-run")
+    assert code == 0, err
+    assert "the longest checked completion of the data" in err and "GOLD cuts a prompt that long from its start" in err
+    code, _, err = cli("rl", distill_recipe(train={"max_length": 64}), "--dry-run")
+    assert code == 0 and "GOLD cuts" not in err, err
+
+
+@pytest.mark.parametrize("lmbda", [0.5, 1.0])
+def test_gold_without_completions_is_exit_2(cli, write_recipe, tmp_path, fixed_teacher, other_student, lmbda):
+    """TRL's GOLDTrainer tokenizes every row's prompt with its completion, even when every batch is sampled: prompt
+    rows alone passed the dry run at lmbda 1.0 and the run died on a KeyError."""
+    data = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"what is {i} plus {i + 1}"} for i in range(8)])
+    recipe = write_recipe({"model": {"source": str(other_student)}, "template": {"name": "chatml"}, "method": "auto",
+                           "teacher": {"source": str(fixed_teacher)}, "data": {"sources": [{"path": str(data)}]},
+                           "train": {"lmbda": lmbda, "max_completion_length": 8, "max_steps": 1}})
+    code, _, err = cli("rl", recipe, "--dry-run")
+    assert code == 2 and "GOLD reads a completion for every prompt row" in err, err
+
+
 def test_multibyte_text_aligns_across_tokenizers(cli, distill_recipe, tmp_path, fixed_teacher, other_student):
     from transformers import AutoTokenizer
 

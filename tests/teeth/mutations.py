@@ -180,6 +180,25 @@ MUTATIONS = [
       '    if False and (base := adapter_base(location)) is not None:',
       ("tests/integration/test_convert_cli.py::test_a_lora_adapter_is_merged_by_convert_and_refused_as_a_model",),
       "the adapter folder's missing config.json is reported as an unreadable config, with no way forward"),
+    M("gold_merges_the_same_text", "GOLD across tokenizers compares the student's and the teacher's predictions of "
+      "the same text where one side splits a token (uld_token_merge_strategy bayesian unless the recipe sets it)",
+      "verbs/rl.md#on-policy-distillation-method-distill-gold-auto", "smolalign/stages/distill.py",
+      '        train.setdefault("uld_token_merge_strategy", ULD_MERGE)\n', "",
+      ("tests/integration/test_distill_run.py::test_gold_compares_predictions_of_the_same_text_across_tokenizers",),
+      "TRL's observed merge: the student after a whole split token against the teacher after its first piece"),
+    M("gold_needs_completions", "GOLD without a completion column is refused, at any lmbda (TRL tokenizes every "
+      "prompt with its completion)", "verbs/rl.md#on-policy-distillation-method-distill-gold-auto",
+      "smolalign/stages/distill.py", "    if off_policy and not has_completion:",
+      "    if off_policy and lmbda < 1.0 and not has_completion:",
+      ("tests/integration/test_distill_run.py::test_gold_without_completions_is_exit_2[1.0]",),
+      "prompt rows alone pass the dry run at lmbda 1.0 and the run dies on a KeyError in TRL"),
+    M("gold_data_completions_cut_warned", "GOLD's check warns when the data's completions with the longest prompt are "
+      "over train.max_length (the prompt's start, its system turn first, would be cut)",
+      "verbs/rl.md#on-policy-distillation-method-distill-gold-auto", "smolalign/data/check.py",
+      "                        if run.method_spec.off_policy and row.get(\"completion\") is not None]",
+      "                        if False]",
+      ("tests/integration/test_distill_run.py::test_gold_warns_when_the_datas_completions_cut_the_prompts",),
+      "only max_completion_length is counted: a long reference completion cuts the prompt's start without a word"),
     # ---------------------------------------------------------------------------------------------- think modes
     M("think_flag_template", "a /no_think system flag sets the mode in SmolLM3's template, whatever enable_thinking "
       "says", "recipes/templates.md", "chat_templates/smollm3.jinja",
@@ -520,7 +539,8 @@ MUTATIONS = [
       "the run trains on positions the model never saw, in silence"),
     M("prompt_cut_for_the_loss_warned", "online DPO and GOLD prompts whose start would be cut for the loss are warned "
       "about before loading", "verbs/rl.md", "smolalign/data/check_warnings.py",
-      "    if max_length and answer and longest_prompt + answer > max_length:\n", "    if False:\n",
+      "    if not (max_length and answer) or longest_prompt + max(answer, longest_data_answer) <= max_length:\n",
+      "    if True:\n",
       ("tests/integration/test_sequence_bounds.py::test_online_dpo_prompts_cut_for_the_loss_are_warned_about",),
       "the loss reads cut prompts the policy answered whole, in silence"),
     M("pairs_thresholds_checked", "a pairs threshold no score can meet (graded margin, unpaired threshold, verifier "

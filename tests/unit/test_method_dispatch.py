@@ -39,7 +39,8 @@ def test_every_method_a_recipe_can_name_has_a_row_in_each_table():
     assert {METHODS[name].stage for name in RL_METHODS} == {"rl"}
 
 
-PROMPTS = [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1)} for i in range(8)]
+PROMPTS = [{"prompt": f"what is {i} plus {i + 1}", "solution": str(2 * i + 1), "completion": str(2 * i + 1)}
+           for i in range(8)]  # a completion: GOLD reads one for every row
 RL_TRAIN = {"per_device_train_batch_size": 2, "max_steps": 1}
 RECIPES = {
     "sft": ("sft", {}, {"max_length": 128, "per_device_train_batch_size": 2, "max_steps": 1}),
