@@ -58,7 +58,7 @@ def warn_prompts_cut(run: Run, longest_prompt: int, longest_data_answer: int = 0
     over = longest_prompt + max(answer, longest_data_answer) - max_length
     if run.method_spec.off_policy:
         longest = (f"train.{budget} {answer:,}" if answer >= longest_data_answer else
-                   f"the longest checked completion of the data ({longest_data_answer:,} tokens, trained whole)")
+                   f"the longest checked completion of the data ({longest_data_answer:,} tokens, which GOLD keeps whole)")
         cut = (f"GOLD cuts a prompt that long from its start (up to {over:,} token(s), the system turn and its think "
                "flag first) before the student samples, and for the data's completions")
     else:

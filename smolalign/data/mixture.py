@@ -17,7 +17,7 @@ from smolalign.data.formats import (
 )
 from smolalign.data.rows import messages_problem, missing_problem
 from smolalign.errors import SmolalignError
-from smolalign.inputs.data_sources import load_source, rows_label, source_labels
+from smolalign.inputs.data_sources import load_source, row_labels, source_labels
 from smolalign.recipe.data_schema import DataSection, SourceSection
 
 ORIGIN = "_origin"
@@ -79,7 +79,7 @@ def decoded(value):
     return value
 
 
-def _prepare_source(source: SourceSection, label: str, requested_format: str, index: int, seed: int,
+def _prepare_source(source: SourceSection, label: str, rows_named: str, requested_format: str, index: int, seed: int,
                     system_prompt=None):
     dataset = load_source(source)
     if len(dataset) == 0:
@@ -97,8 +97,7 @@ def _prepare_source(source: SourceSection, label: str, requested_format: str, in
     if system_prompt is not None:
         dataset = add_system_prompt(dataset, fmt, system_prompt, label)
     n = len(dataset)
-    named = rows_label(source)  # the same rows read by two sources are the same rows (see held_out_split)
-    dataset = dataset.add_column(ORIGIN, [f"{named}#{i}" for i in range(n)])
+    dataset = dataset.add_column(ORIGIN, [f"{rows_named}#{i}" for i in range(n)])  # see held_out_split
     rows = weighted_rows(n, source.weight, seed + index)
     if not rows:
         raise SmolalignError(f"data source {label}: weight {source.weight:g} of its {n} row(s) keeps none (it rounds "
@@ -168,9 +167,10 @@ def build_mixture(data: DataSection, requested_format: str | None = None) -> Mix
 
     parts, formats, counts = [], {}, {}
     labels = source_labels(data.sources)
-    for index, (source, label) in enumerate(zip(data.sources, labels, strict=True)):
-        dataset, fmt, n = _prepare_source(source, label, requested_format or data.format, index, data.seed,
-                                          data.system_prompt)
+    for index, (source, label, rows_named) in enumerate(zip(data.sources, labels, row_labels(data.sources),
+                                                            strict=True)):
+        dataset, fmt, n = _prepare_source(source, label, rows_named, requested_format or data.format, index,
+                                          data.seed, data.system_prompt)
         parts.append(dataset)
         formats[label] = fmt
         counts[label] = (n, len(dataset))

@@ -67,7 +67,13 @@ class PreferenceEncoder(Encoder):
         if problem:
             return {"texts": [], "head": 0, "ends": [], "templated": True, "problem": problem}
         plain = all(isinstance(a, str) for a in answers) and (prompt is None or isinstance(prompt, str))
-        if plain and not (self.whole_turns and prompt is not None):  # a reward model's: a conversation, as scored
+        if plain and self.whole_turns:  # a reward model is scored on a conversation: rendered as one below
+            if prompt is None:
+                return {"texts": [], "head": 0, "ends": [], "templated": False,
+                        "problem": "a reward model scores an answer to a prompt, and this row has none (plain-text "
+                                   "chosen and rejected): give the pairs a prompt column"}
+            answers = [a.removesuffix(self.eos_token) for a in answers]  # the template ends the turn
+        elif plain:
             prompt = prompt or ""
             texts = [prompt + a if (prompt + a).endswith(self.eos_token) else prompt + a + self.eos_token
                      for a in answers]

@@ -121,10 +121,24 @@ def files_stamp(files: list[Path], root: Path) -> str | None:
 
 
 def rows_label(source: SourceSection) -> str:
-    """What a source's rows are named by (`label#row`): its path, with its configuration and split where they are
-    not the default. Two sources reading the same rows name them alike."""
+    """A source's short name: its path, with its configuration, split and revision where they are not the default."""
     return source.path + (f":{source.name}" if source.name else "") + (
-        f"[{source.split}]" if source.split != "train" else "")
+        f"[{source.split}]" if source.split != "train" else "") + (f"@{source.revision}" if source.revision else "")
+
+
+def row_labels(sources: list[SourceSection]) -> list[str]:
+    """What each source's rows are named by (`label#row`): its `rows_label`. Two sources reading the same rows (the
+    same file twice, another weight) share it; one reading other rows under the same short name (a reasoning-gym task
+    at another seed, size or config) gets its position too."""
+    labels: list[str] = []
+    by_rows: dict[tuple, str] = {}
+    for index, source in enumerate(sources):
+        short = rows_label(source)
+        same_rows = (short, source.size, source.seed, json.dumps(source.config, sort_keys=True))
+        if same_rows not in by_rows:
+            by_rows[same_rows] = short if short not in by_rows.values() else f"{short} (source {index + 1})"
+        labels.append(by_rows[same_rows])
+    return labels
 
 
 def source_labels(sources: list[SourceSection]) -> list[str]:

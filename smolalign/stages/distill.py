@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smolalign.data.check import check_prompt_rows
+from smolalign.data.mixture import ORIGIN
 from smolalign.data.prompts import read_prompt_rows, recipe_prompts
 from smolalign.errors import SmolalignError
 from smolalign.generation.backend_settings import ServerAddress, describe_generation, vllm_fields
@@ -169,7 +170,10 @@ def uld_description(settings, pairing: Pairing) -> str:
         return f"ULD (sorted-probability distance across tokenizers; {merged})"
     matched = settings.get("uld_hybrid_matched_weight")
     unmatched = settings.get("uld_hybrid_unmatched_weight")
-    if matched is None:
+    if (matched is None) != (unmatched is None):
+        raise SmolalignError("train.uld_hybrid_matched_weight and train.uld_hybrid_unmatched_weight: set both or "
+                             "neither (neither: TRL weighs the parts by the share of the teacher's vocabulary that maps)")
+    if matched is None:  # TRL divides by the teacher's logits' width, which may pad its vocabulary: about
         matched = pairing.shared / max(1, pairing.teacher_vocab)
         unmatched, whose = 1 - matched, "TRL's, by the shared share of the teacher's vocabulary"
     else:
@@ -192,6 +196,7 @@ def on_policy_share(run: Run) -> float:
 def load_distill_data(run: Run, rows=None):
     """Prompts (and, for GOLD's off-policy share, completions), with each row's think mode in its prompt; `rows`:
     the recipe's prompt rows when they were read already."""
+    rows = rows or read_prompt_rows(run.data)
     prompts = recipe_prompts(run.recipe, rows).train
     has_completion = "completion" in prompts.column_names
     lmbda = on_policy_share(run)
@@ -201,6 +206,12 @@ def load_distill_data(run: Run, rows=None):
         raise SmolalignError(f"GOLD reads a completion for every prompt row (it {share}tokenizes each prompt with its "
                              "completion, even when every batch is sampled, at train.lmbda 1.0), and the data has no "
                              "completion column: add the rows' reference answers as one")
+    if off_policy:
+        missing = [i for i, value in enumerate(rows.train["completion"]) if value in (None, "", [])]
+        if missing:  # a source without completions mixed with one that has them: null in its rows
+            raise SmolalignError(f"prompt row {rows.train[missing[0]][ORIGIN]}: no completion ({len(missing)} row(s)); "
+                                 "GOLD reads one for every row (TRL tokenizes each prompt with it): give every source "
+                                 "its reference answers")
     if has_completion:
         def as_messages(row):
             value = row["completion"]

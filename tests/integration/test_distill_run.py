@@ -153,6 +153,20 @@ def test_gold_without_completions_is_exit_2(cli, write_recipe, tmp_path, fixed_t
     assert code == 2 and "GOLD reads a completion for every prompt row" in err, err
 
 
+def test_gold_with_a_source_without_completions_is_exit_2(cli, write_recipe, tmp_path, fixed_teacher, other_student):
+    """A source with completions mixed with one without: the mixture fills the second's with null, which TRL's
+    GOLDTrainer would add to a prompt (a TypeError once the models loaded). Refused naming a row and the count."""
+    answered = write_jsonl(tmp_path / "answered.jsonl", [{"prompt": f"what is {i} plus 1", "completion": "yes."}
+                                                         for i in range(4)])
+    bare = write_jsonl(tmp_path / "bare.jsonl", [{"prompt": f"what is {i} plus 2"} for i in range(3)])
+    recipe = write_recipe({"model": {"source": str(other_student)}, "template": {"name": "chatml"}, "method": "auto",
+                           "teacher": {"source": str(fixed_teacher)},
+                           "data": {"sources": [{"path": str(answered)}, {"path": str(bare)}]},
+                           "train": {"lmbda": 1.0, "max_completion_length": 8, "max_steps": 1}})
+    code, _, err = cli("rl", recipe, "--dry-run")
+    assert code == 2 and "bare.jsonl#" in err and "no completion (3 row(s))" in err, err
+
+
 def test_multibyte_text_aligns_across_tokenizers(cli, distill_recipe, tmp_path, fixed_teacher, other_student):
     from transformers import AutoTokenizer
 

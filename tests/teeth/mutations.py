@@ -153,7 +153,8 @@ MUTATIONS = [
       "every row is rendered in the template's default mode: a no_think answer gets think mode's system prompt"),
     M("reward_plain_pairs_as_conversations", "a reward model trains on plain-text pairs as the one-turn conversation "
       "a `model:` reward scores them as", "verbs/po.md", "smolalign/data/preference.py",
-      "        if plain and not (self.whole_turns and prompt is not None):", "        if plain:",
+      "        if plain and self.whole_turns:  # a reward model is scored on a conversation: rendered as one below",
+      "        if False:",
       ("tests/unit/test_reward_sequences.py::"
        "test_plain_text_pairs_train_as_the_one_turn_conversation_they_are_scored_as",),
       "the bare text prompt + answer + EOS is trained, where the scorer renders a chat conversation"),
@@ -192,6 +193,12 @@ MUTATIONS = [
       "    if off_policy and lmbda < 1.0 and not has_completion:",
       ("tests/integration/test_distill_run.py::test_gold_without_completions_is_exit_2[1.0]",),
       "prompt rows alone pass the dry run at lmbda 1.0 and the run dies on a KeyError in TRL"),
+    M("gold_rows_without_completion_refused", "GOLD refuses prompt rows without a completion (a source without "
+      "them mixed with one that has them), naming a row and the count",
+      "verbs/rl.md#on-policy-distillation-method-distill-gold-auto", "smolalign/stages/distill.py",
+      "        if missing:  # a source without completions", "        if False:  # a source without completions",
+      ("tests/integration/test_distill_run.py::test_gold_with_a_source_without_completions_is_exit_2",),
+      "the dry run passes; TRL adds None to a prompt once the models loaded: a TypeError"),
     M("gold_data_completions_cut_warned", "GOLD's check warns when the data's completions with the longest prompt are "
       "over train.max_length (the prompt's start, its system turn first, would be cut)",
       "verbs/rl.md#on-policy-distillation-method-distill-gold-auto", "smolalign/data/check.py",

@@ -118,6 +118,19 @@ def test_an_eval_split_share_that_leaves_no_training_row_is_refused(tmp_path):
         build_mixture(recipe.data)
 
 
+def test_sources_of_other_rows_are_named_apart():
+    """Another revision of a dataset, or another seed of a generated task, reads other rows: their row names differ,
+    so holding out row i of one leaves row i of the other in training; the same rows twice share their names."""
+    from smolalign.inputs.data_sources import row_labels
+    from smolalign.recipe.data_schema import SourceSection
+
+    assert row_labels([SourceSection("org/set", revision="v1"), SourceSection("org/set", revision="v2")]) == \
+        ["org/set@v1", "org/set@v2"]
+    task = "reasoning_gym:chain_sum"
+    assert row_labels([SourceSection(task, seed=0, size=8), SourceSection(task, seed=1000, size=8),
+                       SourceSection(task, seed=0, size=8, weight=2.0)]) == [task, f"{task} (source 2)", task]
+
+
 def test_one_file_read_by_two_sources_is_held_out_whole(tmp_path):
     """Two sources reading the same rows (another weight, say): a held-out row is trained by neither."""
     a = write_jsonl(tmp_path / "a.jsonl", [{"text": f"a{i}"} for i in range(20)])

@@ -61,3 +61,22 @@ def test_plain_text_pairs_train_as_the_one_turn_conversation_they_are_scored_as(
                                 enable_thinking=False)["input_ids"])
                 for row in rows for side in ("chosen", "rejected")}
     assert {tuple(ids) for pair in trained for ids in pair} == expected
+
+
+def test_plain_text_pairs_without_a_prompt_are_refused_for_a_reward_model(tiny_dir, tmp_path):
+    import pytest
+
+    from smolalign.errors import SmolalignError
+
+    rows = [{"chosen": f"{i} + 1 = {i + 1}.", "rejected": f"{i} + 1 = {i + 7}."} for i in range(4)]
+    with pytest.raises(SmolalignError, match="a reward model scores an answer to a prompt, and this row has none"):
+        _trained_sides(tiny_dir, tmp_path, rows)
+
+
+def test_a_plain_answer_ending_with_the_end_of_turn_ends_its_turn_once(tiny_dir, tmp_path):
+    rows = [{**row, "chosen": row["chosen"] + "<|im_end|>", "chat_template_kwargs": {"enable_thinking": False}}
+            for row in pair_rows(2, conversational=False)]
+    tokenizer, _, trained = _trained_sides(tiny_dir, tmp_path, rows)
+    for chosen_ids, _ in trained:
+        assert tokenizer.decode(chosen_ids).count("<|im_end|>") == chosen_ids.count(tokenizer.eos_token_id)
+        assert not tokenizer.decode(chosen_ids).endswith("<|im_end|><|im_end|>\n")
