@@ -9,6 +9,7 @@ than `teacher.max_memory_gb` is refused; the teacher is any model source, loaded
 learning-rate defaults that learn in a few hundred steps replace TRL's 1e-7 / 1e-6.
 """
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from smolalign.errors import SmolalignError
 from smolalign.generation.backend_settings import ServerAddress, describe_generation, vllm_fields
 from smolalign.hardware import Hardware, generation_dtype
 from smolalign.models.config import model_width
-from smolalign.models.load import load_model, load_tokenizer, local_dir
+from smolalign.models.load import load_model, load_tokenizer
 from smolalign.models.size import DTYPE_BYTES, source_parameter_count
 from smolalign.plan import make_plan
 from smolalign.quantities import describe_bytes, describe_count
@@ -252,10 +253,12 @@ def load(run: Run, opened: OpenRun, checked: DistillChecked) -> Iterator[tuple]:
     recipe, hardware, dtype = run.recipe, run.hardware, opened.dtype
     pairing, prompts = checked.pairing, checked.prompts
     tokenizer, teacher_tokenizer = checked.tokenizer, checked.teacher_tokenizer
-    teacher_dir = local_dir(run.source("teacher"))
-    with generating(run, opened) as generation:
+    # GOLD aligns across tokenizers with a teacher tokenizer it loads from a path: the one checked and planned with
+    # (its revision, its end of turn), not the folder's or the hub's newest.
+    with generating(run, opened) as generation, tempfile.TemporaryDirectory(prefix="smolalign-teacher-") as words:
+        teacher_tokenizer.save_pretrained(words)
         # the config first, as in sft and po
-        config = distill_config(run, pairing, hardware, opened.run_dir, teacher_dir, generation.server)
+        config = distill_config(run, pairing, hardware, opened.run_dir, words, generation.server)
         student = load_model(recipe.model, dtype, hardware, tokenizer, run.source())
         teacher = load_model(teacher_section(recipe), teacher_dtype(run), hardware, teacher_tokenizer,
                              run.source("teacher"))

@@ -117,6 +117,34 @@ def test_gold_compares_predictions_of_the_same_text_across_tokenizers(cli, disti
     assert seen == ["bayesian", "observed"]
 
 
+def test_gold_aligns_with_the_teacher_tokenizer_smolalign_checked(cli, distill_recipe, tmp_path, monkeypatch,
+                                                                  fixed_teacher):
+    """GOLD loads its teacher tokenizer from a path: it gets the one smolalign loaded, checked and planned with (its
+    end of turn the template's), not the teacher folder's own (or, for a hub teacher, the newest revision's)."""
+    import shutil
+
+    from transformers import AutoTokenizer
+    from trl.experimental.gold.gold_trainer import GOLDTrainer
+
+    teacher = tmp_path / "teacher"
+    shutil.copytree(fixed_teacher, teacher)
+    words = AutoTokenizer.from_pretrained(teacher)
+    words.eos_token = "<|endoftext|>"  # a base model's: the template's end of turn is <|im_end|>
+    words.save_pretrained(teacher)
+    seen = []
+    train = GOLDTrainer.train
+
+    def recording(self, *args, **kwargs):
+        seen.append(self.teacher_tokenizer.eos_token)
+        return train(self, *args, **kwargs)
+
+    monkeypatch.setattr(GOLDTrainer, "train", recording)
+    code, _, err = cli("rl", distill_recipe(teacher={"source": str(teacher)}, train={"max_steps": 1}),
+                       "-o", tmp_path / "run")
+    assert code == 0, err
+    assert seen == ["<|im_end|>"]
+
+
 def test_gold_states_the_hybrid_losses_weights(cli, distill_recipe, fixed_teacher, other_student):
     """TRL weighs the exact part of the hybrid loss by the share of the teacher's vocabulary that maps onto the
     student's (a few percent across unrelated tokenizers): the plan says so, with the weights."""

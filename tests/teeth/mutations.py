@@ -199,6 +199,13 @@ MUTATIONS = [
       "        if missing:  # a source without completions", "        if False:  # a source without completions",
       ("tests/integration/test_distill_run.py::test_gold_with_a_source_without_completions_is_exit_2",),
       "the dry run passes; TRL adds None to a prompt once the models loaded: a TypeError"),
+    M("gold_teacher_tokenizer_checked", "GOLD aligns with the teacher tokenizer smolalign loaded and checked (its end "
+      "of turn the template's, its revision the recipe's), not the teacher folder's own",
+      "verbs/rl.md#on-policy-distillation-method-distill-gold-auto", "smolalign/stages/distill.py",
+      "        teacher_tokenizer.save_pretrained(words)\n",
+      "        teacher_tokenizer.save_pretrained(words)\n        words = run.source(\"teacher\").location\n",
+      ("tests/integration/test_distill_run.py::test_gold_aligns_with_the_teacher_tokenizer_smolalign_checked",),
+      "TRL reloads the teacher folder's tokenizer: another end of turn, or the hub's newest revision"),
     M("gold_data_completions_cut_warned", "GOLD's check warns when the data's completions with the longest prompt are "
       "over train.max_length (the prompt's start, its system turn first, would be cut)",
       "verbs/rl.md#on-policy-distillation-method-distill-gold-auto", "smolalign/data/check.py",
