@@ -37,6 +37,8 @@ def prepare_preference_data(run: Run, tokenizer, template: ChatTemplate, mixture
     key = cache_key(run, {"method": recipe.method.trainer, "unpaired": unpaired, "max_length": max_length},
                     tokenizer, template)
     if (found := load_prepared(key, prepared_by_another=prepared_by_another)) is not None:
+        if unpaired:
+            warn_unbalanced_labels(found.stats["train"], run.settings)
         return found
     mixture = mixture or build_mixture(run.data)
     require_preference_format(mixture.format, recipe.method)
@@ -56,11 +58,34 @@ def prepare_preference_data(run: Run, tokenizer, template: ChatTemplate, mixture
             encoded = _as_unpaired(encoded) if mixture.format == "preference" else encoded
             encoded = encoded.shuffle(seed=run.data.seed).flatten_indices()
             split_stats["unpaired_rows"] = len(encoded)
+            split_stats["desirable_rows"] = int(sum(encoded["label"]))
         if len(encoded) == 0:
             raise SmolalignError(f"no {name} rows are left after the checks ({describe_split(split_stats)})")
         splits[name], stats[name] = encoded, split_stats
     save_prepared(PreparedData(splits["train"], splits.get("eval"), stats, key))
+    if unpaired:
+        warn_unbalanced_labels(stats["train"], run.settings)
     return PreparedData(splits["train"], splits.get("eval"), {**stats, "cached": False}, key)
+
+
+def warn_unbalanced_labels(stats: dict, settings) -> None:
+    """KTO with desirable and undesirable rows in a ratio its loss weights do not balance (the KTO paper's Eq. 8:
+    desirable_weight × desirable rows over undesirable_weight × undesirable rows within [1, 4/3]) is warned about
+    with the weights that would, as TRL's own data preparation (which smolalign's replaces) does."""
+    if "desirable_rows" not in stats:
+        return
+    desirable = max(stats["desirable_rows"], 1)
+    undesirable = max(stats["unpaired_rows"] - stats["desirable_rows"], 1)
+    good, bad = settings["desirable_weight"], settings["undesirable_weight"]
+    if desirable == undesirable:
+        return
+    low, high = undesirable * bad / desirable, undesirable * bad / desirable * 1.33
+    low_bad, high_bad = desirable * good / undesirable / 1.33, desirable * good / undesirable
+    if not (round(low, 2) <= good <= round(high, 2) or round(low_bad, 2) <= bad <= round(high_bad, 2)):
+        print(f"warning: {desirable:,} desirable and {undesirable:,} undesirable rows, which train.desirable_weight "
+              f"{good:g} and train.undesirable_weight {bad:g} do not balance (the KTO paper's Eq. 8): set either "
+              f"desirable_weight in [{low:.2f}, {high:.2f}] or undesirable_weight in [{low_bad:.2f}, {high_bad:.2f}]",
+              file=sys.stderr)
 
 
 def describe_split(stats: dict) -> str:
@@ -76,6 +101,8 @@ def describe_split(stats: dict) -> str:
     text += f"{stats['dropped_identical_or_empty']:,} dropped as identical or empty"
     if "unpaired_rows" in stats:
         text += f"; {stats['unpaired_rows']:,} unpaired rows"
+        if "desirable_rows" in stats:
+            text += f" ({stats['desirable_rows']:,} desirable)"
     return text
 
 

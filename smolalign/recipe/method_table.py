@@ -190,7 +190,8 @@ class MethodSpec:
     """Samples two answers per prompt and trains on them as a pair, scored together; train.max_length bounds prompt +
     answer, train.max_new_tokens the answer."""
     beta_per_epoch: bool = False
-    """TRL's config takes train.beta as a list, one per epoch: one number stands for every epoch."""
+    """TRL's config takes train.beta as a list, one per epoch: one number stands for every epoch (a longer list is
+    refused: TRL 1.16 indexes it with a fractional epoch)."""
     distills: bool = False
     """Learns from a teacher model (`teacher:` required, `rewards:` refused); the other rl methods learn from
     `rewards:`."""

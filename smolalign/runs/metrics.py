@@ -5,9 +5,12 @@ without the first steps' compilation in them."""
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from smolalign.jsonl import read_jsonl
+from smolalign.library_patch import replaced
 from smolalign.runs.rundir import checkpoint_step
 
 METRICS_FILE = "metrics.jsonl"
@@ -53,6 +56,25 @@ def summary(run_dir: Path, key: str = "loss", companions: tuple[str, ...] = ()) 
         start = first.get(companion)
         text += f"; {companion} {float('nan') if start is None else start:.4g} -> {last[companion]:.4g}"
     return text
+
+
+@contextmanager
+def loss_of_every_rank(trainer) -> Iterator[None]:
+    """While it is open, the trainer's final mean loss counts every process: transformers gathers the loss from all
+    ranks when it logs, and adds the steps after the last logging step from this process alone (a 2-process run's
+    train_loss 5.5499 with logging_steps 3 against 5.6422 with 1). The tail is gathered as logging gathers it."""
+
+    def with_every_rank(finalize):
+        def finalize_training(*args, **kwargs):
+            from transformers.trainer_pt_utils import nested_gather
+
+            trainer._tr_loss = nested_gather(trainer._tr_loss, trainer.args.parallel_mode).mean()
+            return finalize(*args, **kwargs)
+
+        return finalize_training
+
+    with replaced(trainer, "_finalize_training", with_every_rank):
+        yield
 
 
 def whole_run_loss(reported: float, state, checkpoint: Path | None) -> float:

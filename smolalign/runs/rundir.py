@@ -145,10 +145,11 @@ def same_recipe(run_dir: Path, changes: list[str]) -> bool:
 
 
 def checkpoint_to_resume(run_dir: Path, *, resume: bool, overwrite: bool, resolved: dict,
-                         max_steps: int) -> Path | None:
+                         max_steps: int, global_batch: int | None = None) -> Path | None:
     """`check_run_dir`, then, when resuming from a checkpoint, the refusals of a finished run, of a recipe the
     checkpoint cannot be loaded into or that trains another method (both from one reading of the run's recipe.yaml),
-    and of a checkpoint holding weights only; writes nothing (a dry run with --resume asks it too)."""
+    of a checkpoint holding weights only, and of another global batch; writes nothing (a dry run with --resume asks it
+    too)."""
     checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
     if checkpoint is not None:
         changes = recipe_changes(run_dir, resolved)
@@ -156,7 +157,20 @@ def checkpoint_to_resume(run_dir: Path, *, resume: bool, overwrite: bool, resolv
         refuse_an_incompatible_resume(run_dir, changes)
         if not at_the_last_step(checkpoint, max_steps, same_recipe(run_dir, changes)):  # else only its model is saved
             refuse_a_weights_only_checkpoint(checkpoint)
+            refuse_another_global_batch(run_dir, global_batch)
     return checkpoint
+
+
+def refuse_another_global_batch(run_dir: Path, global_batch: int | None) -> None:
+    """A resume whose global batch differs from the one the run started with (another process count, the same
+    per-device batch and accumulation): the steps after the checkpoint would count other batches, and the trainer
+    would skip the wrong rows of the epoch and run another schedule, without a word."""
+    before = read_manifest(run_dir).get("global_batch")
+    if global_batch is not None and isinstance(before, int) and before != global_batch:
+        raise SmolalignError(f"--resume: {run_dir} started with a global batch of {before} rows and this run's is "
+                             f"{global_batch} (another number of processes?): the steps after the checkpoint would "
+                             "count other batches; resume with the processes it started with, or set "
+                             f"launch.global_batch_size: {before} to keep its batch")
 
 
 def refuse_resume_with_overwrite(resume: bool, overwrite: bool) -> None:

@@ -26,7 +26,7 @@ from smolalign.runs.curves import write_run_curves
 from smolalign.runs.hub import push_model
 from smolalign.runs.inputs import stamped_inputs
 from smolalign.runs.manifest import write_manifest
-from smolalign.runs.metrics import summary, whole_run_loss
+from smolalign.runs.metrics import loss_of_every_rank, summary, whole_run_loss
 from smolalign.runs.rundir import (
     MODEL_DIR,
     checkpoint_to_resume,
@@ -197,14 +197,14 @@ def start_run(run: Run, opened: OpenRun, **sections) -> None:
                  **lineage(recipe.model.source, recipe.model.revision)}
         write_manifest(opened.run_dir, recipe=recipe.source, stage=recipe.stage, hardware=run.hardware.describe(),
                        model=model, inputs=stamped_inputs(run, opened.run_dir, opened.checkpoint is not None),
-                       **sections)
+                       global_batch=run.settings.global_batch, **sections)
 
 
 def resume_point(run: Run, run_dir: Path, *, resume: bool, overwrite: bool) -> Path | None:
     """`runs.rundir.checkpoint_to_resume` for this run's recipe: what a run, and a dry run with --resume, resume
     from, after the same refusals."""
     return checkpoint_to_resume(run_dir, resume=resume, overwrite=overwrite, resolved=run.resolved_recipe(),
-                                max_steps=run.settings["max_steps"])
+                                max_steps=run.settings["max_steps"], global_batch=run.settings.global_batch)
 
 
 def run_dir_of(run: Run, output_dir: Path | None) -> Path:
@@ -223,7 +223,7 @@ def train_and_save(trainer, tokenizer, run_dir: Path, checkpoint: Path | None) -
     trainer.add_callback(readable_checkpoints_callback())
     if checkpoint is not None:  # a checkpoint at the run's last step: loaded, then no step runs
         trainer.add_callback(no_step_callback())
-    with listening():  # already listening when run through run_stage, from the stage's start
+    with listening(), loss_of_every_rank(trainer):  # listening already when run through run_stage, from its start
         try:
             result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         except NoStepLeft as stop:

@@ -121,7 +121,8 @@ def add_preference_rows(plan, run: Run) -> None:
         weights = method.weights or (1.0,) * len(terms)
         described = " + ".join(f"{w:g}×{t}" if len(terms) > 1 else t for t, w in zip(terms, weights, strict=True))
         rows["method"] = f"{method.name} ({method.trainer} trainer: {described}, beta {settings['beta']:g})"
-        rows["loss"] = "answer tokens only (prompt masked)"
+        rows["loss"] = ("NLL on prompt + chosen answer; the odds ratio on answer tokens" if method.trainer == "orpo"
+                        else "answer tokens only (prompt masked)")
         max_length = settings["max_length"]
         if max_length:
             batch = rows["global batch"]

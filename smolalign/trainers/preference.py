@@ -5,18 +5,31 @@ Each subclass replaces only the trainer's own dataset preparation; losses, refer
 logging are TRL's.
 """
 
+import copy
 import os
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-
+from datasets.fingerprint import Hasher  # noqa: E402
 from trl import DPOTrainer, KTOTrainer, RewardTrainer  # noqa: E402
 from trl.experimental.orpo import ORPOTrainer  # noqa: E402
+
+REFERENCE_SETTINGS = ("max_length", "truncation_mode", "ld_alpha", "pad_to_multiple_of", "padding_free",
+                      "use_logits_to_keep", "bf16", "fp16")
+"""DPOConfig fields that change the reference's log-probs of the same rows."""
 
 
 class PreparedDPOTrainer(DPOTrainer):
     def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
-        return dataset  # prompt_ids / chosen_ids / rejected_ids, prompts within max_length
+        """The prepared rows (prompt_ids / chosen_ids / rejected_ids, prompts within max_length). With
+        precompute_ref_log_probs, TRL keeps the reference's log-probs in a file beside the rows named by their
+        fingerprint and the weights: the rows' fingerprint gets the settings that change those log-probs too, or a
+        run with another truncation_mode or ld_alpha would read the log-probs computed under the old one."""
+        if not args.precompute_ref_log_probs:
+            return dataset
+        keyed = copy.copy(dataset)
+        keyed._fingerprint = Hasher.hash((dataset._fingerprint, {k: getattr(args, k, None) for k in REFERENCE_SETTINGS}))
+        return keyed
 
 
 class PreparedKTOTrainer(KTOTrainer):

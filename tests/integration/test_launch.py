@@ -44,10 +44,22 @@ def test_two_processes_on_cpu(sft_recipe, tmp_path):
     assert epoch == pytest.approx(4 * 4 / packed_rows)
     assert (run_dir / "model" / "config.json").is_file()
 
+    # The mean training loss counts both ranks in the steps after the last logging step too (transformers adds
+    # them from rank 0 alone): logging every 3 steps of 4, it is the mean of the 4 steps logged every step.
+    sparse = tmp_path / "sparse"
+    done = smolalign("sft", sft_recipe, "-o", sparse, "--launch", "ddp", "--num-processes", "2",
+                     "--set", "train.logging_steps=3", "--set", "train.save_strategy='no'")
+    assert done.returncode == 0, done.stderr[-3000:]
+    loss = json.loads((sparse / "manifest.json").read_text())["result"]["train_loss"]
+    assert loss == pytest.approx(manifest["result"]["train_loss"], abs=1e-5)
+
     # Cut back to the first checkpoint and resume on two processes: it resumes (the checkpoint untouched, only steps
     # 3-4 logged, with the uninterrupted run's losses) to the uninterrupted run's weights.
     resumed = tmp_path / "resumed"
     cut = cut_back(run_dir, resumed)
+    # On one process the global batch would halve: the steps after the checkpoint would count other batches.
+    done = smolalign("sft", sft_recipe, "-o", resumed, "--resume")
+    assert done.returncode == 2 and "started with a global batch of 4 rows and this run's is 2" in done.stderr
     done = smolalign("sft", sft_recipe, "-o", resumed, "--resume", "--launch", "ddp", "--num-processes", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     assert_resumed(run_dir, resumed, cut, atol=1e-6)

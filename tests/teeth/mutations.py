@@ -139,6 +139,23 @@ MUTATIONS = [
       "    return recipe.data.system_prompt if recipe.data is not None else None", "    return None",
       ("tests/unit/test_pairs_cache_key.py::test_the_pairs_are_sampled_under_the_system_prompt_they_train_under",),
       "the generators never see the system prompt every pair then trains under"),
+    M("precomputed_reference_per_settings", "`reference: precomputed` reads reference log-probs computed under the "
+      "run's own truncation and ld_alpha, not those a run with other settings left beside the same prepared rows",
+      "verbs/po.md", "smolalign/trainers/preference.py",
+      "        if not args.precompute_ref_log_probs:\n            return dataset",
+      "        if True:\n            return dataset",
+      ("tests/integration/test_precomputed_reference.py::"
+       "test_a_changed_truncation_reads_reference_log_probs_of_its_own",),
+      "TRL names the log-probs' file by the rows and the weights only: a keep_end run reads keep_start's"),
+    M("kto_unbalanced_labels_warned", "KTO data whose desirable and undesirable rows its weights do not balance is "
+      "warned about, with the weights that would (the KTO paper's Eq. 8, as TRL's own preparation warns)",
+      "verbs/po.md", "smolalign/data/prepare_preference.py",
+      "    if not (round(low, 2) <= good <= round(high, 2) or round(low_bad, 2) <= bad <= round(high_bad, 2)):",
+      "    if False:",
+      tuple(f"tests/unit/test_kto_balance.py::{t}" for t in (
+          "test_unbalanced_labels_are_warned_about_with_the_weights_that_balance_them[train0-True]",
+          "test_the_warning_is_given_again_when_the_rows_come_from_the_cache")),
+      "smolalign's preparation replaces TRL's, whose warning is then lost: 7 desirable to 1 trains unbalanced"),
     M("reward_sequences_are_scored_ones", "a reward model trains on the sequences a `model:` reward scores and TRL's "
       "RewardTrainer tokenizes: the whole rendered conversation (what follows the end-of-turn token included), in "
       "each row's think mode", "verbs/po.md; rewards.md", "smolalign/data/prepare_preference.py",
@@ -461,6 +478,17 @@ MUTATIONS = [
       "            refuse_a_weights_only_checkpoint(checkpoint)\n", "            pass\n",
       ("tests/integration/test_resume_refusals.py::test_a_weights_only_checkpoint_is_not_resumed",),
       "transformers resumes with a new optimizer and the schedule from its start, without a word"),
+    M("train_loss_of_every_rank", "the manifest's mean training loss counts every process, the steps after the "
+      "last logging step included", "checkpoints.md#starting-over-and-resuming", "smolalign/runs/metrics.py",
+      "            trainer._tr_loss = nested_gather(trainer._tr_loss, trainer.args.parallel_mode).mean()",
+      "            trainer._tr_loss = trainer._tr_loss",
+      ("tests/integration/test_launch.py::test_two_processes_on_cpu",),
+      "transformers adds the unlogged tail from rank 0 alone: the mean depends on logging_steps"),
+    M("resume_under_another_global_batch_refused", "a --resume whose global batch differs from the run's start "
+      "(another process count) is refused", "checkpoints.md#starting-over-and-resuming", "smolalign/runs/rundir.py",
+      "            refuse_another_global_batch(run_dir, global_batch)\n", "",
+      ("tests/integration/test_launch.py::test_two_processes_on_cpu",),
+      "a 2-process run resumed on one process trains another schedule on other rows, in silence"),
     M("resume_epoch_order", "a resume in a later epoch reads the prompts of GRPO and distillation (TRL's "
       "RepeatSampler) in the uninterrupted run's order, and ends on its weights",
       "checkpoints.md#starting-over-and-resuming", "smolalign/stages/epoch_order.py",

@@ -56,7 +56,8 @@ RECIPES = {
     "gold": ("rl", {"method": "gold"}, {**RL_TRAIN, "max_completion_length": 8, "lmbda": 1.0}),
     "auto": ("rl", {"method": "auto"}, {**RL_TRAIN, "max_completion_length": 8, "lmbda": 1.0}),
 }
-PLAN_SAYS = {"sft": "packing", "dpo": "dpo trainer", "kto": "kto trainer", "orpo": "orpo trainer",
+PLAN_SAYS = {"sft": "packing", "dpo": "dpo trainer", "kto": "kto trainer",
+             "orpo": "NLL on prompt + chosen answer",  # TRL's ORPO trains its NLL term on the prompt too
              "reward": "a sequence classifier", "grpo": "generations per prompt", "online_dpo": "candidates per prompt",
              "distill": "distill -> distill", "gold": "gold -> gold", "auto": "auto -> gold"}
 """What only the plan of the method's own stage prints."""
