@@ -162,9 +162,16 @@ def launched_sharding() -> dict | None:
     return None
 
 
+SAFE_PATH = {"PYTHONSAFEPATH": "1"}
+"""For every `python -m smolalign` smolalign starts: `-m` puts the working directory first on the module path, so a
+team's `rewards.py` there hid smolalign's `rewards` package in launched processes (the `smolalign` command does
+not put it there)."""
+
+
 def run_child(command: list[str], env: dict[str, str]) -> int:
-    """Run a launcher or a training child to its end with `env` as its whole environment; returns its exit code."""
-    return subprocess.run(command, env=env).returncode
+    """Run a launcher or a training child to its end with `env` as its whole environment (and SAFE_PATH: neither it
+    nor the processes it starts read modules from the working directory first); returns its exit code."""
+    return subprocess.run(command, env={**env, **SAFE_PATH}).returncode
 
 
 def read_preset(preset: Path) -> dict:

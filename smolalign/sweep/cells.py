@@ -90,7 +90,7 @@ def _paths(mapping: dict, prefix: str = "") -> set[str]:
 def stage_command(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | None, num_processes: int | None
                   ) -> list[str]:
     """The `smolalign STAGE` command line that trains a cell (and evaluates it when it ends)."""
-    command = [sys.executable, "-m", "smolalign", run.stage, str(recipe)]
+    command = [sys.executable, "-P", "-m", "smolalign", run.stage, str(recipe)]  # -P: see launch.SAFE_PATH
     for override in run.overrides:
         command += ["--set", override]
     command += ["--output-dir", str(run.run_dir)]

@@ -65,6 +65,24 @@ def test_two_processes_on_cpu(sft_recipe, tmp_path):
     assert_resumed(run_dir, resumed, cut, atol=1e-6)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU path")
+def test_a_rewards_file_in_the_working_directory_does_not_hide_smolaligns(sft_recipe, tmp_path):
+    """A team's rewards.py where the command runs: `python -m smolalign`, which the launcher starts on each rank, puts
+    the working directory first on the module path, so the file hid smolalign's `rewards` package on every rank (the
+    `smolalign` command, one process, does not)."""
+    from pathlib import Path
+
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "rewards.py").write_text("def right(completions, **kw):\n    return [1.0] * len(completions)\n")
+    command = Path(sys.executable).with_name("smolalign")
+    done = subprocess.run([str(command), "sft", sft_recipe, "-o", tmp_path / "run", "--launch", "ddp",
+                           "--num-processes", "2", "--set", "train.max_steps=1", "--set", "train.save_strategy='no'"],
+                          capture_output=True, text=True, timeout=300, cwd=work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "run" / "model" / "config.json").is_file()
+
+
 @pytest.mark.parametrize(("preset", "message"), [
     ("zer3", "no such accelerate config or preset (did you mean zero3?)"),
     pytest.param("fsdp2", "FSDP needs GPUs here", marks=pytest.mark.skipif(torch.cuda.is_available(),

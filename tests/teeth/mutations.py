@@ -484,6 +484,12 @@ MUTATIONS = [
       "            trainer._tr_loss = trainer._tr_loss",
       ("tests/integration/test_launch.py::test_two_processes_on_cpu",),
       "transformers adds the unlogged tail from rank 0 alone: the mean depends on logging_steps"),
+    M("launched_ranks_read_smolalign_first", "launched processes read smolalign's own packages before the working "
+      "directory's modules (a team's rewards.py there)", "scaling/index.md", "smolalign/launch.py",
+      "    return subprocess.run(command, env={**env, **SAFE_PATH}).returncode",
+      "    return subprocess.run(command, env=env).returncode",
+      ("tests/integration/test_launch.py::test_a_rewards_file_in_the_working_directory_does_not_hide_smolaligns",),
+      "python -m on each rank puts the working directory first: rewards.py hides the rewards package"),
     M("resume_under_another_global_batch_refused", "a --resume whose global batch differs from the run's start "
       "(another process count) is refused", "checkpoints.md#starting-over-and-resuming", "smolalign/runs/rundir.py",
       "            refuse_another_global_batch(run_dir, global_batch)\n", "",
