@@ -162,10 +162,11 @@ def launched_sharding() -> dict | None:
     return None
 
 
-SAFE_PATH = {"PYTHONSAFEPATH": "1"}
+SAFE_PATH = {"PYTHONSAFEPATH": "1", "SMOLALIGN_SAFE_PATH": "1"}
 """For every `python -m smolalign` smolalign starts: `-m` puts the working directory first on the module path, so a
 team's `rewards.py` there hid smolalign's `rewards` package in launched processes (the `smolalign` command does
-not put it there)."""
+not put it there). The launched process takes it off its environment as it starts (`smolalign.__main__`), so what it
+starts in turn does not inherit it."""
 
 
 def run_child(command: list[str], env: dict[str, str]) -> int:

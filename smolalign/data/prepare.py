@@ -25,11 +25,12 @@ from smolalign.recipe.settings import TrainSettings
 from smolalign.resolve import Run
 from smolalign.templates.registry import ChatTemplate
 
-PIPELINE_VERSION = 4
+PIPELINE_VERSION = 5
 """Bump when the prepared rows change for the same inputs, so old caches are not reused (2: empty answers and
 reasoning in no_think answers refused, a system message of flags only filled by data.system_prompt; 3: no copy of a
 held-out row trained, sources of one dataset counted apart; 4: a reward model's sides end where the rendered
-conversation ends)."""
+conversation ends; 5: other rows under one short name told apart, plain reward pairs as conversations, KTO's
+desirable rows counted)."""
 
 
 @dataclass(frozen=True)

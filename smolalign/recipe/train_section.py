@@ -101,7 +101,7 @@ def normalize_train(train: dict, spec: MethodSpec) -> dict:
     beta = train.get("beta")
     if spec.beta_per_epoch and isinstance(beta, (int, float)) and not isinstance(beta, bool):
         train["beta"] = [float(beta)]  # one number is the same for every epoch
-    if spec.beta_per_epoch and isinstance(beta, list) and len(beta) > 1:
+    if spec.beta_per_epoch and isinstance(beta, list) and len(beta) != 1:
         raise SmolalignError(f"train.beta {beta}: give one number; TRL 1.16's online DPO reads a per-epoch list at "
                              "the step's fractional epoch and fails after the first step")
     for key, hint in spec.refused.items():

@@ -121,7 +121,7 @@ def _environment(job: SlurmJob) -> str:
         "export SMOLALIGN_LAUNCHED=1",
         "export PYTHONUNBUFFERED=1",
         "# python -m puts the working directory first on the path: a rewards.py there would hide smolalign's rewards.",
-        "export PYTHONSAFEPATH=1",
+        "export PYTHONSAFEPATH=1 SMOLALIGN_SAFE_PATH=1",
         "# A rank that fails or hangs in a collective aborts the job instead of blocking every other rank.",
         "export NCCL_ASYNC_ERROR_HANDLING=1 TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
         "# One task per node owns all of the node's CPUs; each of its processes gets an equal share of threads.",

@@ -87,10 +87,19 @@ def _paths(mapping: dict, prefix: str = "") -> set[str]:
     return paths
 
 
+PYTHON_PREFIX = (sys.executable, "-P", "-m", "smolalign")
+"""What runs `smolalign` in a cell's process (-P: the working directory off the module path, see launch.SAFE_PATH)."""
+
+
+def cli_arguments(command: list[str]) -> list[str]:
+    """A cell's command without the interpreter part: what `smolalign` is given."""
+    return command[len(PYTHON_PREFIX):]
+
+
 def stage_command(run: CellRun, recipe: Path, *, overwrite: bool, launch: str | None, num_processes: int | None
                   ) -> list[str]:
     """The `smolalign STAGE` command line that trains a cell (and evaluates it when it ends)."""
-    command = [sys.executable, "-P", "-m", "smolalign", run.stage, str(recipe)]  # -P: see launch.SAFE_PATH
+    command = [*PYTHON_PREFIX, run.stage, str(recipe)]
     for override in run.overrides:
         command += ["--set", override]
     command += ["--output-dir", str(run.run_dir)]
@@ -132,7 +141,7 @@ def run_cell_here(run: CellRun, *, overwrite: bool) -> None:
     """One cell in this process, which a launcher started (a Slurm array task): every process trains it."""
     recipe = run.resolved.recipe
     command = stage_command(run, Path(recipe.source), overwrite=overwrite, launch=None, num_processes=None)
-    check_not_data_parallel(recipe, command[3:])  # after `python -m smolalign`
+    check_not_data_parallel(recipe, cli_arguments(command))
     state = "new" if overwrite else cell_state(run.run_dir)
     print(f"sweep: cell {run.cell.index + 1} {run.cell.name}: {_doing[state]}", flush=True)
     if state == "evaluate" and is_first_rank():

@@ -21,6 +21,7 @@ from smolalign.sweep.cells import (
     CELL_OVERRIDES,
     CellRun,
     cell_state,
+    cli_arguments,
     refuse_stale_cells,
     run_cell,
     run_cell_here,
@@ -156,7 +157,7 @@ def dry_run(sweep: Sweep, request: SweepRequest, plans: list) -> None:
     for run, plan in zip(sweep.runs, plans, strict=True):
         command = stage_command(run, sweep.recipe, overwrite=request.overwrite, launch=request.launch,
                                 num_processes=request.num_processes)
-        print(f"\ncell {run.cell.index + 1}: {run.cell.name}\n  {shlex.join(['smolalign', *command[3:]])}")
+        print(f"\ncell {run.cell.index + 1}: {run.cell.name}\n  {shlex.join(['smolalign', *cli_arguments(command)])}")
         print(plan.render())
 
 

@@ -160,3 +160,11 @@ def test_slurm_array_task_trains_its_cell(cli, sweep_recipe, tmp_path, monkeypat
     assert code == 0, err
     assert mtimes(cell) == finished
     assert [row["cell"] for row in json.loads((tmp_path / "sweep" / "sweep.json").read_text())["rows"]] == list(CELLS)
+
+
+def test_the_dry_run_prints_each_cells_command_as_a_user_would_type_it(cli, sweep_recipe, tmp_path):
+    code, out, err = cli("sweep", sweep_recipe, "--grid", "train.learning_rate=0.05,0.0", "-o", tmp_path / "s",
+                         "--dry-run")
+    assert code == 0, err
+    commands = [line.strip() for line in out.splitlines() if line.strip().startswith("smolalign ")]
+    assert len(commands) == 2 and all(c.startswith(f"smolalign sft {sweep_recipe} --set ") for c in commands), out

@@ -100,6 +100,8 @@ ENVIRONMENT_EDITS = {
     ("smolalign/recipe/method_table.py", "quiet_experimental"): "TRL reads TRL_EXPERIMENTAL_SILENCE at import, from "
                                                                 "os.environ only",
     ("smolalign/trainers/preference.py", ""): "the same, for the experimental trainers this module imports",
+    ("smolalign/__main__.py", "forget_safe_path"): "a launched process drops the safe-path setting it was started "
+                                                   "with, so what it starts does not inherit it",
 }
 """The only places smolalign's own process environment is written, and why."""
 
