@@ -153,9 +153,10 @@ def checkpoint_to_resume(run_dir: Path, *, resume: bool, overwrite: bool, resolv
     checkpoint = check_run_dir(run_dir, resume=resume, overwrite=overwrite)
     if checkpoint is not None:
         changes = recipe_changes(run_dir, resolved)
-        refuse_resuming_a_finished_run(checkpoint, max_steps, same_recipe(run_dir, changes), resolved)
+        unchanged = same_recipe(run_dir, changes)
+        refuse_resuming_a_finished_run(checkpoint, max_steps, unchanged, resolved)
         refuse_an_incompatible_resume(run_dir, changes)
-        if not at_the_last_step(checkpoint, max_steps, same_recipe(run_dir, changes)):  # else only its model is saved
+        if not at_the_last_step(checkpoint, max_steps, unchanged):  # else only its model is saved
             refuse_a_weights_only_checkpoint(checkpoint)
             refuse_another_global_batch(run_dir, global_batch)
     return checkpoint

@@ -60,6 +60,21 @@ def distill_recipe(write_recipe, tmp_path, fixed_teacher, other_student):
     return make
 
 
+def gold_trainer_seen(monkeypatch, what) -> list:
+    """What `what(trainer)` reads from each GOLDTrainer as its training starts (TRL's own state, as it trains)."""
+    from trl.experimental.gold.gold_trainer import GOLDTrainer
+
+    seen = []
+    train = GOLDTrainer.train
+
+    def recording(self, *args, **kwargs):
+        seen.append(what(self))
+        return train(self, *args, **kwargs)
+
+    monkeypatch.setattr(GOLDTrainer, "train", recording)
+    return seen
+
+
 def test_gold_across_tokenizers_moves_the_student_to_the_teachers_answer(cli, distill_recipe, tmp_path, other_student):
     before = answer_loglik(other_student)
     code, out, err = cli("rl", distill_recipe(), "-o", tmp_path / "run")
@@ -76,21 +91,13 @@ def test_gold_renders_prompts_with_the_recipes_template_kwargs(cli, distill_reci
     """GOLD takes no chat_template_kwargs in its config: it renders each row with the row's own column. A no_think
     recipe's prompts (template.kwargs.enable_thinking: false) rendered in think mode before, a flag away from what
     the dry run's check showed. The texts are TRL's own (its dataset's original_prompt_text)."""
-    from trl.experimental.gold.gold_trainer import GOLDTrainer
-
-    rendered = []
-    train = GOLDTrainer.train
-
-    def recording(self, *args, **kwargs):
-        rendered.extend(self.train_dataset["original_prompt_text"])
-        return train(self, *args, **kwargs)
-
-    monkeypatch.setattr(GOLDTrainer, "train", recording)
+    seen = gold_trainer_seen(monkeypatch, lambda trainer: trainer.train_dataset["original_prompt_text"])
     recipe = distill_recipe(method="gold", template={"name": "smollm3", "kwargs": {"enable_thinking": False}},
                             train={"max_steps": 1})
     code, _, err = cli("rl", recipe, "-o", tmp_path / "run")
     assert code == 0, err
-    assert len(rendered) == 16
+    rendered = seen[0]
+    assert len(seen) == 1 and len(rendered) == 16
     assert all("Reasoning Mode: /no_think" in text for text in rendered), rendered[0]
 
 
@@ -98,16 +105,7 @@ def test_gold_compares_predictions_of_the_same_text_across_tokenizers(cli, disti
     """Where one tokenizer splits a span the other keeps whole (a number: " 85" against " ", "8", "5"), TRL's default
     ULD merge ("observed") compared the student's prediction after the whole span with the teacher's after its first
     piece; smolalign sets "bayesian", which compares predictions of the same text, unless the recipe chooses."""
-    from trl.experimental.gold.gold_trainer import GOLDTrainer
-
-    seen = []
-    train = GOLDTrainer.train
-
-    def recording(self, *args, **kwargs):
-        seen.append(self.args.uld_token_merge_strategy)
-        return train(self, *args, **kwargs)
-
-    monkeypatch.setattr(GOLDTrainer, "train", recording)
+    seen = gold_trainer_seen(monkeypatch, lambda trainer: trainer.args.uld_token_merge_strategy)
     code, out, err = cli("rl", distill_recipe(train={"max_steps": 1}), "-o", tmp_path / "run")
     assert code == 0, err
     assert "split tokens merged bayesian" in out
@@ -124,21 +122,13 @@ def test_gold_aligns_with_the_teacher_tokenizer_smolalign_checked(cli, distill_r
     import shutil
 
     from transformers import AutoTokenizer
-    from trl.experimental.gold.gold_trainer import GOLDTrainer
 
     teacher = tmp_path / "teacher"
     shutil.copytree(fixed_teacher, teacher)
     words = AutoTokenizer.from_pretrained(teacher)
     words.eos_token = "<|endoftext|>"  # a base model's: the template's end of turn is <|im_end|>
     words.save_pretrained(teacher)
-    seen = []
-    train = GOLDTrainer.train
-
-    def recording(self, *args, **kwargs):
-        seen.append(self.teacher_tokenizer.eos_token)
-        return train(self, *args, **kwargs)
-
-    monkeypatch.setattr(GOLDTrainer, "train", recording)
+    seen = gold_trainer_seen(monkeypatch, lambda trainer: trainer.teacher_tokenizer.eos_token)
     code, _, err = cli("rl", distill_recipe(teacher={"source": str(teacher)}, train={"max_steps": 1}),
                        "-o", tmp_path / "run")
     assert code == 0, err

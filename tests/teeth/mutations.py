@@ -455,7 +455,7 @@ MUTATIONS = [
       "last step of the epochs of an unchanged recipe, is refused before anything is written; a raised "
       "train.max_steps resumes", "checkpoints.md#starting-over-and-resuming",
       "smolalign/runs/rundir.py",
-      "        refuse_resuming_a_finished_run(checkpoint, max_steps, same_recipe(run_dir, changes), resolved)\n",
+      "        refuse_resuming_a_finished_run(checkpoint, max_steps, unchanged, resolved)\n",
       "        pass\n",
       ("tests/integration/test_resume_finished.py::test_a_finished_run_is_refused_and_left_as_it_was",
        *(f"tests/integration/test_resume_finished.py::test_a_run_that_ends_by_epochs_trains_no_step_past_its_end[{case}]"
